@@ -1,0 +1,61 @@
+"""The normalized model graph, whatever it was read from.
+
+``ModelGraph.g`` is a ``networkx.MultiDiGraph`` whose node keys are op names. Node attributes:
+
+- ``type``: op type (``Conv2D``, ``TransData``...; ONNX op types for .onnx input)
+- ``engine``: ``AI_CORE``, ``AI_VECTOR_CORE``, ``AI_CPU``, ``GE_LOCAL``, ``RTS``, ``HCCL``, ``HOST_CPU``,
+  ``DVPP`` or ``UNKNOWN`` (from ``_ge_attr_op_kernel_lib_name``, else inferred from the type)
+- ``inputs`` / ``outputs``: lists of tensor descriptors ``{"format", "origin_format", "dtype", "shape",
+  "origin_shape"}`` (dtype as ``DT_*`` name without prefix, e.g. ``FLOAT16``; shapes as lists of ints)
+- ``original_ops``: framework op names merged into this op (``_datadump_original_op_names``)
+- ``fusion_passes``: graph-fusion passes (``pass_name``) and ``pass_name_ub`` (UB fusion pass or None)
+- ``attrs``: remaining attributes decoded to plain Python values
+- ``stream_id``, ``id``, ``subgraph`` (name of the (sub)graph holding the node)
+
+Edge attributes: ``src_index``, ``dst_index`` (ints), ``kind`` = ``data`` or ``control``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+
+@dataclass
+class ModelGraph:
+    g: nx.MultiDiGraph
+    source: str
+    format: str
+    """om-json, ge-proto-txt, ge-onnx-pbtxt, onnx"""
+    name: str = ""
+    attrs: dict[str, Any] = field(default_factory=dict)
+    """Model-level attributes (soc_version, atc_cmdline, opp_version...)."""
+    subgraphs: dict[str, list[str]] = field(default_factory=dict)
+    """Subgraph name -> node names; the root graph is under its own name."""
+
+    @property
+    def soc_version(self) -> str | None:
+        v = self.attrs.get("soc_version")
+        return str(v) if v else None
+
+    def nodes_of_type(self, *types: str) -> Iterator[str]:
+        wanted = set(types)
+        for n, data in self.g.nodes(data=True):
+            if data.get("type") in wanted:
+                yield n
+
+    def node(self, name: str) -> dict[str, Any]:
+        return self.g.nodes[name]
+
+    def data_successors(self, name: str) -> list[str]:
+        return [v for _, v, d in self.g.out_edges(name, data=True) if d.get("kind") == "data"]
+
+    def data_predecessors(self, name: str) -> list[str]:
+        return [u for u, _, d in self.g.in_edges(name, data=True) if d.get("kind") == "data"]
+
+    def summary(self) -> dict[str, Any]:
+        return {"source": self.source, "format": self.format, "nodes": self.g.number_of_nodes(),
+                "edges": self.g.number_of_edges()}

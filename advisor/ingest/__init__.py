@@ -1,0 +1,66 @@
+"""Ingest: find out what a path holds and read it into normalized :class:`advisor.model.Profile` objects.
+
+This package is the only code that knows file layouts and CANN versions. ``load(path)`` returns one Profile per
+rank (a parent directory of several ``*_ascend_pt`` / ``PROF_*`` / ``device_N`` folders gives several).
+
+Readers live one module per producer and expose ``read(root: Path, meta: Meta) -> Profile``:
+
+============================  ===========================================================================
+layout                        module
+============================  ===========================================================================
+msprof-cann6 / msprof-cann7   ``msprof`` (``device_N/summary`` + ``timeline``; ``mindstudio_profiler_output``)
+op-summary-csv                ``msprof`` (a single op_summary / kernel_details CSV file)
+msprof-db                     ``sqlite_db`` (``msprof_*.db``)
+torch_npu-text, mindspore-text ``torch_npu`` (``ASCEND_PROFILER_OUTPUT`` CSV/JSON)
+torch_npu-db, mindspore-db    ``sqlite_db`` (``ascend_pytorch_profiler_*.db`` / ``ascend_mindspore_profiler_*.db``)
+mindspore-legacy              ``mindspore_legacy`` (MindSpore 1.x ``profiler/`` flat dir)
+soc-job                       ``soc_job`` (SS928/SS927 SVP ACL ``JOB*`` summaries)
+trace-json                    ``timeline`` (a lone trace JSON file)
+============================  ===========================================================================
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from advisor.errors import InputError
+from advisor.ingest.detect import RankSource, detect
+from advisor.model import Meta, Profile
+
+_READERS = {
+    "msprof-cann6": "advisor.ingest.msprof",
+    "msprof-cann7": "advisor.ingest.msprof",
+    "op-summary-csv": "advisor.ingest.msprof",
+    "msprof-db": "advisor.ingest.sqlite_db",
+    "torch_npu-text": "advisor.ingest.torch_npu",
+    "mindspore-text": "advisor.ingest.torch_npu",
+    "torch_npu-db": "advisor.ingest.sqlite_db",
+    "mindspore-db": "advisor.ingest.sqlite_db",
+    "mindspore-legacy": "advisor.ingest.mindspore_legacy",
+    "soc-job": "advisor.ingest.soc_job",
+    "trace-json": "advisor.ingest.timeline",
+}
+
+
+def read_source(src: RankSource) -> Profile:
+    """Read one rank with the reader for its layout."""
+    module = importlib.import_module(_READERS[src.layout])
+    meta = Meta(source=str(src.root), layout=src.layout, rank=src.rank)
+    profile: Profile = module.read(src.root, meta)
+    if not len(profile.ops) and not len(profile.op_stats) and not len(profile.steps):
+        raise InputError(src.root, f"no profile data could be read (layout {src.layout}); "
+                         + "; ".join(f"{s.path}: {s.reason}" for s in meta.files_skipped[:3]))
+    return profile
+
+
+def load(path: str | Path) -> list[Profile]:
+    """Detect the layout(s) under ``path`` and read every rank. Raises InputError on unusable input."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(p, "no such file or directory")
+    sources = detect(p)
+    return [read_source(s) for s in sources]
+
+
+__all__ = ["RankSource", "detect", "load", "read_source"]

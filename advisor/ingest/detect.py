@@ -1,0 +1,120 @@
+"""Layout detection: which producer wrote this path, and how many ranks it holds.
+
+Detection looks at names only (cheap, no file is parsed), so it is safe on multi-GB directories.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from advisor.errors import InputError
+
+_DEVICE_DIR = re.compile(r"^device_(\d+)$")
+_RANK_IN_NAME = re.compile(r"(?:rank[_-]?|_)(\d+)(?:_ascend_(?:pt|ms))?$")
+_MS_LEGACY_MARKERS = ("aicore_intermediate_", "framework_raw_", "step_trace_raw_", "hccl_raw_", "aicpu_intermediate_")
+
+
+@dataclass(frozen=True)
+class RankSource:
+    """One rank's data: where it is and which reader reads it."""
+
+    root: Path
+    layout: str
+    rank: int | None = None
+
+
+def _has_csv(d: Path, prefix: str) -> bool:
+    return any(d.glob(f"{prefix}*.csv"))
+
+
+def _classify_dir(d: Path) -> list[RankSource]:
+    """The rank sources found directly at ``d`` (not in its children), or [] when ``d`` is not a profile."""
+    out_dir = d / "ASCEND_PROFILER_OUTPUT"
+    if out_dir.is_dir() or d.name.endswith(("_ascend_pt", "_ascend_ms")):
+        is_ms = d.name.endswith("_ascend_ms") or any(out_dir.glob("ascend_mindspore_profiler*.db"))
+        has_db = any(out_dir.glob("ascend_pytorch_profiler*.db")) or any(out_dir.glob("ascend_mindspore_profiler*.db"))
+        has_text = any((out_dir / n).exists() for n in ("kernel_details.csv", "op_statistic.csv",
+                                                         "step_trace_time.csv", "trace_view.json"))
+        kind = "mindspore" if is_ms else "torch_npu"
+        layout = f"{kind}-text" if has_text or not has_db else f"{kind}-db"
+        return [RankSource(d, layout, _rank_from_name(d.name))]
+
+    if (d / "mindstudio_profiler_output").is_dir():
+        return [RankSource(d, "msprof-cann7", None)]
+    devices = sorted(
+        (c for c in d.iterdir() if c.is_dir() and _DEVICE_DIR.match(c.name)),
+        key=lambda c: int(_DEVICE_DIR.match(c.name).group(1)),  # type: ignore[union-attr]
+    )
+    device_with_output = [c for c in devices if (c / "summary").is_dir() or (c / "timeline").is_dir()]
+    if device_with_output:
+        return [RankSource(c, "msprof-cann6", int(_DEVICE_DIR.match(c.name).group(1)))  # type: ignore[union-attr]
+                for c in device_with_output]
+    if _DEVICE_DIR.match(d.name) and ((d / "summary").is_dir() or (d / "timeline").is_dir()):
+        return [RankSource(d, "msprof-cann6", int(_DEVICE_DIR.match(d.name).group(1)))]  # type: ignore[union-attr]
+    if any(d.glob("msprof_*.db")):
+        return [RankSource(d, "msprof-db", None)]
+    if any(_has_csv(d, m) for m in _MS_LEGACY_MARKERS):
+        return [RankSource(d, "mindspore-legacy", None)]
+    if d.name.upper().startswith("JOB") or any(d.glob("**/op_summary_*.*.csv")):
+        return [RankSource(d, "soc-job", None)]
+    if _has_csv(d, "op_summary") or _has_csv(d, "kernel_details"):
+        return [RankSource(d, "msprof-cann7", None)]
+    return []
+
+
+def _rank_from_name(name: str) -> int | None:
+    m = _RANK_IN_NAME.search(name)
+    return int(m.group(1)) if m else None
+
+
+def _classify_file(p: Path) -> RankSource:
+    name = p.name.lower()
+    if name.endswith(".db"):
+        if name.startswith("msprof"):
+            return RankSource(p, "msprof-db")
+        if name.startswith("ascend_mindspore_profiler"):
+            return RankSource(p, "mindspore-db")
+        return RankSource(p, "torch_npu-db")
+    if name.endswith(".csv"):
+        return RankSource(p, "op-summary-csv")
+    if name.endswith(".json"):
+        return RankSource(p, "trace-json")
+    raise InputError(p, "not a profile: expected a profiling directory, an op_summary/kernel_details CSV, "
+                        "a msprof/torch_npu .db or a trace JSON")
+
+
+def detect(path: Path) -> list[RankSource]:
+    """Every rank under ``path``: itself, or its children (one level, then two: ``cluster/*/PROF_*``)."""
+    if path.is_file():
+        return [_classify_file(path)]
+    if not path.is_dir():
+        raise InputError(path, "not a file or directory")
+    try:
+        children = sorted(c for c in path.iterdir() if c.is_dir())
+        has_files = any(path.iterdir())
+    except PermissionError as e:
+        raise InputError(path, f"cannot be read ({e.strerror})") from None
+    if not has_files:
+        raise InputError(path, "directory is empty")
+
+    here = _classify_dir(path)
+    if here:
+        return here
+    found: list[RankSource] = []
+    for _ in range(2):
+        for c in children:
+            found.extend(_classify_dir(c))
+        if found:
+            break
+        children = sorted(g for c in children for g in c.iterdir() if g.is_dir())
+    if not found:
+        raise InputError(path, "no recognizable Ascend profile (looked for PROF_*/mindstudio_profiler_output, "
+                               "device_N/summary|timeline, *_ascend_pt|*_ascend_ms/ASCEND_PROFILER_OUTPUT, "
+                               "msprof_*.db, MindSpore profiler/ CSVs, JOB* summaries)")
+    # number ranks that carry no rank of their own by their order
+    ranks = [s.rank for s in found]
+    if len(found) > 1 and (None in ranks or len(set(ranks)) != len(ranks)):
+        found = [RankSource(s.root, s.layout, i) for i, s in enumerate(found)]
+    return found

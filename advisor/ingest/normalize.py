@@ -1,0 +1,122 @@
+"""Turn a table that already uses canonical column names into a normalized ``ops`` table.
+
+Every reader (CSV, SQLite, timeline) builds a DataFrame with some of ``advisor.model.OPS_COLUMNS`` (plus
+``aic_*``/``aiv_*`` metrics) and hands it to :func:`finalize_ops`, which adds what is missing as NaN, fixes
+dtypes, derives the unified metrics on split-core chips, and makes repeated strings categorical.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from advisor.model import (
+    OP_METRIC_COLUMNS,
+    OP_TASK_COLUMNS,
+    OP_TENSOR_COLUMNS,
+    OPS_COLUMNS,
+)
+
+EAGER_MODEL_ID = 4294967295
+"""``Model ID`` written for single-op (eager) mode tasks: not a model, so it becomes NaN."""
+
+_STRING_COLUMNS = ["name", "type", "core", "op_state", *OP_TENSOR_COLUMNS]
+_NUMERIC_TASK_COLUMNS = [c for c in OP_TASK_COLUMNS if c != "op_state"]
+
+# unified metric <- (cube-core column, vector-core column); the unified value is taken from the core that
+# does that kind of work, falling back to the other one
+_SPLIT_METRICS = {
+    "mac_ratio": ("aic_mac_ratio", None),
+    "vec_ratio": (None, "aiv_vec_ratio"),
+    "scalar_ratio": ("aic_scalar_ratio", "aiv_scalar_ratio"),
+    "mte1_ratio": ("aic_mte1_ratio", None),
+    "mte2_ratio": ("aic_mte2_ratio", "aiv_mte2_ratio"),
+    "mte3_ratio": ("aic_mte3_ratio", "aiv_mte3_ratio"),
+    "fixpipe_ratio": ("aic_fixpipe_ratio", None),
+    "icache_miss_rate": ("aic_icache_miss_rate", "aiv_icache_miss_rate"),
+    "total_cycles": ("aic_total_cycles", "aiv_total_cycles"),
+    "cube_fops": ("aic_cube_fops", "aiv_cube_fops"),
+    "vector_fops": ("aic_vector_fops", "aiv_vector_fops"),
+    "main_mem_read_bw": ("aic_main_mem_read_bw", "aiv_main_mem_read_bw"),
+    "main_mem_write_bw": ("aic_main_mem_write_bw", "aiv_main_mem_write_bw"),
+}
+
+_VECTOR_CORES = {"AI_VECTOR_CORE", "MIX_AIV"}
+
+
+def to_number(series: pd.Series) -> pd.Series:
+    """Numbers from CSV text: strips trailing TABs/quotes, ``N/A`` and blanks become NaN."""
+    if pd.api.types.is_numeric_dtype(series):
+        return series.astype("float64")
+    s = series.astype("string").str.strip().str.strip('"').str.strip()
+    s = s.str.rstrip("%")
+    return pd.to_numeric(s, errors="coerce").astype("float64")
+
+
+def clean_text(series: pd.Series) -> pd.Series:
+    """Strip whitespace/quotes; ``N/A``/empty become missing."""
+    s = series.astype("string").str.strip().str.strip('"').str.strip()
+    return s.mask(s.isin(["N/A", "", "NA"]))
+
+
+def finalize_ops(df: pd.DataFrame, *, categorical: bool = True) -> pd.DataFrame:
+    """Complete and type a canonical-named ops table (see module doc). Returns a new frame."""
+    df = df.copy() if not df.columns.is_unique else df
+    n = len(df)
+    for col in OPS_COLUMNS:
+        if col not in df.columns:
+            df[col] = pd.Series(np.full(n, np.nan), index=df.index, dtype="float64") if col not in _STRING_COLUMNS \
+                else pd.Series(pd.NA, index=df.index, dtype="string")
+
+    for col in _STRING_COLUMNS:
+        df[col] = clean_text(df[col])
+    df["core"] = df["core"].str.upper()
+    df["op_state"] = df["op_state"].str.lower()
+
+    for col in ["start_us", "duration_us", "wait_us", *_NUMERIC_TASK_COLUMNS]:
+        df[col] = to_number(df[col])
+    df.loc[df["model_id"] == EAGER_MODEL_ID, "model_id"] = np.nan
+
+    prefixed = [c for c in df.columns if c.startswith(("aic_", "aiv_"))]
+    for col in [*OP_METRIC_COLUMNS, *prefixed]:
+        df[col] = to_number(df[col])
+
+    _derive_unified_metrics(df)
+
+    if categorical:
+        for col in ["name", "type", "core", "op_state", *OP_TENSOR_COLUMNS]:
+            df[col] = df[col].astype("category")
+    return df.reset_index(drop=True)
+
+
+def _derive_unified_metrics(df: pd.DataFrame) -> None:
+    if not len(df):
+        return
+    is_vector = df["core"].isin(_VECTOR_CORES).to_numpy()
+    for unified, (aic, aiv) in _SPLIT_METRICS.items():
+        have_aic = aic is not None and aic in df.columns
+        have_aiv = aiv is not None and aiv in df.columns
+        if not (have_aic or have_aiv):
+            continue
+        current = df[unified].to_numpy(dtype="float64")
+        if not np.isnan(current).all():
+            continue  # unprefixed column present (310/310P/910A): keep it
+        a = df[aic].to_numpy(dtype="float64") if have_aic else np.full(len(df), np.nan)
+        v = df[aiv].to_numpy(dtype="float64") if have_aiv else np.full(len(df), np.nan)
+        primary = np.where(is_vector, v, a)
+        secondary = np.where(is_vector, a, v)
+        df[unified] = np.where(np.isnan(primary), secondary, primary)
+
+    if df["aicore_time_us"].isna().all() and "aiv_time_us" in df.columns:
+        df["aicore_time_us"] = df["aiv_time_us"]
+    # cube_utilization is a percentage in the files; the model holds a fraction
+    cu = df["cube_utilization"]
+    if cu.notna().any() and cu.max(skipna=True) > 1.0:
+        df["cube_utilization"] = cu / 100.0
+    # memory_bound = mte2 / max(mac, vec) (msprof's definition) where the file did not carry it
+    if df["memory_bound"].isna().all():
+        denom = np.fmax(df["mac_ratio"].to_numpy(dtype="float64"), df["vec_ratio"].to_numpy(dtype="float64"))
+        mte2 = df["mte2_ratio"].to_numpy(dtype="float64")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mb = np.where(denom > 0, mte2 / denom, np.nan)
+        df["memory_bound"] = mb

@@ -1,0 +1,121 @@
+"""What a knowledge base is: its declaration, its rules' documentation, and the context it analyzes.
+
+A knowledge base reads the normalized model only (``ctx.profile``, ``ctx.graph``), never raw files, and
+yields :class:`advisor.findings.Finding`. Its thresholds come from its rules file (``ctx.rules``), never from
+constants in code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from advisor.findings import Finding, Fix, Severity
+
+if TYPE_CHECKING:
+    from advisor.graph.model import ModelGraph
+    from advisor.model import Profile
+
+
+@dataclass(frozen=True)
+class RuleDoc:
+    """One rule's documentation, ruff-style: what it does, why it matters, how to fix it.
+
+    ``thresholds`` names the keys of the KB's rules file this rule reads, so ``advisor explain`` can show
+    their effective values. ``needs`` says which data the rule uses (``ops``, ``graph``, ``metrics``...).
+    """
+
+    id: str
+    title: str
+    what: str
+    why: str
+    how_to_fix: str
+    thresholds: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ("ops",)
+    example: str = ""
+
+
+class KnowledgeBase:
+    """Base class of every knowledge base, built-in or plugin.
+
+    Subclasses set the class attributes and implement :meth:`analyze`.
+    """
+
+    id: ClassVar[str] = ""
+    """Stable kebab-case id; appears in reports, waivers and ``--kb``."""
+    title: ClassVar[str] = ""
+    version: ClassVar[str] = "0.0.0"
+    api_version: ClassVar[str] = "1"
+    """Major version of ``advisor.hookspecs.API_VERSION`` this KB was written for."""
+    requires: ClassVar[tuple[str, ...]] = ("ops",)
+    """Data needed to run at all: any of ops, op_stats, api, steps, events/timeline, comm, memory, metrics,
+    graph. Use ``requires_any`` when any one of several is enough."""
+    requires_any: ClassVar[tuple[str, ...]] = ()
+    rules_file: ClassVar[str | None] = None
+    """Name of the rules file (``<name>.yaml`` in a rules dir), usually the KB id."""
+    rules: ClassVar[tuple[RuleDoc, ...]] = ()
+    time_limit_s: ClassVar[float] = 120.0
+
+    def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @classmethod
+    def rule(cls, rule_id: str) -> RuleDoc:
+        for r in cls.rules:
+            if r.id == rule_id:
+                return r
+        raise KeyError(rule_id)
+
+
+@dataclass
+class AnalysisContext:
+    """Everything a knowledge base may read."""
+
+    kb_id: str
+    profile: Profile
+    graph: ModelGraph | None
+    rules: Mapping[str, Any]
+    """Effective values of the KB's rules file (defaults, then pyproject, then --rules)."""
+    platform: Mapping[str, Any]
+    """Peaks of the detected chip (``rules/platforms.yaml``): soc, ai_core_num, vector_core_num,
+    cube_freq_mhz, fp16_tflops, int8_tops, fp32_vector_tflops, hbm_gbps..."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def has_graph(self) -> bool:
+        return self.graph is not None
+
+    def finding(
+        self,
+        rule: str,
+        title: str,
+        severity: Severity,
+        ops: list[str],
+        evidence: dict[str, Any],
+        estimated_saving_us: float,
+        basis: str,
+        recommendation: str,
+        fix: Fix | None = None,
+        confidence: float = 0.7,
+        saving_by_op: dict[str, float] | None = None,
+    ) -> Finding:
+        """Build a Finding with this KB's id filled in."""
+        return Finding(
+            kb=self.kb_id,
+            rule=rule,
+            title=title,
+            severity=severity,
+            ops=list(ops),
+            evidence=evidence,
+            estimated_saving_us=estimated_saving_us,
+            basis=basis,
+            recommendation=recommendation,
+            fix=fix,
+            confidence=confidence,
+            saving_by_op=dict(saving_by_op or {}),
+        )
+
+    def note(self, text: str) -> None:
+        """Say what this KB could not do (e.g. a rule skipped for lack of a graph); shown in the report."""
+        self.notes.append(text)

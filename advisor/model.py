@@ -1,0 +1,333 @@
+"""The normalized profile model: one vocabulary for every layout and CANN version.
+
+Ingest (``advisor.ingest``) is the only code that knows file layouts; everything downstream reads a
+:class:`Profile`. Column names below are the contract; see ``docs/model.md`` for their meaning.
+
+Times are microseconds (float). Absent metrics are NaN, never 0. Tensor descriptions (shapes, dtypes,
+formats) are kept as canonical strings -- tensors separated by ``;``, dims by ``,`` (``"1,3,224,224;64,3,7,7"``)
+-- stored as categoricals because a million-row profile repeats a few hundred distinct values; use
+:func:`parse_shapes` / :func:`parse_list` to get them as lists (cached per distinct value).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+# ---------------------------------------------------------------------------------------------------------
+# ops: one row per device task
+# ---------------------------------------------------------------------------------------------------------
+OP_ID_COLUMNS = ["name", "type", "core"]
+"""Op name, op type, and core (task) type: AI_CORE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV, AI_CPU, HCCL, ..."""
+
+OP_TIME_COLUMNS = ["start_us", "duration_us", "wait_us"]
+
+OP_TASK_COLUMNS = [
+    "block_dim",
+    "mix_block_dim",
+    "stream_id",
+    "task_id",
+    "model_id",
+    "step",
+    "device_id",
+    "context_id",
+    "op_state",
+]
+"""Integer ids are float64 (NaN when absent). ``model_id`` 4294967295 (single-op/eager mode) becomes NaN.
+``op_state`` is "dynamic"/"static" where the profile has an ``OP State`` column, else missing."""
+
+OP_TENSOR_COLUMNS = [
+    "input_shapes",
+    "input_dtypes",
+    "input_formats",
+    "output_shapes",
+    "output_dtypes",
+    "output_formats",
+]
+
+OP_METRIC_COLUMNS = [
+    "aicore_time_us",
+    "total_cycles",
+    "mac_ratio",
+    "vec_ratio",
+    "scalar_ratio",
+    "mte1_ratio",
+    "mte2_ratio",
+    "mte3_ratio",
+    "fixpipe_ratio",
+    "icache_miss_rate",
+    "cube_utilization",
+    "memory_bound",
+    "cube_fops",
+    "vector_fops",
+    "main_mem_read_bw",
+    "main_mem_write_bw",
+]
+"""Unified metrics, whatever the header variant. On split-core chips (910B/A3) ``mac_ratio`` etc. are derived
+from the ``aic_*`` (cube core) and ``aiv_*`` (vector core) columns, which are kept too as ``aic_<metric>`` /
+``aiv_<metric>`` (e.g. ``aic_mte2_ratio``, ``aiv_time_us``). ``cube_utilization`` is a 0-1 fraction."""
+
+OPS_COLUMNS = OP_ID_COLUMNS + OP_TIME_COLUMNS + OP_TASK_COLUMNS + OP_TENSOR_COLUMNS + OP_METRIC_COLUMNS
+"""Every normalized ops table has at least these columns (plus optional ``aic_*``/``aiv_*``, ``rank``)."""
+
+CORE_TYPES = (
+    "AI_CORE",
+    "AI_VECTOR_CORE",
+    "MIX_AIC",
+    "MIX_AIV",
+    "AI_CPU",
+    "HCCL",
+    "COMMUNICATION",
+    "DSA_SQE",
+    "OTHER",
+)
+COMPUTE_CORES = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "AI_CPU")
+
+# Other tables (each may be empty with these columns)
+OP_STATS_COLUMNS = ["type", "core", "count", "total_us", "min_us", "avg_us", "max_us", "ratio"]
+API_COLUMNS = ["level", "name", "total_us", "count", "avg_us", "min_us", "max_us"]
+TX_COLUMNS = ["name", "start_us", "duration_us", "category"]
+STEPS_COLUMNS = [
+    "step",
+    "computing_us",
+    "communication_us",
+    "comm_not_overlapped_us",
+    "overlapped_us",
+    "free_us",
+    "stage_us",
+    "bubble_us",
+    "preparing_us",
+]
+EVENTS_COLUMNS = ["process", "name", "category", "start_us", "duration_us", "tid", "args"]
+"""Host-side and other timeline events kept from a trace (CANN API calls, Python ops, GC, counters...):
+``process`` is the trace process name (``CANN``, ``Python``, ``HCCL``...), ``args`` a dict or None."""
+COMM_COLUMNS = [
+    "step",
+    "op",
+    "group",
+    "elapse_us",
+    "transit_us",
+    "wait_us",
+    "sync_us",
+    "idle_us",
+    "transport",
+    "size_mb",
+    "bandwidth_gbps",
+    "large_packet_ratio",
+]
+MEMORY_COLUMNS = ["component", "timestamp_us", "allocated_mb", "reserved_mb", "active_mb"]
+
+
+def empty_frame(columns: list[str]) -> pd.DataFrame:
+    """A typed empty table, so knowledge bases never special-case a missing one."""
+    return pd.DataFrame({c: pd.Series(dtype="float64") for c in columns})
+
+
+@dataclass
+class SkippedFile:
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass
+class Meta:
+    """Where the data came from and what was (not) read."""
+
+    source: str = ""
+    layout: str = "unknown"
+    """One of: msprof-cann6, msprof-cann7, msprof-db, torch_npu-text, torch_npu-db, mindspore-text,
+    mindspore-db, mindspore-legacy, soc-job, op-summary-csv (a single CSV file)."""
+    chip: str | None = None
+    cann_version: str | None = None
+    torch_npu_version: str | None = None
+    framework: str | None = None
+    rank: int | None = None
+    ai_core_num: int | None = None
+    aiv_num: int | None = None
+    files_read: list[str] = field(default_factory=list)
+    files_skipped: list[SkippedFile] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    environment: dict[str, str] = field(default_factory=dict)
+    """Environment variables recorded by the profiler (profiler_metadata.json ENV_VARIABLES...)."""
+    config: dict[str, Any] = field(default_factory=dict)
+    """Profiler configuration (profiler_info ``config``) when recorded."""
+
+    def read(self, path: object) -> None:
+        self.files_read.append(str(path))
+
+    def skip(self, path: object, reason: str) -> None:
+        self.files_skipped.append(SkippedFile(str(path), reason))
+
+
+@dataclass
+class Profile:
+    """One rank's profile in the normalized vocabulary. Tables are never None (empty frames instead)."""
+
+    ops: pd.DataFrame
+    meta: Meta
+    op_stats: pd.DataFrame = field(default_factory=lambda: empty_frame(OP_STATS_COLUMNS))
+    api: pd.DataFrame = field(default_factory=lambda: empty_frame(API_COLUMNS))
+    tx: pd.DataFrame = field(default_factory=lambda: empty_frame(TX_COLUMNS))
+    steps: pd.DataFrame = field(default_factory=lambda: empty_frame(STEPS_COLUMNS))
+    events: pd.DataFrame = field(default_factory=lambda: empty_frame(EVENTS_COLUMNS))
+    comm: pd.DataFrame = field(default_factory=lambda: empty_frame(COMM_COLUMNS))
+    memory: pd.DataFrame = field(default_factory=lambda: empty_frame(MEMORY_COLUMNS))
+    extras: dict[str, Any] = field(default_factory=dict)
+    """Raw-but-parsed side data a knowledge base may want (e.g. ``communication_matrix``)."""
+
+    @property
+    def available(self) -> set[str]:
+        """Names of the data this profile carries, as knowledge bases declare them in ``requires``."""
+        have = {"meta"}
+        for name in ("ops", "op_stats", "api", "tx", "steps", "events", "comm", "memory"):
+            if len(getattr(self, name)):
+                have.add(name)
+        if len(self.events):
+            have.add("timeline")
+        if len(self.ops) and self.ops["aicore_time_us"].notna().any():
+            have.add("metrics")
+        return have
+
+    def device_time_us(self) -> float:
+        """Sum of device task durations (all cores)."""
+        if not len(self.ops):
+            return 0.0
+        return float(self.ops["duration_us"].sum(skipna=True))
+
+    def busy_time_us(self) -> float:
+        """Union of device task intervals: time the device was busy with at least one task."""
+        return busy_time_us(self.ops)
+
+
+def busy_time_us(ops: pd.DataFrame) -> float:
+    """Length of the union of [start, start+duration) intervals; falls back to the sum without start times."""
+    if not len(ops):
+        return 0.0
+    starts = ops["start_us"].to_numpy(dtype="float64")
+    durs = ops["duration_us"].to_numpy(dtype="float64")
+    ok = ~(np.isnan(starts) | np.isnan(durs))
+    if not ok.any():
+        return float(np.nansum(durs))
+    s = starts[ok]
+    e = s + durs[ok]
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    # running maximum of ends; a new block starts where start > max end so far
+    run_end = np.maximum.accumulate(e)
+    new_block = np.empty(len(s), dtype=bool)
+    new_block[0] = True
+    new_block[1:] = s[1:] > run_end[:-1]
+    block_ids = np.cumsum(new_block) - 1
+    block_start = s[new_block]
+    block_end = np.zeros(len(block_start))
+    np.maximum.at(block_end, block_ids, e)
+    total = float((block_end - block_start).sum()) + float(np.nansum(durs[~ok]))
+    return total
+
+
+# ---------------------------------------------------------------------------------------------------------
+# tensor-description helpers
+# ---------------------------------------------------------------------------------------------------------
+@lru_cache(maxsize=65536)
+def parse_shapes(value: object) -> tuple[tuple[int, ...] | None, ...]:
+    """``"1,3,224,224;64,3,7,7;"`` -> ``((1,3,224,224), (64,3,7,7), None)``; empty tensor -> None.
+
+    Scalars (an empty dim list in a present tensor) are ``()``; unparsable dims make that tensor None.
+    """
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return ()
+    text = str(value).strip().strip('"').strip()
+    if not text or text.upper() in ("N/A", "NA", "NULL"):
+        return ()
+    out: list[tuple[int, ...] | None] = []
+    for part in text.split(";"):
+        part = part.strip()
+        if not part:
+            out.append(None)
+            continue
+        try:
+            out.append(tuple(int(d) for d in part.split(",") if d.strip() != ""))
+        except ValueError:
+            out.append(None)
+    return tuple(out)
+
+
+@lru_cache(maxsize=65536)
+def parse_list(value: object) -> tuple[str, ...]:
+    """``"FLOAT16;INT64"`` -> ``("FLOAT16", "INT64")`` (dtypes, formats)."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return ()
+    text = str(value).strip().strip('"').strip()
+    if not text or text.upper() == "N/A":
+        return ()
+    return tuple(p.strip() for p in text.split(";"))
+
+
+DTYPE_BYTES = {
+    "FLOAT": 4,
+    "FLOAT32": 4,
+    "DT_FLOAT": 4,
+    "FLOAT16": 2,
+    "DT_FLOAT16": 2,
+    "BF16": 2,
+    "BFLOAT16": 2,
+    "DT_BF16": 2,
+    "INT8": 1,
+    "DT_INT8": 1,
+    "UINT8": 1,
+    "DT_UINT8": 1,
+    "INT16": 2,
+    "UINT16": 2,
+    "INT32": 4,
+    "DT_INT32": 4,
+    "UINT32": 4,
+    "INT64": 8,
+    "DT_INT64": 8,
+    "UINT64": 8,
+    "DOUBLE": 8,
+    "DT_DOUBLE": 8,
+    "FLOAT64": 8,
+    "BOOL": 1,
+    "DT_BOOL": 1,
+    "HIFLOAT8": 1,
+    "FLOAT8_E5M2": 1,
+    "FLOAT8_E4M3FN": 1,
+    "INT4": 0.5,
+}
+
+
+def dtype_bytes(dtype: str) -> float | None:
+    """Bytes per element of a dtype name as profiles and graphs spell it (``FLOAT16``, ``DT_FLOAT16``...)."""
+    key = dtype.strip().upper()
+    if key.startswith("DT_") and key not in DTYPE_BYTES:
+        key = key[3:]
+    return DTYPE_BYTES.get(key)
+
+
+def canonical_dtype(dtype: str) -> str:
+    """``DT_FLOAT16`` / ``float16`` / ``FLOAT16`` -> ``FLOAT16``; ``FLOAT32`` -> ``FLOAT``."""
+    key = dtype.strip().upper()
+    if key.startswith("DT_"):
+        key = key[3:]
+    return {"FLOAT32": "FLOAT", "FP16": "FLOAT16", "FP32": "FLOAT", "BFLOAT16": "BF16", "FLOAT64": "DOUBLE"}.get(
+        key, key
+    )
+
+
+def canonical_format(fmt: str) -> str:
+    """``FORMAT_NC1HWC0`` -> ``NC1HWC0``."""
+    key = fmt.strip().upper()
+    return key[7:] if key.startswith("FORMAT_") else key
+
+
+HEAVY_FORMATS = frozenset(
+    {"NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ", "NC1HWC0_C04", "FRACTAL_Z_C04", "NDC1HWC0", "FRACTAL_Z_3D", "C1HWNCOC0"}
+)
+"""Private ('heavy') formats FE uses on AI Core; conversions to/from them are TransData ops."""

@@ -1,0 +1,1 @@
+"""Built-in rules data: ``<name>.yaml`` files validated against ``schema/<name>.schema.json``."""
