@@ -1,0 +1,125 @@
+"""``advisor analyze``: read a profile (and graph), run the knowledge bases, print or write the report."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from datetime import datetime
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from advisor.analysis import AnalysisOptions, run_analysis
+from advisor.cli.common import write_atomic
+from advisor.errors import UsageError
+from advisor.report import EXTENSIONS, render
+
+_STDOUT_FORMATS = ("terminal", "json", "markdown")
+
+
+class StderrProgress:
+    """A spinner on stderr that appears only once the work has taken more than a second, and only on a TTY."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self._status = None
+        self._text = "working"
+        self._timer: threading.Timer | None = None
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> StderrProgress:
+        if self.enabled:
+            self._timer = threading.Timer(1.0, self._show)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def _show(self) -> None:
+        with self._lock:
+            if self._status is None:
+                self._status = Console(stderr=True).status(self._text)
+                self._status.start()
+
+    def __call__(self, text: str) -> None:
+        with self._lock:
+            self._text = text
+            if self._status is not None:
+                self._status.update(text)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        with self._lock:
+            if self._status is not None:
+                self._status.stop()
+
+
+def output_path(out: Path, fmt: str, now: datetime | None = None) -> Path:
+    """``-o`` naming a directory (existing, or ending in /) gets a timestamped file name inside it."""
+    text = str(out)
+    if out.is_dir() or text.endswith(("/", "\\")):
+        stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+        return out / f"advisor_{stamp}.{EXTENSIONS[fmt]}"
+    return out
+
+
+@click.command("analyze")
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.option("--graph", "graph_path", type=click.Path(path_type=Path),
+              help="Model graph: atc --mode=1 OM JSON, GE dump ge_proto_*.txt / ge_onnx_*.pbtxt, or .onnx.")
+@click.option("--format", "fmt", type=click.Choice(["terminal", "json", "markdown", "html", "junit"]),
+              default="terminal", show_default=True, help="Report format.")
+@click.option("-o", "--output", "out", type=click.Path(path_type=Path),
+              help="Write the report here (a directory gets a timestamped file). Default: stdout for "
+                   "terminal/json/markdown, reports/ for html/junit.")
+@click.option("--kb", "only", multiple=True, metavar="ID", help="Run only this knowledge base (repeatable).")
+@click.option("--skip-kb", "skip", multiple=True, metavar="ID", help="Do not run this knowledge base (repeatable).")
+@click.option("--rules", "rules_file", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="YAML overriding rule values, platform peaks and adding waivers.")
+@click.option("--ecosystem", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="A MindStudio ecosystem.json: run its legacy knowledge bases too.")
+@click.option("--chip", help="SoC to use for peaks when the profile does not say (e.g. Ascend310P3, Ascend910B2).")
+@click.option("--fail-under", type=click.FloatRange(0, 100), help="Exit 1 when the score is below this value.")
+@click.option("--fail-on", type=click.Choice(["critical", "major", "minor", "info"]), default="major",
+              show_default=True, help="JUnit: a rule's test case fails at this severity or worse.")
+@click.option("--example", is_flag=True, help="Analyze the built-in example (an SSD-like model on Ascend 310P).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | None, only: tuple[str, ...],
+            skip: tuple[str, ...], rules_file: Path | None, ecosystem: Path | None, chip: str | None,
+            fail_under: float | None, fail_on: str, example: bool, quiet: bool) -> None:
+    """Analyze a profile: PROF_xxx, *_ascend_pt, *_ascend_ms, a MindSpore profiler/ dir, a JOB dir, a parent of
+    several ranks, or a single op_summary/kernel_details CSV, msprof/torch_npu .db or trace JSON."""
+    if example:
+        if path is not None:
+            raise UsageError("give either PATH or --example, not both")
+        from advisor.examples import example_graph, example_profile
+
+        path, graph_path = example_profile(), graph_path or example_graph()
+    if path is None:
+        raise UsageError("missing PATH (or use --example to analyze the built-in example)")
+
+    options = AnalysisOptions(only=only, skip=skip, rules_file=rules_file, ecosystem=ecosystem, chip=chip)
+    with StderrProgress(enabled=not quiet) as progress:
+        result = run_analysis(path, graph_path, options, progress)
+    report = result.report
+
+    if out is None and fmt not in _STDOUT_FORMATS:
+        out = Path("reports")
+        out.mkdir(exist_ok=True)
+    if fmt == "terminal" and out is None:
+        from advisor.report.terminal import print_report
+
+        print_report(report, Console())
+    else:
+        text = render(report, fmt, fail_on=fail_on) if fmt == "junit" else render(report, fmt)
+        if out is None:
+            click.echo(text, nl=False)
+        else:
+            target = output_path(out, fmt)
+            write_atomic(target, text)
+            click.echo(f"advisor: wrote {target}", err=True)
+
+    if fail_under is not None and report["score"] < fail_under:
+        click.echo(f"advisor: score {report['score']:.1f} is below --fail-under {fail_under:g}", err=True)
+        sys.exit(1)

@@ -1,0 +1,116 @@
+"""Terminal report (rich): score first, then the ranked findings, then what to do about the top ones."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+_SEVERITY_STYLE = {"critical": "bold red", "major": "red", "minor": "yellow", "info": "cyan"}
+
+
+def _us(value: float) -> str:
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.2f} s"
+    if value >= 1000:
+        return f"{value / 1000:.2f} ms"
+    return f"{value:.1f} us"
+
+
+def _score_style(score: float) -> str:
+    return "bold green" if score >= 85 else "bold yellow" if score >= 65 else "bold red"
+
+
+def build(report: dict[str, Any], top: int = 20) -> Group:
+    inp, summ = report["input"], report["summary"]
+    parts: list[Any] = []
+    head = Text()
+    head.append("Score ", style="bold")
+    head.append(f"{report['score']:.1f}", style=_score_style(report["score"]))
+    head.append(" / 100", style="dim")
+    detail = report.get("score_detail", {})
+    if detail:
+        head.append(f"   recoverable {_us(detail.get('recoverable_us', 0))} of {_us(detail.get('device_busy_us', 0))}"
+                    " device busy time", style="dim")
+    lines = [head,
+             Text(f"{inp['path']}  ·  layout {inp['layout']}  ·  chip {inp.get('chip') or '?'}"
+                  f"  ·  CANN {inp.get('cann_version') or '?'}", style="dim"),
+             Text(f"{summ['ops']:,} ops · {summ['op_types']} op types · device time {_us(summ['device_time_us'])}"
+                  + (f" · {inp['ranks']} ranks" if inp.get("ranks", 1) > 1 else ""), style="dim")]
+    graph = report.get("graph")
+    if graph:
+        join = graph.get("join") or {}
+        share = join.get("matched_time_share")
+        lines.append(Text(f"graph {graph['source']} · {graph['nodes']:,} nodes · {graph['edges']:,} edges"
+                          + (f" · {share:.0%} of device time matched to graph nodes" if share is not None else ""),
+                          style="dim"))
+    parts.append(Panel(Group(*lines), title="advisor", title_align="left", box=box.ROUNDED))
+
+    findings = report["findings"]
+    if findings:
+        t = Table(box=box.SIMPLE_HEAD, title=f"Findings ({len(findings)}), largest estimated saving first",
+                  title_justify="left", expand=True)
+        t.add_column("#", justify="right", style="dim", no_wrap=True)
+        t.add_column("severity", no_wrap=True)
+        t.add_column("rule", no_wrap=True)
+        t.add_column("finding", ratio=3)
+        t.add_column("ops", justify="right", no_wrap=True)
+        t.add_column("saving", justify="right", no_wrap=True)
+        t.add_column("% time", justify="right", no_wrap=True)
+        for i, f in enumerate(findings[:top], 1):
+            t.add_row(str(i), Text(f["severity"], style=_SEVERITY_STYLE[f["severity"]]), f["rule"], f["title"],
+                      str(len(f["ops"])), _us(f["estimated_saving_us"]),
+                      f"{f.get('share_of_device_time', 0) * 100:.1f}")
+        if len(findings) > top:
+            t.caption = f"{len(findings) - top} more findings in the JSON / HTML report"
+        parts.append(t)
+        for i, f in enumerate(findings[:3], 1):
+            body = [Text(f["recommendation"])]
+            if f.get("fix"):
+                fix = f["fix"]
+                body.append(Text(f"fix ({fix['kind']}): {fix['summary']}", style="green"))
+                if fix.get("command"):
+                    body.append(Text(f"  $ {fix['command']}", style="bold"))
+            body.append(Text(f"saving basis: {f.get('basis', '')}", style="dim"))
+            ops = ", ".join(f["ops"][:6]) + (f" … (+{len(f['ops']) - 6})" if len(f["ops"]) > 6 else "")
+            if ops:
+                body.append(Text(f"ops: {ops}", style="dim"))
+            parts.append(Panel(Group(*body), title=f"{i}. {f['title']}", title_align="left", box=box.ROUNDED,
+                               border_style=_SEVERITY_STYLE[f["severity"]]))
+    else:
+        parts.append(Text("No recoverable time found by the knowledge bases that ran.", style="green"))
+
+    not_ok = [k for k in report["knowledge_bases"] if k["status"] != "ok"]
+    if not_ok:
+        kt = Table(box=box.SIMPLE, title="Knowledge bases not run", title_justify="left")
+        kt.add_column("id")
+        kt.add_column("status")
+        kt.add_column("reason")
+        for k in not_ok:
+            kt.add_row(k["id"], Text(k["status"], style="red" if k["status"] == "failed" else "yellow"), k["reason"])
+        parts.append(kt)
+    notes = [n for k in report["knowledge_bases"] for n in k.get("notes", [])] + report["input"].get("notes", [])
+    skipped = report["input"].get("files_skipped", [])
+    if skipped or notes:
+        lines2 = [Text(f"skipped {s['path']}: {s['reason']}", style="yellow") for s in skipped[:10]]
+        lines2 += [Text(f"note: {n}", style="dim") for n in notes[:15]]
+        parts.append(Group(*lines2))
+    if report.get("waived"):
+        parts.append(Text(f"{len(report['waived'])} finding(s) waived (see the JSON report).", style="dim"))
+    return Group(*parts)
+
+
+def render_text(report: dict[str, Any], width: int = 120, color: bool = False, **_: Any) -> str:
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, force_terminal=color, color_system="auto" if color else None)
+    console.print(build(report))
+    return buf.getvalue()
+
+
+def print_report(report: dict[str, Any], console: Console) -> None:
+    console.print(build(report))
