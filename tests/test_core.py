@@ -1,0 +1,90 @@
+"""Core pieces that every layout relies on: detection, normalization, busy time, score."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from advisor import score
+from advisor.errors import InputError
+from advisor.findings import Finding
+from advisor.ingest.detect import detect
+from advisor.ingest.normalize import finalize_ops
+from advisor.model import busy_time_us, parse_list, parse_shapes
+
+SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"
+needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="../shared/samples not present")
+
+
+def _finding(rule: str, kb: str, ops: list[str], saving: float, by_op: dict[str, float] | None = None) -> Finding:
+    return Finding(kb=kb, rule=rule, title=rule, severity="major", ops=ops, evidence={}, estimated_saving_us=saving,
+                   basis="test", recommendation="", saving_by_op=by_op or {})
+
+
+def test_parse_shapes_handles_quotes_empty_tensors_and_scalars() -> None:
+    assert parse_shapes('"9216,7168;1,7168,4096;;1"') == ((9216, 7168), (1, 7168, 4096), None, (1,))
+    assert parse_shapes("N/A") == ()
+    assert parse_list("FLOAT16;INT64") == ("FLOAT16", "INT64")
+
+
+def test_finalize_ops_keeps_absent_metrics_nan_and_derives_split_core_metrics() -> None:
+    df = pd.DataFrame({
+        "name": ["mm", "add"], "type": ["MatMul", "Add"], "core": ["mix_aic", "AI_VECTOR_CORE"],
+        "start_us": ["10.5\t", "20"], "duration_us": ["5", "N/A"], "model_id": [4294967295, 1],
+        "aic_mac_ratio": [0.8, 0.0], "aic_mte2_ratio": [0.2, 0.0], "aiv_vec_ratio": [0.0, 0.6],
+        "aiv_mte2_ratio": [0.1, 0.9],
+    })
+    ops = finalize_ops(df)
+    assert ops["start_us"].tolist() == [10.5, 20.0]  # trailing TAB stripped, never rescaled
+    assert np.isnan(ops.loc[1, "duration_us"])
+    assert np.isnan(ops.loc[0, "model_id"]) and ops.loc[1, "model_id"] == 1
+    assert ops.loc[0, "core"] == "MIX_AIC"
+    assert ops.loc[0, "mte2_ratio"] == pytest.approx(0.2)  # cube op: aic value
+    assert ops.loc[1, "mte2_ratio"] == pytest.approx(0.9)  # vector op: aiv value, not the aic zero
+    assert ops.loc[1, "memory_bound"] == pytest.approx(0.9 / 0.6)
+    assert ops["fixpipe_ratio"].isna().all()  # absent -> NaN, never 0
+
+
+def test_busy_time_is_the_union_of_intervals() -> None:
+    ops = pd.DataFrame({"start_us": [0.0, 5.0, 20.0, 21.0], "duration_us": [10.0, 10.0, 2.0, 0.5]})
+    assert busy_time_us(ops) == pytest.approx(15.0 + 2.0)
+
+
+def test_score_counts_an_op_once_across_knowledge_bases() -> None:
+    a = _finding("a.rule", "kb-a", ["op1", "op2"], 40.0, {"op1": 30.0, "op2": 10.0})
+    b = _finding("b.rule", "kb-b", ["op1"], 25.0)
+    assert score.recoverable_us([a, b]) == pytest.approx(40.0)
+    s = score.compute([a, b], 200.0, ["kb-a", "kb-b"])
+    assert s.score == pytest.approx(80.0)
+    assert s.by_kb == {"kb-a": 80.0, "kb-b": 87.5}
+    assert score.compute([], 200.0, []).score == 100.0
+    assert score.compute([_finding("x", "k", [], 500.0)], 200.0, ["k"]).score == 0.0
+
+
+def test_detect_rejects_missing_empty_and_unrecognized(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="empty"):
+        detect(tmp_path)
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(InputError, match="no recognizable Ascend profile"):
+        detect(tmp_path)
+
+
+@needs_samples
+def test_detect_layouts_of_real_samples() -> None:
+    cases = {
+        "mindspore-ai__mindinsight/tests/utils/resource/profiler/PROF_000001_20230818142704322_COJGGGCANRMICFBC":
+            ["msprof-cann6"],
+        "neo-pan__ascend-msprof-skill/tests/fixtures/real_cann_minimal/reports/PROF_001": ["msprof-cann7"],
+        "Ascend__msinsight/test/data/pytorch/text/level1/rank0_ascend_pt": ["torch_npu-text"],
+        "Ascend__msinsight/test/data/pytorch/db/level1/rank0_ascend_pt": ["torch_npu-db"],
+        "Ascend__msinsight/server/src/test/test_data/full_db": ["msprof-db"],
+        "mindspore-ai__mindinsight/tests/utils/resource/run_2/normal_run/profiler": ["mindspore-legacy"],
+    }
+    for rel, layouts in cases.items():
+        assert [s.layout for s in detect(SAMPLES / rel)] == layouts, rel
+    ranks = detect(SAMPLES / "Ascend__msinsight/test/st/level2")
+    assert [s.rank for s in ranks] == [0, 1, 2, 3]
+    assert {s.layout for s in ranks} == {"torch_npu-text"}
