@@ -1,17 +1,21 @@
 """The engine: find knowledge bases (pluggy entry points), run each on the normalized model, collect findings.
 
 A knowledge base whose required data is absent is ``skipped``; one that raises, returns something that is not
-a Finding, or runs past its time limit is ``failed``. The others still run.
+a Finding, runs past its time limit, or was written for another plugin API is ``failed``. The others still run.
+A plugin that cannot be imported, or whose hook raises or returns something unusable, is recorded in
+:data:`PLUGIN_LOAD_ERRORS` instead of stopping the program.
 """
 
 from __future__ import annotations
 
+import copy
 import importlib.metadata
+import re
 import threading
 import time
 import traceback
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,13 @@ from advisor.model import Profile
 from advisor.rules import EffectiveRules, Waiver, builtin_rules_dir
 
 ENTRY_POINT_GROUP = "advisor.knowledge_bases"
+
+DATA_NAMES: tuple[str, ...] = ("meta", "ops", "op_stats", "api", "tx", "steps", "events", "timeline", "comm",
+                               "memory", "metrics", "graph")
+"""What a knowledge base may list in ``requires`` / ``requires_any`` (see ``Profile.available``; ``graph`` when a
+model graph was given)."""
+
+KB_ID_PATTERN = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 
 @dataclass
@@ -61,41 +72,79 @@ class KBStatus:
 
 @dataclass
 class WaivedFinding:
+    """The part of a finding a waiver removed: its ops and the saving attributed to them."""
+
     finding: Finding
     waiver: Waiver
     ops: list[str]
+    saving_us: float | None = None
+    """Saving of the waived ops; None means the whole finding's saving."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rule": self.finding.rule, "kb": self.finding.kb, "ops": self.ops,
-                "estimated_saving_us": round(self.finding.estimated_saving_us, 3), **{
-                    "waiver": self.waiver.to_dict()}}
+        saving = self.finding.estimated_saving_us if self.saving_us is None else self.saving_us
+        return {"rule": self.finding.rule, "kb": self.finding.kb, "ops": list(self.ops),
+                "estimated_saving_us": round(saving, 3), "waiver": self.waiver.to_dict()}
 
 
 PLUGIN_PACKAGES: dict[str, tuple[str, str]] = {}
 """Entry-point name -> (distribution name, version), for ``advisor kb list``."""
 PLUGIN_LOAD_ERRORS: dict[str, str] = {}
-"""Entry points that failed to import (name -> reason), reported by ``advisor kb list`` and in reports."""
+"""Plugins that failed to load (entry-point or plugin name -> reason), reported by ``advisor kb list`` and in
+reports. Filled by :func:`plugin_manager` (imports) and :func:`discover` / :func:`rules_dirs` (hook calls)."""
 
 
-def plugin_manager() -> pluggy.PluginManager:
-    """A plugin manager with every installed ``advisor.knowledge_bases`` entry point loaded.
+# ---------------------------------------------------------------------------------------------------------
+# discovery
+# ---------------------------------------------------------------------------------------------------------
+def _record_error(name: str, reason: str) -> None:
+    previous = PLUGIN_LOAD_ERRORS.get(name)
+    PLUGIN_LOAD_ERRORS[name] = f"{previous}; {reason}" if previous and reason not in previous else reason
 
-    Entry points are loaded one by one so that a plugin that fails to import is reported, not fatal.
+
+def _where(e: BaseException) -> str:
+    """``file.py:42`` of the innermost frame, so a plugin author sees where it broke."""
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f" at {Path(last.filename).name}:{last.lineno}"
+
+
+def _describe(e: BaseException) -> str:
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def plugin_manager(entry_points: bool = True) -> pluggy.PluginManager:
+    """A plugin manager with the hook specs added and, unless ``entry_points`` is False, every installed
+    ``advisor.knowledge_bases`` entry point registered.
+
+    Entry points are loaded one by one so that a plugin that fails to import is recorded in
+    :data:`PLUGIN_LOAD_ERRORS`, not fatal. Tests pass ``entry_points=False`` and register plugins directly.
     """
     pm = pluggy.PluginManager("advisor")
     pm.add_hookspecs(hookspecs)
     PLUGIN_LOAD_ERRORS.clear()
-    for dist in importlib.metadata.distributions():
-        for ep in dist.entry_points:
-            if ep.group != ENTRY_POINT_GROUP or pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
-                continue
-            try:
-                plugin = ep.load()
-                pm.register(plugin, name=ep.name)
-            except Exception as e:  # noqa: BLE001 - a broken plugin must not stop the others
-                PLUGIN_LOAD_ERRORS[ep.name] = f"{dist.metadata['name']}: cannot load {ep.value} ({type(e).__name__}: {e})"
-                continue
-            PLUGIN_PACKAGES[ep.name] = (dist.metadata["name"], dist.version)
+    if not entry_points:
+        return pm
+    # entry_points() lists each distribution once (the first found on sys.path), unlike distributions()
+    for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        dist = getattr(ep, "dist", None)
+        package = (dist.metadata["name"], dist.version) if dist is not None else ("", "")
+        PLUGIN_PACKAGES[ep.name] = package
+        if pm.has_plugin(ep.name) or pm.is_blocked(ep.name):
+            _record_error(ep.name, f"entry point name '{ep.name}' is used twice; "
+                                   f"{package[0] or 'a package'} provides it too")
+            continue
+        try:
+            plugin = ep.load()
+        except Exception as e:  # noqa: BLE001 - a broken plugin must not stop the others
+            _record_error(ep.name, f"cannot import {ep.value} ({_describe(e)}{_where(e)})")
+            continue
+        try:
+            pm.register(plugin, name=ep.name)
+        except Exception as e:  # noqa: BLE001 - e.g. a hookimpl with a misspelled name or wrong arguments
+            _record_error(ep.name, f"cannot register {ep.value} ({_describe(e)})")
     return pm
 
 
@@ -103,35 +152,73 @@ def _package_of(plugin_name: str) -> tuple[str, str]:
     return PLUGIN_PACKAGES.get(plugin_name, ("", ""))
 
 
+def _invalid_class(cls: object) -> str | None:
+    """Why ``cls`` cannot be used as a knowledge base, or None."""
+    if not (isinstance(cls, type) and issubclass(cls, KnowledgeBase)):
+        return f"{cls!r} is not a KnowledgeBase subclass"
+    if not cls.id or not KB_ID_PATTERN.match(cls.id):
+        return f"{cls.__name__}.id {cls.id!r} is not a kebab-case id (like 'my-kb')"
+    if "analyze" not in {n for k in cls.__mro__ if k is not KnowledgeBase for n in vars(k)}:
+        return f"{cls.__name__} does not implement analyze(ctx)"
+    unknown = [r for r in (*cls.requires, *cls.requires_any) if r not in DATA_NAMES]
+    if unknown:
+        return f"{cls.id}: requires unknown data {', '.join(map(repr, unknown))} (known: {', '.join(DATA_NAMES)})"
+    rule_ids = [r.id for r in cls.rules]
+    if len(set(rule_ids)) != len(rule_ids):
+        return f"{cls.id}: a rule id is documented twice"
+    return None
+
+
+def _impls(pm: pluggy.PluginManager, hook_name: str) -> list[Any]:
+    """Hook implementations sorted by plugin name, so discovery order never depends on install order."""
+    return sorted(getattr(pm.hook, hook_name).get_hookimpls(), key=lambda i: i.plugin_name)
+
+
 def discover(pm: pluggy.PluginManager | None = None) -> list[KBInfo]:
-    """Every knowledge base the installed plugins provide, sorted by id. Duplicate ids are an error."""
+    """Every knowledge base the registered plugins provide, sorted by id.
+
+    A plugin whose hook raises or returns something that is not a knowledge-base class, and a second knowledge
+    base with an id already taken, are recorded in :data:`PLUGIN_LOAD_ERRORS` and left out.
+    """
     pm = pm or plugin_manager()
     infos: list[KBInfo] = []
     seen: dict[str, str] = {}
-    for plugin in pm.get_plugins():
-        name = pm.get_name(plugin) or repr(plugin)
-        impl = getattr(plugin, "advisor_knowledge_bases", None)
-        if impl is None:
+    for impl in _impls(pm, "advisor_knowledge_bases"):
+        name = impl.plugin_name
+        try:
+            provided = list(impl.function() or [])
+        except Exception as e:  # noqa: BLE001 - one plugin's bug must not stop the others
+            _record_error(name, f"advisor_knowledge_bases() raised {_describe(e)}{_where(e)}")
             continue
         package, version = _package_of(name)
-        for cls in impl() or []:
-            if not (isinstance(cls, type) and issubclass(cls, KnowledgeBase)) or not cls.id:
-                raise UsageError(f"plugin {name}: {cls!r} is not a KnowledgeBase subclass with an id")
-            if cls.id in seen:
-                raise UsageError(f"knowledge base id '{cls.id}' is provided twice ({seen[cls.id]} and {name})")
+        for cls in provided:
+            problem = _invalid_class(cls)
+            if problem is None and cls.id in seen:
+                problem = f"knowledge base id '{cls.id}' is already provided by {seen[cls.id]}"
+            if problem:
+                _record_error(name, problem)
+                continue
             seen[cls.id] = name
             infos.append(KBInfo(cls, name, package, version))
     return sorted(infos, key=lambda i: i.id)
 
 
 def rules_dirs(pm: pluggy.PluginManager | None = None) -> list[Path]:
-    """The built-in rules dir first, then the dirs plugins declare."""
+    """The built-in rules dir first, then the dirs plugins declare (in plugin-name order)."""
     pm = pm or plugin_manager()
     dirs = [builtin_rules_dir()]
-    for result in pm.hook.advisor_rules_dirs():
-        for d in result or []:
+    for impl in _impls(pm, "advisor_rules_dirs"):
+        try:
+            result = list(impl.function() or [])
+        except Exception as e:  # noqa: BLE001
+            _record_error(impl.plugin_name, f"advisor_rules_dirs() raised {_describe(e)}{_where(e)}")
+            continue
+        for d in result:
             p = Path(d)
-            if p not in dirs:
+            if not p.is_dir():
+                _record_error(impl.plugin_name, f"advisor_rules_dirs() returned {p}, which is not a directory")
+                continue
+            if all(p.resolve() != known.resolve() for known in dirs):
                 dirs.append(p)
     return dirs
 
@@ -142,9 +229,23 @@ def select(infos: Sequence[KBInfo], only: Iterable[str] = (), skip: Iterable[str
     only, skip = list(only), list(skip)
     for kb_id in [*only, *skip]:
         if kb_id not in known:
-            raise UsageError(f"unknown knowledge base '{kb_id}' (installed: {', '.join(sorted(known))})")
-    chosen = [i for i in infos if (not only or i.id in only) and i.id not in skip]
-    return chosen
+            raise UsageError(f"unknown knowledge base '{kb_id}' (installed: {', '.join(sorted(known)) or 'none'})")
+    return [i for i in infos if (not only or i.id in only) and i.id not in skip]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# running
+# ---------------------------------------------------------------------------------------------------------
+def api_mismatch(kb_api: str) -> str | None:
+    """Why a KB written for plugin API ``kb_api`` cannot run on this advisor, or None."""
+    ours = [int(x) for x in hookspecs.API_VERSION.split(".")]
+    try:
+        theirs = [int(x) for x in str(kb_api).strip().split(".")]
+    except ValueError:
+        return f"api_version {kb_api!r} is not MAJOR or MAJOR.MINOR"
+    if theirs[0] != ours[0] or (len(theirs) > 1 and theirs[1] > ours[1]):
+        return f"written for plugin API {kb_api}, this advisor provides {hookspecs.API_VERSION}"
+    return None
 
 
 def _missing(kb: type[KnowledgeBase], available: set[str]) -> str | None:
@@ -156,25 +257,37 @@ def _missing(kb: type[KnowledgeBase], available: set[str]) -> str | None:
     return None
 
 
-def _run_with_limit(kb: KnowledgeBase, ctx: AnalysisContext, limit: float) -> list[Finding]:
+class _KBFailed(Exception):
+    """A knowledge base failed; the message is the reason shown in the report."""
+
+
+def _run_with_limit(cls: type[KnowledgeBase], ctx: AnalysisContext, limit: float) -> list[Finding]:
+    """Instantiate and run one KB in a worker thread, waiting at most ``limit`` seconds.
+
+    Python cannot stop a thread: a KB past its limit is reported failed and left to finish in the background
+    (daemon thread, its results discarded).
+    """
     result: dict[str, Any] = {}
 
     def target() -> None:
         try:
-            result["findings"] = list(kb.analyze(ctx) or [])
+            result["findings"] = list(cls().analyze(ctx) or [])
         except BaseException as e:  # noqa: BLE001 - a plugin's failure must not stop the others
             result["error"] = e
-            result["trace"] = traceback.format_exc(limit=-3)
 
-    thread = threading.Thread(target=target, name=f"kb-{kb.id}", daemon=True)
+    thread = threading.Thread(target=target, name=f"kb-{cls.id}", daemon=True)
     thread.start()
     thread.join(limit)
     if thread.is_alive():
-        raise TimeoutError(f"ran past its time limit of {limit:g} s")
+        raise _KBFailed(f"ran past its time limit of {limit:g} s")
     if "error" in result:
         e = result["error"]
-        raise RuntimeError(f"{type(e).__name__}: {e}") from e
-    return result["findings"]
+        raise _KBFailed(f"raised {_describe(e)}{_where(e)}")
+    produced = result["findings"]
+    bad = next((f for f in produced if not isinstance(f, Finding)), None)
+    if bad is not None:
+        raise _KBFailed(f"analyze() yielded {type(bad).__name__}, not Finding")
+    return produced
 
 
 def run(
@@ -185,51 +298,61 @@ def run(
     platform: dict[str, Any],
     time_limit_s: float | None = None,
 ) -> tuple[list[Finding], list[KBStatus]]:
-    """Run the knowledge bases on one profile; return findings and one status per knowledge base."""
+    """Run the knowledge bases on one profile; return findings and one status per knowledge base.
+
+    ``time_limit_s`` overrides every KB's own ``time_limit_s``.
+    """
     available = set(profile.available)
     if graph is not None:
         available.add("graph")
-    api_major = hookspecs.API_VERSION.split(".")[0]
     findings: list[Finding] = []
     statuses: list[KBStatus] = []
     for info in infos:
         cls = info.cls
         status = KBStatus(cls.id, "ok", version=cls.version, package=info.package)
         statuses.append(status)
-        if str(cls.api_version).split(".")[0] != api_major:
-            status.status, status.reason = "failed", (
-                f"written for plugin API {cls.api_version}, this advisor provides {hookspecs.API_VERSION}")
+        problem = api_mismatch(cls.api_version)
+        if problem is None and cls.rules_file and not rules.has(cls.rules_file):
+            problem = f"its rules file '{cls.rules_file}' was not found in any rules directory"
+        if problem:
+            status.status, status.reason = "failed", problem
             continue
         reason = _missing(cls, available)
         if reason:
             status.status, status.reason = "skipped", reason
             continue
-        ctx = AnalysisContext(cls.id, profile, graph, rules.for_kb(cls.rules_file), platform)
+        # each KB gets its own copy of the rules and platform, so one cannot change what the next one reads
+        ctx = AnalysisContext(cls.id, profile, graph, copy.deepcopy(rules.for_kb(cls.rules_file)),
+                              copy.deepcopy(platform))
         started = time.perf_counter()
         try:
-            produced = _run_with_limit(cls(), ctx, time_limit_s or cls.time_limit_s)
-            bad = [f for f in produced if not isinstance(f, Finding)]
-            if bad:
-                raise TypeError(f"analyze() yielded {type(bad[0]).__name__}, not Finding")
-        except (RuntimeError, TimeoutError, TypeError) as e:
+            produced = _run_with_limit(cls, ctx, time_limit_s or cls.time_limit_s)
+        except _KBFailed as e:
             status.status, status.reason = "failed", str(e)
-            status.seconds = time.perf_counter() - started
-            continue
+            produced = []
         status.seconds = time.perf_counter() - started
+        status.notes = list(ctx.notes)
         for f in produced:
             f.kb = cls.id
             if profile.meta.rank is not None and f.rank is None:
                 f.rank = profile.meta.rank
         status.findings = len(produced)
-        status.notes = list(ctx.notes)
         findings.extend(produced)
     return findings, statuses
 
 
+# ---------------------------------------------------------------------------------------------------------
+# waivers
+# ---------------------------------------------------------------------------------------------------------
 def apply_waivers(findings: list[Finding], waivers: Sequence[Waiver]) -> tuple[list[Finding], list[WaivedFinding]]:
-    """Drop waived ops from findings; a finding all of whose ops are waived is removed and listed."""
+    """Remove waived ops from findings; return the findings that remain and what each waiver removed.
+
+    A finding all of whose ops are waived disappears; one with some ops waived keeps the others, with its saving
+    reduced by the waived ops' share. A finding without ops is waived only by a waiver for all ops (``*``).
+    The input findings are not modified.
+    """
     if not waivers:
-        return findings, []
+        return list(findings), []
     kept: list[Finding] = []
     waived: list[WaivedFinding] = []
     for f in findings:
@@ -239,35 +362,44 @@ def apply_waivers(findings: list[Finding], waivers: Sequence[Waiver]) -> tuple[l
             continue
         if not f.ops:
             w = next((w for w in applicable if w.ops == "*"), None)
-            if w:
+            if w is not None:
                 waived.append(WaivedFinding(f, w, []))
             else:
                 kept.append(f)
             continue
-        drop: dict[str, Waiver] = {}
+        by_waiver: dict[int, list[str]] = {}
         for op in f.ops:
-            w = next((w for w in applicable if w.matches_op(op)), None)
-            if w:
-                drop[op] = w
-        if not drop:
+            idx = next((i for i, w in enumerate(applicable) if w.matches_op(op)), None)
+            if idx is not None:
+                by_waiver.setdefault(idx, []).append(op)
+        if not by_waiver:
             kept.append(f)
             continue
-        first = next(iter(drop.values()))
-        if len(drop) == len(f.ops):
-            waived.append(WaivedFinding(f, first, list(f.ops)))
-            continue
-        remaining = [op for op in f.ops if op not in drop]
-        share = _saving_share(f, remaining)
-        waived.append(WaivedFinding(f, first, list(drop)))
-        f.ops = remaining
-        f.saving_by_op = {op: s for op, s in f.saving_by_op.items() if op in remaining}
-        f.estimated_saving_us = f.estimated_saving_us * share
-        kept.append(f)
+        dropped = {op for ops in by_waiver.values() for op in ops}
+        savings = _op_savings(f)
+        for idx, ops in by_waiver.items():
+            waived.append(WaivedFinding(f, applicable[idx], ops, sum(savings.get(op, 0.0) for op in ops)))
+        remaining = [op for op in f.ops if op not in dropped]
+        if remaining:
+            kept.append(replace(
+                f, ops=remaining,
+                saving_by_op={op: s for op, s in f.saving_by_op.items() if op not in dropped},
+                estimated_saving_us=sum(savings.get(op, 0.0) for op in remaining),
+            ))
     return kept, waived
 
 
-def _saving_share(f: Finding, remaining: list[str]) -> float:
+def _op_savings(f: Finding) -> dict[str, float]:
+    """Each op's share of the finding's saving: its ``saving_by_op`` share, else an even split.
+
+    Scaled so the shares add up to ``estimated_saving_us``, whatever ``saving_by_op`` sums to.
+    """
+    if not f.ops:
+        return {}
     if f.saving_by_op:
-        total = sum(f.saving_by_op.values())
-        return sum(f.saving_by_op.get(op, 0.0) for op in remaining) / total if total else 0.0
-    return len(remaining) / len(f.ops) if f.ops else 1.0
+        total = sum(float(f.saving_by_op.get(op, 0.0)) for op in f.ops)
+        if total > 0:
+            return {op: f.estimated_saving_us * float(f.saving_by_op.get(op, 0.0)) / total for op in f.ops}
+        return {op: 0.0 for op in f.ops}
+    share = f.estimated_saving_us / len(f.ops)
+    return {op: share for op in f.ops}

@@ -1,16 +1,19 @@
-"""The plugin contract: the hooks a knowledge-base plugin may implement. Nothing else is API.
+"""The plugin contract: the hooks a knowledge-base plugin may implement. Nothing else here is API.
 
 A plugin is a module (or object) registered under the entry-point group ``advisor.knowledge_bases``::
 
     [project.entry-points."advisor.knowledge_bases"]
-    my-kb = "my_package.my_kb"
+    my-kb = "my_package"
 
 and implements hooks with ``from advisor import hookimpl``. Built-in knowledge bases register the same way.
+``advisor kb new NAME`` writes a complete, installable example; ``docs/plugins.md`` explains each field.
 
-Versioning: ``API_VERSION`` is bumped on any incompatible change of these hooks, of
-:class:`advisor.kb.KnowledgeBase`, :class:`advisor.kb.AnalysisContext` or :class:`advisor.findings.Finding`.
-A knowledge base states the API major version it was written for in ``api_version``; the engine refuses
-(reports as ``failed``) one written for another major version.
+Versioning: ``API_VERSION`` is ``MAJOR.MINOR``. The minor number grows when something is added (a new optional
+hook, a new field of :class:`advisor.kb.AnalysisContext` or :class:`advisor.findings.Finding` with a default);
+the major number grows on any incompatible change of these hooks, :class:`advisor.kb.KnowledgeBase`,
+:class:`advisor.kb.AnalysisContext` or :class:`advisor.findings.Finding`. A knowledge base states the version it
+was written for in ``api_version`` (``"1"`` or ``"1.2"``); the engine reports it as ``failed`` (and runs the
+others) when the major differs or when it needs a newer minor than this advisor provides.
 """
 
 from __future__ import annotations
@@ -32,9 +35,13 @@ hookspec = pluggy.HookspecMarker("advisor")
 def advisor_knowledge_bases() -> list[type[KnowledgeBase]]:  # type: ignore[empty-body]
     """Return the knowledge-base classes this plugin provides.
 
-    Called once when the engine starts. Each class subclasses :class:`advisor.kb.KnowledgeBase` and declares
-    ``id``, ``title``, ``version``, ``requires``, ``rules_file`` and ``rules`` (the rule docs), and implements
-    ``analyze(ctx)``. Import heavy dependencies inside ``analyze``, not at module level, to keep start-up fast.
+    Called once per run, before any profile is read. Each class subclasses :class:`advisor.kb.KnowledgeBase`
+    and declares ``id`` (kebab-case, unique among installed plugins), ``title``, ``version``, ``api_version``,
+    ``requires``, ``rules_file`` and ``rules`` (one :class:`advisor.kb.RuleDoc` per rule), and implements
+    ``analyze(ctx)``. A class that does not satisfy this, or an id already provided by another plugin, is
+    reported by ``advisor kb list`` as failed to load; the other knowledge bases still run.
+
+    Keep this hook cheap: import heavy dependencies inside ``analyze``, not at module level.
 
     Example::
 
@@ -48,6 +55,16 @@ def advisor_knowledge_bases() -> list[type[KnowledgeBase]]:  # type: ignore[empt
 
 @hookspec
 def advisor_rules_dirs() -> list[str]:  # type: ignore[empty-body]
-    """Return directories holding this plugin's rules files (``<name>.yaml``) and their JSON Schemas
-    (``schema/<name>.schema.json``). Built-in rules live in the ``rules`` package; a plugin that ships its
-    rules inside its own package returns that folder here."""
+    """Return directories holding this plugin's rules files and their JSON Schemas.
+
+    Each ``<name>.yaml`` in a returned directory is loaded as rules file ``<name>`` and validated against
+    ``schema/<name>.schema.json`` in the same directory (the schema is required). Built-in rules live in the
+    ``rules`` package and need no hook; a plugin that ships its rules inside its own package returns that folder::
+
+        @hookimpl
+        def advisor_rules_dirs():
+            return [str(Path(__file__).parent / "rules")]
+
+    A file name already used by another rules directory is an error (rules file names are global: users
+    override values as ``rules: {<name>: {...}}``).
+    """

@@ -1,19 +1,23 @@
-"""Rules are data: load ``<name>.yaml`` rules files, validate them, layer user overrides, apply waivers.
+"""Rules are data: load ``<name>.yaml`` rules files, validate them, layer user overrides, collect waivers.
 
 Precedence (later wins): built-in/plugin rules files -> ``[tool.advisor]`` in ``pyproject.toml`` -> ``--rules FILE``.
-Every value remembers where it came from, for ``advisor rules show``.
+Every value remembers where it came from, for ``advisor rules show`` and ``advisor explain``.
 
 Override file format (YAML; the same keys under ``[tool.advisor]`` in TOML)::
 
     rules:
       transdata:            # rules file name (= KB id for built-ins)
         max_count: 4
+    chip: Ascend910B1       # use this chip's peaks instead of the detected one
     platform:
       hbm_gbps: 1600        # a value of rules/platforms.yaml's selected chip
     waivers:
       - rule: transdata.count        # rule id, glob allowed
-        ops: "trans_TransData_0*"     # op-name glob
+        ops: "trans_TransData_0*"     # op-name glob (default: every op)
         reason: "input layout conversion, unavoidable"
+
+Every layer is validated when loaded: the override file against the format above, each merged rules file again
+against its schema. A problem is a :class:`advisor.errors.RulesError` naming the file, the key and the problem.
 """
 
 from __future__ import annotations
@@ -28,16 +32,15 @@ from typing import Any
 
 import jsonschema
 import yaml
+from jsonschema.exceptions import best_match
 
 from advisor.errors import RulesError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[no-redef]
+RULES_SUFFIX = ".yaml"
 
 
 def builtin_rules_dir() -> Path:
+    """The ``rules`` package directory (installed with advisor)."""
     import rules as _rules_pkg
 
     return Path(_rules_pkg.__file__).parent
@@ -45,6 +48,8 @@ def builtin_rules_dir() -> Path:
 
 @dataclass
 class Waiver:
+    """Suppress findings of ``rule`` (glob) for ops matching ``ops`` (glob), for a stated reason."""
+
     rule: str
     ops: str
     reason: str
@@ -60,44 +65,98 @@ class Waiver:
         return {"rule": self.rule, "ops": self.ops, "reason": self.reason, "source": self.source}
 
 
+def rules_name(name: str) -> str:
+    """``transdata.yaml`` or ``transdata`` -> ``transdata`` (KBs may declare either)."""
+    return name[: -len(RULES_SUFFIX)] if name.endswith(RULES_SUFFIX) else name
+
+
 @dataclass
 class EffectiveRules:
     """The rules in force: values per rules file, the source of each value, and waivers."""
 
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
     sources: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Rules file name -> dotted key of each leaf value -> where it came from (a path, or a path and
+    ``[tool.advisor]``)."""
     waivers: list[Waiver] = field(default_factory=list)
     files: dict[str, Path] = field(default_factory=dict)
     platform_overrides: dict[str, Any] = field(default_factory=dict)
     platform_override_source: str = ""
+    layers: list[str] = field(default_factory=list)
+    """Override layers applied, in order (labels as used in ``sources``)."""
+
+    def has(self, name: str) -> bool:
+        return rules_name(name) in self.values
 
     def for_kb(self, name: str | None) -> dict[str, Any]:
         if not name:
             return {}
-        return self.values.get(name, {})
+        return self.values.get(rules_name(name), {})
+
+    def lookup(self, name: str, key: str) -> tuple[Any, str]:
+        """Value and source of ``key`` (dotted) in rules file ``name``; KeyError when absent.
+
+        A key holding a mapping reports the source shared by its leaves, or ``"several (...)"``.
+        """
+        name = rules_name(name)
+        value: Any = self.values[name]
+        for part in key.split("."):
+            if not isinstance(value, Mapping) or part not in value:
+                raise KeyError(f"{name}.{key}")
+            value = value[part]
+        srcs = self.sources.get(name, {})
+        if key in srcs:
+            return value, srcs[key]
+        found = sorted({s for k, s in srcs.items() if k.startswith(key + ".")})
+        if len(found) == 1:
+            return value, found[0]
+        return value, "several (" + ", ".join(found) + ")" if found else ""
+
+    def is_default(self, name: str, source: str) -> bool:
+        """True when ``source`` is the rules file itself (no override changed the value)."""
+        path = self.files.get(rules_name(name))
+        return path is not None and source == str(path)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# validation
 # ---------------------------------------------------------------------------------------------------------
 def _schema_for(path: Path) -> Path:
     return path.parent / "schema" / f"{path.stem}.schema.json"
 
 
-def _error_key(err: jsonschema.ValidationError) -> str:
+def _located(err: jsonschema.ValidationError) -> tuple[str, str]:
+    """(dotted key, problem) for one schema error, pointing at the offending key itself where possible."""
     parts = [str(p) for p in err.absolute_path]
-    return ".".join(parts)
+    problem = err.message
+    if err.validator == "additionalProperties" and isinstance(err.instance, Mapping):
+        allowed = sorted((err.schema.get("properties") or {}).keys())
+        extra = sorted(k for k in err.instance if k not in allowed)
+        if extra:
+            parts.append(str(extra[0]))
+            problem = "unknown key" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
+    elif err.validator == "required" and isinstance(err.instance, Mapping):
+        missing = [k for k in err.validator_value if k not in err.instance]
+        if missing:
+            parts.append(str(missing[0]))
+            problem = "required key is missing"
+    return ".".join(parts), problem
 
 
-def _validate(data: Any, schema: Mapping[str, Any], path: Path | str) -> None:
+def _validate(data: Any, schema: Mapping[str, Any], path: Path | str, prefix: str = "") -> None:
     validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(data), key=lambda e: (len(list(e.absolute_path)), str(e.absolute_path)))
-    if errors:
-        err = errors[0]
-        raise RulesError(path, _error_key(err), err.message)
+    err = best_match(validator.iter_errors(data))
+    if err is not None:
+        key, problem = _located(err)
+        raise RulesError(path, ".".join(p for p in (prefix, key) if p), problem)
 
 
 def load_yaml(path: Path) -> Any:
+    """Parse a YAML file; unreadable or malformed files are a RulesError with the line number."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RulesError(path, "", "no such file") from None
     except OSError as e:
         raise RulesError(path, "", f"cannot be read ({e.strerror})") from None
     except UnicodeDecodeError:
@@ -107,7 +166,30 @@ def load_yaml(path: Path) -> Any:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else ""
-        raise RulesError(path, where, f"invalid YAML ({getattr(e, 'problem', e)})") from None
+        raise RulesError(path, where, f"invalid YAML ({getattr(e, 'problem', None) or e})") from None
+
+
+_SCHEMA_CACHE: dict[Path, dict[str, Any]] = {}
+
+
+def load_schema(rules_path: Path) -> dict[str, Any]:
+    """The JSON Schema of a rules file (``schema/<name>.schema.json`` beside it); it must exist and be valid."""
+    schema_path = _schema_for(rules_path)
+    key = schema_path.resolve()
+    if key in _SCHEMA_CACHE:
+        return _SCHEMA_CACHE[key]
+    if not schema_path.exists():
+        raise RulesError(rules_path, "", f"no JSON Schema at {schema_path}")
+    try:
+        schema = json.loads(schema_path.read_text(encoding="utf-8"))
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RulesError(schema_path, "", f"invalid JSON ({e})") from None
+    except jsonschema.SchemaError as e:
+        raise RulesError(schema_path, ".".join(str(p) for p in e.absolute_path), f"invalid JSON Schema ({e.message})") \
+            from None
+    _SCHEMA_CACHE[key] = schema
+    return schema
 
 
 def load_rules_file(path: Path) -> dict[str, Any]:
@@ -115,17 +197,13 @@ def load_rules_file(path: Path) -> dict[str, Any]:
     data = load_yaml(path)
     if not isinstance(data, dict):
         raise RulesError(path, "", "a rules file must be a mapping of names to values")
-    schema_path = _schema_for(path)
-    if not schema_path.exists():
-        raise RulesError(path, "", f"no JSON Schema at {schema_path}")
-    try:
-        schema = json.loads(schema_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise RulesError(schema_path, "", f"invalid JSON Schema ({e})") from None
-    _validate(data, schema, path)
+    _validate(data, load_schema(path), path)
     return data
 
 
+# ---------------------------------------------------------------------------------------------------------
+# layering
+# ---------------------------------------------------------------------------------------------------------
 def _deep_merge(base: dict[str, Any], over: Mapping[str, Any], sources: dict[str, str], source: str,
                 prefix: str = "") -> None:
     for key, value in over.items():
@@ -133,8 +211,10 @@ def _deep_merge(base: dict[str, Any], over: Mapping[str, Any], sources: dict[str
         if isinstance(value, Mapping) and isinstance(base.get(key), dict):
             _deep_merge(base[key], value, sources, source, dotted + ".")
         else:
-            base[key] = value
-            sources[dotted] = source
+            for old in [k for k in sources if k.startswith(dotted + ".")]:
+                del sources[old]
+            base[key] = json.loads(json.dumps(value))
+            sources.update(_leaf_sources({key: value}, source, prefix))
 
 
 def _leaf_sources(data: Mapping[str, Any], source: str, prefix: str = "") -> dict[str, str]:
@@ -154,7 +234,7 @@ _OVERRIDE_SCHEMA: dict[str, Any] = {
     "properties": {
         "rules": {"type": "object", "additionalProperties": {"type": "object"}},
         "platform": {"type": "object"},
-        "chip": {"type": "string"},
+        "chip": {"type": "string", "minLength": 1},
         "waivers": {
             "type": "array",
             "items": {
@@ -164,7 +244,7 @@ _OVERRIDE_SCHEMA: dict[str, Any] = {
                 "properties": {
                     "rule": {"type": "string", "minLength": 1},
                     "ops": {"type": "string", "minLength": 1},
-                    "reason": {"type": "string", "minLength": 1},
+                    "reason": {"type": "string", "minLength": 1, "pattern": r"\S"},
                 },
             },
         },
@@ -172,28 +252,67 @@ _OVERRIDE_SCHEMA: dict[str, Any] = {
 }
 
 
+def _toml_loads(text: str) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        try:
+            import tomli as tomllib
+        except ImportError as e:
+            raise RulesError("pyproject.toml", "", "reading [tool.advisor] needs Python 3.11+ or the tomli package") \
+                from e
+    return tomllib.loads(text)
+
+
 def _read_pyproject(path: Path) -> dict[str, Any] | None:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise RulesError(path, "", f"cannot be read ({e})") from None
-    except tomllib.TOMLDecodeError as e:
+    try:
+        data = _toml_loads(text)
+    except ValueError as e:  # tomllib.TOMLDecodeError is a ValueError
         raise RulesError(path, "", f"invalid TOML ({e})") from None
-    section = data.get("tool", {}).get("advisor")
+    tool = data.get("tool")
+    section = tool.get("advisor") if isinstance(tool, dict) else None
     return section if isinstance(section, dict) else None
 
 
 def find_pyproject(start: Path) -> Path | None:
-    """The nearest ``pyproject.toml`` with a ``[tool.advisor]`` table, from ``start`` upwards."""
+    """The nearest ``pyproject.toml`` with a ``[tool.advisor]`` table, from ``start`` upwards.
+
+    Files that do not mention ``tool.advisor`` are skipped without being parsed; one that does but is not valid
+    TOML is an error (the user meant it to be read).
+    """
+    start = Path(start).resolve()
     for d in [start, *start.parents]:
         candidate = d / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                if "[tool.advisor" in candidate.read_text(encoding="utf-8", errors="replace"):
-                    return candidate
-            except OSError:
-                return None
+        if not candidate.is_file():
+            continue
+        try:
+            text = candidate.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if "advisor" not in text or "tool" not in text:
+            continue
+        if _read_pyproject(candidate) is not None:
+            return candidate
     return None
+
+
+def _layer_label(path: Path) -> str:
+    return f"{path} [tool.advisor]" if path.name == "pyproject.toml" else str(path)
+
+
+def _platform_entry_schema(eff: EffectiveRules) -> dict[str, Any] | None:
+    """The schema of one chip entry of ``platforms.yaml`` (to validate ``platform:`` overrides), if known."""
+    path = eff.files.get("platforms")
+    if path is None:
+        return None
+    entry = load_schema(path).get("properties", {}).get("chips", {}).get("additionalProperties")
+    if not isinstance(entry, dict):
+        return None
+    return {k: v for k, v in entry.items() if k != "required"}
 
 
 def load_effective_rules(
@@ -204,47 +323,60 @@ def load_effective_rules(
     """Load every rules file in ``rules_dirs``, then apply pyproject and ``--rules`` overrides, re-validating."""
     eff = EffectiveRules()
     for d in rules_dirs:
-        for path in sorted(Path(d).glob("*.yaml")):
+        for path in sorted(Path(d).glob(f"*{RULES_SUFFIX}")):
             name = path.stem
+            if name in eff.files and eff.files[name].resolve() != path.resolve():
+                raise RulesError(path, "", f"rules file name '{name}' is already used by {eff.files[name]}")
             data = load_rules_file(path)
             eff.values[name] = data
             eff.sources[name] = _leaf_sources(data, str(path))
             eff.files[name] = path
 
-    layers: list[tuple[Path, dict[str, Any]]] = []
+    layers: list[tuple[Path, dict[str, Any], str]] = []
     if pyproject is not None:
-        section = _read_pyproject(pyproject)
+        section = _read_pyproject(Path(pyproject))
         if section:
-            layers.append((pyproject, section))
+            layers.append((Path(pyproject), section, "tool.advisor"))
     if override_file is not None:
-        data = load_yaml(override_file)
+        data = load_yaml(Path(override_file))
         if data is None:
             data = {}
         if not isinstance(data, dict):
-            raise RulesError(override_file, "", "an override file must be a mapping (rules:, platform:, waivers:)")
-        layers.append((override_file, data))
+            raise RulesError(override_file, "", "an override file must be a mapping (rules:, chip:, platform:, "
+                                                "waivers:)")
+        layers.append((Path(override_file), data, ""))
 
-    for path, layer in layers:
-        _validate(layer, _OVERRIDE_SCHEMA, path)
-        label = f"{path}" if path.name != "pyproject.toml" else f"{path} [tool.advisor]"
-        for name, values in layer.get("rules", {}).items():
-            if name not in eff.values:
-                raise RulesError(path, f"rules.{name}", f"unknown rules file '{name}' (known: "
-                                 + ", ".join(sorted(eff.values)) + ")")
-            merged = json.loads(json.dumps(eff.values[name]))
-            _deep_merge(merged, values, eff.sources[name], label)
-            schema = json.loads(_schema_for(eff.files[name]).read_text(encoding="utf-8"))
-            try:
-                _validate(merged, schema, path)
-            except RulesError as e:
-                raise RulesError(path, f"rules.{name}.{e.key}".rstrip("."), e.problem) from None
-            eff.values[name] = merged
-        if "platform" in layer:
-            eff.platform_overrides.update(layer["platform"])
-            eff.platform_override_source = label
-        if "chip" in layer:
-            eff.platform_overrides["soc"] = layer["chip"]
-            eff.platform_override_source = label
-        for w in layer.get("waivers", []):
-            eff.waivers.append(Waiver(rule=w["rule"], ops=w.get("ops", "*"), reason=w["reason"], source=label))
+    for path, layer, prefix in layers:
+        _apply_layer(eff, path, layer, prefix)
     return eff
+
+
+def _apply_layer(eff: EffectiveRules, path: Path, layer: dict[str, Any], prefix: str) -> None:
+    _validate(layer, _OVERRIDE_SCHEMA, path, prefix)
+    label = _layer_label(path)
+    eff.layers.append(label)
+
+    def key(*parts: str) -> str:
+        return ".".join(p for p in (prefix, *parts) if p)
+
+    for name, values in layer.get("rules", {}).items():
+        if name not in eff.values:
+            raise RulesError(path, key("rules", name), "unknown rules file (known: "
+                             + ", ".join(sorted(eff.values)) + ")")
+        merged = json.loads(json.dumps(eff.values[name]))
+        sources = dict(eff.sources[name])
+        _deep_merge(merged, values, sources, label)
+        _validate(merged, load_schema(eff.files[name]), path, key("rules", name))
+        eff.values[name] = merged
+        eff.sources[name] = sources
+    if "platform" in layer:
+        schema = _platform_entry_schema(eff)
+        if schema is not None:
+            _validate(layer["platform"], schema, path, key("platform"))
+        eff.platform_overrides.update(layer["platform"])
+        eff.platform_override_source = label
+    if "chip" in layer:
+        eff.platform_overrides["soc"] = layer["chip"]
+        eff.platform_override_source = label
+    for w in layer.get("waivers", []):
+        eff.waivers.append(Waiver(rule=w["rule"], ops=w.get("ops", "*"), reason=w["reason"].strip(), source=label))

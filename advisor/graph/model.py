@@ -11,6 +11,11 @@
 - ``fusion_passes``: graph-fusion passes (``pass_name``) and ``pass_name_ub`` (UB fusion pass or None)
 - ``attrs``: remaining attributes decoded to plain Python values
 - ``stream_id``, ``id``, ``subgraph`` (name of the (sub)graph holding the node)
+- ``called_subgraphs`` (only on nodes that run subgraphs: PartitionedCall, If/While/Case...): their names
+
+Node keys are op names; an op name that repeats in another subgraph is keyed ``<subgraph>/<name>``.
+Dtypes in ``attrs`` that GE stores as integers (``dt`` values, Cast ``dst_type``, ``SrcT``/``DstT``) are
+decoded to names with the right numbering (see ``advisor.graph.dtypes``).
 
 Edge attributes: ``src_index``, ``dst_index`` (ints), ``kind`` = ``data`` or ``control``.
 """
@@ -35,6 +40,10 @@ class ModelGraph:
     """Model-level attributes (soc_version, atc_cmdline, opp_version...)."""
     subgraphs: dict[str, list[str]] = field(default_factory=dict)
     """Subgraph name -> node names; the root graph is under its own name."""
+    root_graph: str = ""
+    """Name of the root graph (``graph[0]`` of a GE ModelDef)."""
+    subgraph_parents: dict[str, str] = field(default_factory=dict)
+    """Subgraph name -> node that runs it, where the dump links them."""
 
     @property
     def soc_version(self) -> str | None:
@@ -55,6 +64,9 @@ class ModelGraph:
 
     def data_predecessors(self, name: str) -> list[str]:
         return [u for u, _, d in self.g.in_edges(name, data=True) if d.get("kind") == "data"]
+
+    def control_predecessors(self, name: str) -> list[str]:
+        return [u for u, _, d in self.g.in_edges(name, data=True) if d.get("kind") == "control"]
 
     def summary(self) -> dict[str, Any]:
         return {"source": self.source, "format": self.format, "nodes": self.g.number_of_nodes(),
