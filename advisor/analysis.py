@@ -6,7 +6,10 @@ This is the only place that strings the stages together; the CLI renders what it
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
+import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,7 +43,7 @@ class AnalysisOptions:
 
 @dataclass
 class AnalysisResult:
-    profiles: list[Profile]
+    ranks: list[RankSummary]
     graph: ModelGraph | None
     findings: list[Finding]
     statuses: list[engine.KBStatus]
@@ -71,28 +74,84 @@ def select_kbs(options: AnalysisOptions, pm: Any = None) -> list[engine.KBInfo]:
     return engine.select(infos, options.only, options.skip)
 
 
-def load_graph_for(path: Path, graph_path: Path | None, profiles: list[Profile]) -> ModelGraph | None:
-    """``--graph`` when given, else a graph dump found inside the profile directory, else None."""
+def load_graph_for(path: Path, graph_path: Path | None) -> tuple[ModelGraph | None, tuple[str, str] | None]:
+    """``--graph`` when given, else a graph dump found inside the profile directory, else None.
+
+    A found-but-unusable dump is not an error (it was not asked for): it comes back as a (path, reason) note.
+    """
     from advisor.graph.load import find_graph_in_profile, load_graph
 
     if graph_path is not None:
         if not graph_path.exists():
             raise InputError(graph_path, "no such file")
-        return load_graph(graph_path)
+        return load_graph(graph_path), None
     root = path if path.is_dir() else path.parent
     found = find_graph_in_profile(root)
     if found is None:
-        return None
+        return None, None
     try:
-        return load_graph(found)
+        return load_graph(found), None
     except InputError as e:
-        for p in profiles:
-            p.meta.skip(found, f"graph dump not usable: {e.problem}")
-        return None
+        return None, (str(found), f"graph dump not usable: {e.problem}")
+
+
+@dataclass
+class RankSummary:
+    """What the report needs of one rank once its knowledge bases have run (small: no op rows)."""
+
+    meta: Any
+    ops: int
+    device_time_us: float
+    busy_us: float
+    by_type: pd.DataFrame  # index type: count, sum
+    by_core: pd.Series
+    steps: pd.DataFrame
+    join_ops: pd.DataFrame  # name, type, duration_us aggregated per unique name (for the graph join)
+
+    @classmethod
+    def of(cls, profile: Profile) -> RankSummary:
+        ops = profile.ops
+        by_type = ops.groupby("type", observed=True)["duration_us"].agg(["count", "sum"])
+        by_core = ops.groupby("core", observed=True)["duration_us"].sum()
+        join_ops = (ops.groupby("name", observed=True).agg(type=("type", "first"), duration_us=("duration_us", "sum"))
+                    .reset_index())
+        return cls(profile.meta, len(ops), profile.device_time_us(), profile.busy_time_us(), by_type, by_core,
+                   profile.steps, join_ops)
+
+
+@dataclass
+class RankResult:
+    summary: RankSummary
+    findings: list[Finding]
+    statuses: list[engine.KBStatus]
+    platform: dict[str, Any]
+
+
+def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo], rules: EffectiveRules,
+                 chip: str | None, time_limit_s: float | None) -> RankResult:
+    """Read one rank and run the knowledge bases on it (runs in a worker process for multi-rank input)."""
+    from advisor import ingest
+
+    profile = ingest.read_source(src)
+    hint = chip or profile.meta.chip or (graph.soc_version if graph is not None else None)
+    platform = resolve_platform(rules, hint)
+    findings, statuses = engine.run(infos, profile, graph, rules, platform, time_limit_s)
+    return RankResult(RankSummary.of(profile), findings, statuses, platform)
+
+
+def _worker_analyze_rank(args: tuple[Any, ...]) -> RankResult:
+    src, graph, options, rules = args
+    infos = select_kbs(options)  # entry points are loaded again in the worker process
+    return analyze_rank(src, graph, infos, rules, options.chip, options.time_limit_s)
+
+
+def _parallel_ok(options: AnalysisOptions) -> bool:
+    return options.ecosystem is None and not options.extra_kbs
 
 
 def run_analysis(path: Path, graph_path: Path | None = None, options: AnalysisOptions | None = None,
-                 progress: Progress = _noop) -> AnalysisResult:
+                 progress: Progress = _noop, workers: int | None = None) -> AnalysisResult:
+    """Analyze ``path``. Several ranks are analyzed in parallel worker processes (one per core at most)."""
     from advisor import ingest
 
     options = options or AnalysisOptions()
@@ -101,48 +160,51 @@ def run_analysis(path: Path, graph_path: Path | None = None, options: AnalysisOp
     rules = load_rules(options, pm)
     infos = select_kbs(options, pm)
 
-    progress("reading profile")
     if not path.exists():
         raise InputError(path, "no such file or directory")
     sources = ingest.detect(path)
-    profiles: list[Profile] = []
-    for i, src in enumerate(sources):
-        if len(sources) > 1:
-            progress(f"reading rank {i + 1}/{len(sources)}")
-        profiles.append(ingest.read_source(src))
 
     progress("reading model graph")
-    graph = load_graph_for(path, graph_path, profiles)
+    graph, graph_note = load_graph_for(path, graph_path)
+
+    n_workers = min(len(sources), workers or os.cpu_count() or 1)
+    results: list[RankResult] = []
+    if len(sources) > 1 and n_workers > 1 and _parallel_ok(options):
+        progress(f"analyzing {len(sources)} ranks in {n_workers} processes")
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
+            jobs = [(src, graph, options, rules) for src in sources]
+            for i, r in enumerate(pool.map(_worker_analyze_rank, jobs)):
+                progress(f"analyzed rank {i + 1}/{len(sources)}")
+                results.append(r)
+    else:
+        for i, src in enumerate(sources):
+            progress("reading profile" if len(sources) == 1 else f"analyzing rank {i + 1}/{len(sources)}")
+            results.append(analyze_rank(src, graph, infos, rules, options.chip, options.time_limit_s))
+
+    summaries = [r.summary for r in results]
+    if graph_note:
+        summaries[0].meta.skip(*graph_note)
     join_info = None
     if graph is not None:
         from advisor.graph.join import join_profile
 
-        all_ops = pd.concat([p.ops[["name", "type", "duration_us"]] for p in profiles], ignore_index=True)
+        all_ops = pd.concat([s.join_ops for s in summaries], ignore_index=True)
         join_info = join_profile(graph, all_ops).to_dict()
 
-    chip_hint = options.chip or next((p.meta.chip for p in profiles if p.meta.chip), None)
-    if not chip_hint and graph is not None:
-        chip_hint = graph.soc_version
-    platform = resolve_platform(rules, chip_hint)
-
-    findings: list[Finding] = []
-    statuses_by_rank: list[list[engine.KBStatus]] = []
-    for i, profile in enumerate(profiles):
-        progress(f"running knowledge bases{f' (rank {i + 1}/{len(profiles)})' if len(profiles) > 1 else ''}")
-        f, st = engine.run(infos, profile, graph, rules, platform, options.time_limit_s)
-        findings.extend(f)
-        statuses_by_rank.append(st)
-    statuses = _merge_statuses(statuses_by_rank)
+    platform = results[0].platform
+    findings = [f for r in results for f in r.findings]
+    statuses = _merge_statuses([r.statuses for r in results])
     for name, reason in engine.PLUGIN_LOAD_ERRORS.items():
         if not options.only or name in options.only:
             statuses.append(engine.KBStatus(name, "failed", f"plugin failed to load: {reason}"))
 
     findings, waived = engine.apply_waivers(findings, rules.waivers)
-    busy = sum(p.busy_time_us() for p in profiles)
+    busy = sum(s.busy_us for s in summaries)
     result_score = score.compute(findings, busy, [s.id for s in statuses])
     findings = rank_findings(findings)
-    report = build_report(path, profiles, graph, join_info, findings, statuses, waived, result_score, platform)
-    return AnalysisResult(profiles, graph, findings, statuses, waived, result_score, platform, rules, join_info,
+    report = build_report(path, summaries, graph, join_info, findings, statuses, waived, result_score, platform)
+    return AnalysisResult(summaries, graph, findings, statuses, waived, result_score, platform, rules, join_info,
                           report)
 
 
@@ -182,41 +244,73 @@ def finding_id(f: Finding) -> str:
     return f.rule + ":" + hashlib.sha1(key.encode()).hexdigest()[:10]
 
 
-def _summary(profiles: list[Profile]) -> dict[str, Any]:
-    ops = pd.concat([p.ops[["type", "core", "duration_us"]] for p in profiles], ignore_index=True) \
-        if profiles else pd.DataFrame(columns=["type", "core", "duration_us"])
-    total = float(ops["duration_us"].sum(skipna=True)) if len(ops) else 0.0
-    by_type = (ops.groupby("type", observed=True)["duration_us"].agg(["count", "sum"]).sort_values("sum", ascending=False)
-               if len(ops) else pd.DataFrame(columns=["count", "sum"]))
-    by_core = ops.groupby("core", observed=True)["duration_us"].sum() if len(ops) else pd.Series(dtype=float)
-    top = [{"type": str(t), "count": int(r["count"]), "total_us": round(float(r["sum"]), 3),
-            "share": round(float(r["sum"]) / total, 4) if total else 0.0} for t, r in by_type.head(15).iterrows()]
+def _summary(ranks: list[RankSummary]) -> dict[str, Any]:
+    by_type = pd.concat([r.by_type for r in ranks]).groupby(level=0).sum() if ranks else pd.DataFrame()
+    by_type = by_type.sort_values("sum", ascending=False) if len(by_type) else by_type
+    by_core = pd.concat([r.by_core for r in ranks]).groupby(level=0).sum() if ranks else pd.Series(dtype=float)
+    total = float(sum(r.device_time_us for r in ranks))
+    top = [{"type": str(t), "count": int(row["count"]), "total_us": round(float(row["sum"]), 3),
+            "share": round(float(row["sum"]) / total, 4) if total else 0.0} for t, row in by_type.head(15).iterrows()]
     summary: dict[str, Any] = {
-        "ops": int(len(ops)),
+        "ops": int(sum(r.ops for r in ranks)),
         "device_time_us": round(total, 3),
-        "device_busy_us": round(sum(p.busy_time_us() for p in profiles), 3),
-        "op_types": int(ops["type"].nunique()) if len(ops) else 0,
+        "device_busy_us": round(sum(r.busy_us for r in ranks), 3),
+        "op_types": int(len(by_type)),
         "by_core": {str(k): round(float(v), 3) for k, v in by_core.items()},
         "top_op_types": top,
     }
-    if len(profiles) > 1:
-        summary["ranks"] = [{"rank": p.meta.rank, "path": p.meta.source, "ops": int(len(p.ops)),
-                             "device_time_us": round(p.device_time_us(), 3),
-                             "device_busy_us": round(p.busy_time_us(), 3)} for p in profiles]
+    if len(ranks) > 1:
+        summary["ranks"] = [{"rank": r.meta.rank, "path": r.meta.source, "ops": r.ops,
+                             "device_time_us": round(r.device_time_us, 3), "device_busy_us": round(r.busy_us, 3)}
+                            for r in ranks]
     return summary
+
+
+def _cluster(ranks: list[RankSummary]) -> dict[str, Any] | None:
+    """Multi-rank input: per-rank compute / uncovered communication / free time, their spread, the slowest rank
+    and the component that makes it slow (the one furthest above the other ranks' median)."""
+    if len(ranks) < 2:
+        return None
+    rows = []
+    for r in ranks:
+        st = r.steps
+        have_steps = len(st) and st["computing_us"].notna().any()
+        compute = float(st["computing_us"].sum()) if have_steps else r.busy_us
+        comm = float(st["comm_not_overlapped_us"].sum()) if have_steps else float("nan")
+        free = float(st["free_us"].sum()) if have_steps else float("nan")
+        rows.append({"rank": r.meta.rank, "compute_us": compute, "communication_us": comm, "free_us": free,
+                     "source": "step_trace" if have_steps else "device busy time"})
+    df = pd.DataFrame(rows)
+    df["total_us"] = df[["compute_us", "communication_us", "free_us"]].sum(axis=1, min_count=1)
+    slow = int(df["total_us"].idxmax())
+    others = df.drop(index=slow)
+    excess = {c: float(df.loc[slow, c] - others[c].median()) for c in ("compute_us", "communication_us", "free_us")
+              if pd.notna(df.loc[slow, c])}
+    reason = max(excess, key=lambda c: excess[c]) if excess else "compute_us"
+    spread = {c: {"min": round(float(df[c].min()), 3), "max": round(float(df[c].max()), 3),
+                  "spread_us": round(float(df[c].max() - df[c].min()), 3)}
+              for c in ("compute_us", "communication_us", "free_us", "total_us") if df[c].notna().any()}
+    return {
+        "ranks": [{k: (round(v, 3) if isinstance(v, float) and pd.notna(v) else (None if isinstance(v, float) else v))
+                   for k, v in row.items()} for row in df.to_dict("records")],
+        "slowest_rank": int(df.loc[slow, "rank"]) if pd.notna(df.loc[slow, "rank"]) else slow,
+        "slowest_reason": reason.removesuffix("_us"),
+        "slowest_excess_us": round(excess.get(reason, 0.0), 3),
+        "spread": spread,
+    }
 
 
 def _first(values: list[str | None]) -> str | None:
     return next((v for v in values if v), None)
 
 
-def build_report(path: Path, profiles: list[Profile], graph: ModelGraph | None, join_info: dict[str, Any] | None,
+def build_report(path: Path, ranks: list[RankSummary], graph: ModelGraph | None, join_info: dict[str, Any] | None,
                  findings: list[Finding], statuses: list[engine.KBStatus], waived: list[engine.WaivedFinding],
                  result_score: score.Score, platform: dict[str, Any]) -> dict[str, Any]:
     """The JSON report (schema: advisor/schemas/report.schema.json)."""
-    metas = [p.meta for p in profiles]
+    metas = [r.meta for r in ranks]
     layouts = sorted({m.layout for m in metas})
-    summary = _summary(profiles)
+    summary = _summary(ranks)
     total = summary["device_busy_us"] or summary["device_time_us"]
     out_findings = []
     for f in findings:
@@ -238,7 +332,7 @@ def build_report(path: Path, profiles: list[Profile], graph: ModelGraph | None, 
             "chip": _first([m.chip for m in metas]) or (graph.soc_version if graph else None),
             "cann_version": _first([m.cann_version for m in metas]),
             "torch_npu_version": _first([m.torch_npu_version for m in metas]),
-            "ranks": max(1, len(profiles)),
+            "ranks": max(1, len(ranks)),
             "files_read": [f for m in metas for f in m.files_read],
             "files_skipped": [s.to_dict() for m in metas for s in m.files_skipped],
             "notes": notes,
@@ -251,4 +345,5 @@ def build_report(path: Path, profiles: list[Profile], graph: ModelGraph | None, 
         "knowledge_bases": [s.to_dict() for s in statuses],
         "findings": out_findings,
         "waived": [w.to_dict() for w in waived],
+        "cluster": _cluster(ranks),
     }

@@ -49,8 +49,9 @@ def read_source(src: RankSource) -> Profile:
     meta = Meta(source=str(src.root), layout=src.layout, rank=src.rank)
     profile: Profile = module.read(src.root, meta)
     if not len(profile.ops) and not len(profile.op_stats) and not len(profile.steps):
-        raise InputError(src.root, f"no profile data could be read (layout {src.layout}); "
-                         + "; ".join(f"{s.path}: {s.reason}" for s in meta.files_skipped[:3]))
+        skipped = "; ".join(f"{s.path}: {s.reason}" for s in meta.files_skipped[:3])
+        raise InputError(src.root, f"no profile data could be read (layout {src.layout})"
+                         + (f"; {skipped}" if skipped else ""))
     return profile
 
 

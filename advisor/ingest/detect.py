@@ -31,6 +31,8 @@ def _has_csv(d: Path, prefix: str) -> bool:
 
 def _classify_dir(d: Path) -> list[RankSource]:
     """The rank sources found directly at ``d`` (not in its children), or [] when ``d`` is not a profile."""
+    if d.name == "ASCEND_PROFILER_OUTPUT":  # pointed inside a torch_npu/MindSpore dir: analyze the whole dir
+        return _classify_dir(d.parent)
     out_dir = d / "ASCEND_PROFILER_OUTPUT"
     if out_dir.is_dir() or d.name.endswith(("_ascend_pt", "_ascend_ms")):
         is_ms = d.name.endswith("_ascend_ms") or any(out_dir.glob("ascend_mindspore_profiler*.db"))
@@ -56,12 +58,23 @@ def _classify_dir(d: Path) -> list[RankSource]:
     if any(d.glob("msprof_*.db")):
         return [RankSource(d, "msprof-db", None)]
     if any(_has_csv(d, m) for m in _MS_LEGACY_MARKERS):
+        ids = _legacy_device_ids(d)
+        if len(ids) > 1:  # one flat dir can hold several devices' files (e.g. hccl_raw_0.csv, hccl_raw_2.csv)
+            return [RankSource(d, "mindspore-legacy", i) for i in ids]
         return [RankSource(d, "mindspore-legacy", None)]
     if d.name.upper().startswith("JOB") or any(d.glob("**/op_summary_*.*.csv")):
         return [RankSource(d, "soc-job", None)]
-    if _has_csv(d, "op_summary") or _has_csv(d, "kernel_details"):
+    if any(_has_csv(d, kind) for kind in ("op_summary", "kernel_details", "op_statistic")):
         return [RankSource(d, "msprof-cann7", None)]
     return []
+
+
+_MS_LEGACY_FILE = re.compile(r"^(?:aicore_intermediate|framework_raw|step_trace_raw|hccl_raw|aicpu_intermediate)_(\d+)")
+
+
+def _legacy_device_ids(d: Path) -> list[int]:
+    """Device ids of a MindSpore 1.x profiler dir, from its file names (``hccl_raw_2.csv`` -> 2)."""
+    return sorted({int(m.group(1)) for p in d.glob("*.csv") if (m := _MS_LEGACY_FILE.match(p.name))})
 
 
 def _rank_from_name(name: str) -> int | None:

@@ -54,7 +54,15 @@ def to_number(series: pd.Series) -> pd.Series:
 
 
 def clean_text(series: pd.Series) -> pd.Series:
-    """Strip whitespace/quotes; ``N/A``/empty become missing."""
+    """Strip whitespace/quotes; ``N/A``/empty become missing.
+
+    Categoricals are cleaned per distinct value (a million-row column has a few hundred), not per row.
+    """
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        codes = series.cat.codes.to_numpy()
+        cleaned = clean_text(pd.Series(series.cat.categories.astype(str))).to_numpy(dtype=object)
+        values = np.where(codes >= 0, cleaned[np.clip(codes, 0, None)] if len(cleaned) else None, None)
+        return pd.Series(values, index=series.index, dtype="string")
     s = series.astype("string").str.strip().str.strip('"').str.strip()
     return s.mask(s.isin(["N/A", "", "NA"]))
 
@@ -109,10 +117,6 @@ def _derive_unified_metrics(df: pd.DataFrame) -> None:
 
     if df["aicore_time_us"].isna().all() and "aiv_time_us" in df.columns:
         df["aicore_time_us"] = df["aiv_time_us"]
-    # cube_utilization is a percentage in the files; the model holds a fraction
-    cu = df["cube_utilization"]
-    if cu.notna().any() and cu.max(skipna=True) > 1.0:
-        df["cube_utilization"] = cu / 100.0
     # memory_bound = mte2 / max(mac, vec) (msprof's definition) where the file did not carry it
     if df["memory_bound"].isna().all():
         denom = np.fmax(df["mac_ratio"].to_numpy(dtype="float64"), df["vec_ratio"].to_numpy(dtype="float64"))

@@ -1,0 +1,236 @@
+"""Robust, columnar reading of profiler CSVs: only the columns an alias table asks for, strings kept as strings.
+
+Real files carry quirks that a naive ``pd.read_csv`` mangles: timestamps with a trailing TAB (quoted so Excel
+keeps precision), shape cells with literal quotes (three quote characters around ``9216,7168;1,7168,4096;;1``), ``N/A`` for "not
+collected", a UTF-8 BOM, CRLF line ends, call stacks with newlines inside quoted cells. The pyarrow CSV reader
+parses the file in parallel with every wanted column typed as string; numeric columns are then trimmed and cast
+in one vectorized pass, so ``"1736413971558972.912\\t"`` becomes a float of microseconds (never rescaled).
+
+Unusable files raise :class:`advisor.errors.InputError` with a one-line reason: binary data, undecodable text,
+an empty file, missing required columns, rows with too many fields (garbled) or a short last row (truncated).
+A short row in the middle of an otherwise sound file -- seen in a real msinsight fixture -- is kept, its
+missing trailing cells read as N/A, and reported in ``notes``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+
+from advisor.errors import InputError
+from advisor.ingest.columns import Aliases, ResolvedHeader, describe_missing, resolve_header
+from advisor.ingest.normalize import to_number
+
+NULL_CELLS = ["N/A", ""]
+"""Cells that mean "no value" in every Ascend CSV (``NULL`` is a real format name and is kept)."""
+
+_SNIFF_BYTES = 1 << 16
+_TRIM_CHARS = " \t\r\n\""
+_BLOCK_SIZE = 1 << 22
+
+
+@dataclass
+class CsvTable:
+    """A CSV read into canonical columns."""
+
+    path: Path
+    frame: pd.DataFrame
+    resolved: ResolvedHeader
+    notes: list[str] = field(default_factory=list)
+
+
+def sniff_header(path: Path) -> list[str]:
+    """The header row of ``path``, after checking the file is non-empty UTF-8 text."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_SNIFF_BYTES)
+    except IsADirectoryError:
+        raise InputError(path, "is a directory, expected a CSV file") from None
+    except OSError as e:
+        raise InputError(path, f"cannot be read ({e.strerror or e})") from None
+    if not head.replace(codecs.BOM_UTF8, b"").strip():
+        raise InputError(path, "empty file")
+    if b"\x00" in head:
+        raise InputError(path, "binary data (NUL bytes), not a CSV text file")
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) < _SNIFF_BYTES)
+    except UnicodeDecodeError as e:
+        raise InputError(path, f"not UTF-8 text (undecodable byte 0x{head[e.start]:02x} at offset {e.start})") from None
+    text = text.lstrip("\ufeff")
+    try:
+        header = next(csv.reader(io.StringIO(text)))
+    except (StopIteration, csv.Error) as e:
+        raise InputError(path, f"no CSV header row ({e})") from None
+    if not any(h.strip() for h in header):
+        raise InputError(path, "the first line is blank, expected a CSV header row")
+    return header
+
+
+def read_table(
+    path: Path,
+    aliases: Aliases,
+    *,
+    text: Collection[str],
+    extra: Callable[[str], str | None] | None = None,
+    required: Sequence[str] = (),
+    multiline: bool = False,
+) -> CsvTable:
+    """Read the columns of ``path`` that ``aliases`` (or ``extra``) name; canonical names not in ``text`` become
+    float64. Raises InputError when a ``required`` canonical column is absent."""
+    header = sniff_header(path)
+    resolved = resolve_header(header, aliases, extra=extra)
+    missing = [c for c in required if not resolved.has(c)]
+    if missing:
+        raise InputError(path, f"no {describe_missing(missing, aliases)} column; found: {found_list(header)}")
+    frame, notes = read_columns(path, header, resolved.columns, text=text, multiline=multiline)
+    return CsvTable(path, frame, resolved, notes)
+
+
+def found_list(header: Sequence[str], limit: int = 12) -> str:
+    """The first header cells for an error message."""
+    cells = [h.replace("\ufeff", "").strip() for h in header]
+    shown = ", ".join(f"'{c}'" for c in cells[:limit])
+    return shown + (f", ... ({len(cells)} columns)" if len(cells) > limit else "")
+
+
+def read_columns(
+    path: Path,
+    header: Sequence[str],
+    columns: dict[str, int],
+    *,
+    text: Collection[str],
+    multiline: bool = False,
+) -> tuple[pd.DataFrame, list[str]]:
+    """Read the raw columns at ``columns`` (canonical name -> position) into a DataFrame with canonical names."""
+    names = [f"c{i}" for i in range(len(header))]
+    wanted = {canonical: names[pos] for canonical, pos in columns.items()}
+    bad_rows: list[tuple[int, int]] = []
+
+    def on_invalid(row: pa_csv.InvalidRow) -> str:
+        bad_rows.append((row.expected_columns, row.actual_columns))
+        return "skip"
+
+    include = list(dict.fromkeys(wanted.values()))
+    try:
+        table = pa_csv.read_csv(
+            path,
+            read_options=pa_csv.ReadOptions(column_names=names, skip_rows=1, block_size=_BLOCK_SIZE),
+            parse_options=pa_csv.ParseOptions(newlines_in_values=multiline, invalid_row_handler=on_invalid),
+            convert_options=pa_csv.ConvertOptions(
+                include_columns=include,
+                column_types=dict.fromkeys(include, pa.string()),
+                null_values=NULL_CELLS,
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=True,
+            ),
+        )
+    except pa.ArrowInvalid as e:
+        raise InputError(path, _arrow_reason(path, str(e), len(header))) from None
+
+    notes: list[str] = []
+    if bad_rows:
+        short, widest = _check_ragged(path, len(header))
+        if short:
+            lines = ", ".join(str(n) for n, _ in short[:5]) + (" ..." if len(short) > 5 else "")
+            notes.append(f"{path.name}: {len(short)} row(s) with fewer fields than the header (line {lines}); "
+                         "their missing cells are read as N/A and their values may be shifted")
+        if widest > len(header):
+            notes.append(f"{path.name}: rows end with empty cells beyond the header; ignored")
+        names += [f"x{i}" for i in range(len(header), widest)]
+        return _read_with_pandas(path, names, wanted, text), notes
+
+    data: dict[str, object] = {}
+    for canonical, col in wanted.items():
+        arr = table.column(col)
+        data[canonical] = arr.to_pandas() if canonical in text else _to_float64(arr)
+    frame = pd.DataFrame(data, index=pd.RangeIndex(table.num_rows))
+    return frame, notes
+
+
+def _to_float64(arr: pa.ChunkedArray) -> np.ndarray:
+    """Trim TABs/quotes/blanks and cast to float64; odd cells (``12%``, ``-``) go through the slower pandas path."""
+    trimmed = pc.utf8_trim(arr, characters=_TRIM_CHARS)
+    try:
+        return pc.cast(trimmed, pa.float64()).to_numpy()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return to_number(pd.Series(trimmed.to_pandas(), dtype="string")).to_numpy(dtype="float64")
+
+
+def _read_with_pandas(path: Path, names: list[str], wanted: dict[str, str], text: Collection[str]) -> pd.DataFrame:
+    """Slow path for files with short rows: pandas' C parser pads them with missing cells."""
+    include = list(dict.fromkeys(wanted.values()))
+    raw = pd.read_csv(
+        path,
+        engine="c",
+        header=None,
+        skiprows=1,
+        names=names,
+        usecols=include,
+        dtype=str,
+        keep_default_na=False,
+        na_values=NULL_CELLS,
+        encoding="utf-8-sig",
+        skip_blank_lines=True,
+    )
+    data: dict[str, object] = {}
+    for canonical, col in wanted.items():
+        data[canonical] = raw[col] if canonical in text else to_number(raw[col]).to_numpy()
+    return pd.DataFrame(data).reset_index(drop=True)
+
+
+def _scan_rows(path: Path, width: int) -> list[tuple[int, int, bool]]:
+    """(physical line where the record ends, number of fields, cells beyond ``width`` all blank) for every data
+    record -- error path only."""
+    out: list[tuple[int, int, bool]] = []
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as fh:
+        reader = csv.reader(fh)
+        next(reader, None)
+        for record in reader:
+            if record:
+                out.append((reader.line_num, len(record), not any(c.strip() for c in record[width:])))
+    return out
+
+
+def _check_ragged(path: Path, width: int) -> tuple[list[tuple[int, int]], int]:
+    """Raise for garbled (extra non-empty fields) or truncated (short last row) files; return the short
+    mid-file rows and the widest row (trailing empty cells beyond the header are tolerated)."""
+    try:
+        rows = _scan_rows(path, width)
+    except csv.Error as e:
+        raise InputError(path, f"garbled CSV ({e})") from None
+    for line, n, blank_tail in rows:
+        if n > width and not blank_tail:
+            raise InputError(path, f"garbled row at line {line}: {n} fields where the header has {width}")
+    if rows and rows[-1][1] < width:
+        line, n, _ = rows[-1]
+        raise InputError(path, f"truncated: the last row (line {line}) has {n} of {width} fields")
+    short = [(line, n) for line, n, _ in rows if n < width]
+    return short, max([width, *(n for _, n, _ in rows)])
+
+
+def _arrow_reason(path: Path, message: str, width: int) -> str:
+    """A one-line reason for a pyarrow parse failure, with the line number where the csv module finds it."""
+    first = message.strip().splitlines()[0] if message.strip() else "unreadable"
+    if "UTF8" in first or "utf8" in first.lower():
+        return "not UTF-8 text (invalid byte sequence in the data rows)"
+    try:
+        _check_ragged(path, width)
+    except InputError as e:
+        return e.problem
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if b"\x00" in data:
+        return "binary data (NUL bytes), not a CSV text file"
+    if data.count(b'"') % 2:
+        return "truncated or garbled: a quoted cell is never closed"
+    return f"garbled CSV ({first})"

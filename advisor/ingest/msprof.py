@@ -1,0 +1,487 @@
+"""msprof text output: CANN <=6 ``device_N`` dirs, CANN >=7 ``mindstudio_profiler_output``, lone op CSV files.
+
+Layouts (FORMATS.md section 0):
+
+* ``msprof-cann6``: ``root`` is ``PROF_*/device_N`` with ``summary/<kind>_<dev>_<model>[_<iter>].csv``,
+  ``timeline/<kind>_<dev>_<model>_<iter>.json`` and ``info.json.N``. A device dir with only ``timeline/`` (the
+  MindSpore/mindinsight sample) gets its ops from ``task_time_*.json`` (else ``msprof_*.json``), never both.
+* ``msprof-cann7``: ``root`` is ``PROF_*`` with ``mindstudio_profiler_output/<kind>_<YYYYMMDDhhmmss>.csv``
+  (only the newest export is read when a directory holds several), or a bare directory of such CSVs.
+* ``op-summary-csv``: ``root`` is one op_summary / kernel_details CSV file of any header variant, including the
+  derived Ascend310 per-op subset (no name/timing columns) of Ascend/workload_analysis.
+
+The ops-table helpers here are shared with the torch_npu reader (kernel_details.csv is a renamed op_summary).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from advisor.errors import InputError
+from advisor.ingest import columns as C
+from advisor.ingest.csvread import found_list, read_columns, read_table, sniff_header
+from advisor.ingest.normalize import clean_text, finalize_ops
+from advisor.model import (
+    API_COLUMNS,
+    EVENTS_COLUMNS,
+    OP_STATS_COLUMNS,
+    STEPS_COLUMNS,
+    Meta,
+    Profile,
+    empty_frame,
+)
+
+_EXPORT_TS = re.compile(r"_(\d{14,17})$")
+_SLICE = re.compile(r"_slice_(\d+)")
+_DEVICE_DIR = re.compile(r"^device_(\d+)$")
+_EXTRA_TEXT_OPS = ("hf32_eligible", "model_name")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# entry point
+# ---------------------------------------------------------------------------------------------------------
+def read(root: Path, meta: Meta) -> Profile:
+    """Read an msprof layout (see module doc) into a Profile."""
+    root = Path(root)
+    if root.is_file():
+        ops = read_ops_files([root], meta)
+        return Profile(ops=ops, meta=meta)
+    out_dir = root / "mindstudio_profiler_output"
+    if out_dir.is_dir():
+        read_device_info(root, meta)
+        return read_output_dir(out_dir, meta)
+    if (root / "summary").is_dir() or (root / "timeline").is_dir():
+        return _read_cann6(root, meta)
+    return read_output_dir(root, meta)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# file discovery
+# ---------------------------------------------------------------------------------------------------------
+def find_kind(directory: Path, kind: str, meta: Meta, *, ext: str = "csv", exclude: tuple[str, ...] = ()) -> list[Path]:
+    """Files ``<kind>[_suffix].<ext>`` directly in ``directory``; of several timestamped exports only the newest
+    (all of its slices) is kept and the older ones are recorded as skipped."""
+    if not directory.is_dir():
+        return []
+    pattern = re.compile(rf"^{re.escape(kind)}(?:_[^.]*)?\.{re.escape(ext)}$")
+    found = [p for p in directory.iterdir()
+             if p.is_file() and pattern.match(p.name) and not p.name.startswith(exclude)]
+    stamped = {p: m.group(1) for p in found if (m := _EXPORT_TS.search(p.stem))}
+    if len(set(stamped.values())) > 1:
+        newest = max(stamped.values())
+        for p, ts in stamped.items():
+            if ts != newest:
+                meta.skip(p, f"older export ({ts}); the newest {kind} export ({newest}) is read")
+        found = [p for p in found if stamped.get(p, newest) == newest]
+    return sorted(found, key=_file_order)
+
+
+def _file_order(p: Path) -> tuple[int, str]:
+    m = _SLICE.search(p.stem)
+    return (int(m.group(1)) if m else -1, p.name)
+
+
+def optional_table(path: Path, meta: Meta, reader: Callable[[Path, Meta], pd.DataFrame]) -> pd.DataFrame | None:
+    """Read an optional file; a broken one is recorded in ``meta.files_skipped`` instead of failing the profile."""
+    try:
+        df = reader(path, meta)
+    except InputError as e:
+        meta.skip(path, e.problem)
+        return None
+    meta.read(path)
+    return df
+
+
+def concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    """Concatenate per-file tables (an empty typed frame when there are none)."""
+    frames = [f for f in frames if f is not None]
+    if not frames:
+        return empty_frame(columns)
+    if len(frames) == 1:
+        return frames[0]
+    return pd.concat(frames, ignore_index=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# ops tables (op_summary / kernel_details, every variant)
+# ---------------------------------------------------------------------------------------------------------
+def read_ops_files(paths: list[Path], meta: Meta) -> pd.DataFrame:
+    """Read one or more op_summary / kernel_details CSVs (the main table: errors raise) into a normalized ops table."""
+    frames = []
+    for p in paths:
+        frames.append(_read_ops_csv(p, meta))
+        meta.read(p)
+    raw = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    ops = finalize_ops(raw)
+    for col in _EXTRA_TEXT_OPS:
+        if col in ops.columns:
+            ops[col] = clean_text(ops[col]).astype("category")
+    if ops["device_id"].nunique() > 1:
+        ids = ", ".join(str(int(v)) for v in sorted(ops["device_id"].dropna().unique())[:8])
+        meta.notes.append(f"the ops table holds several devices ({ids}); they are analyzed together")
+    return ops
+
+
+def _read_ops_csv(path: Path, meta: Meta) -> pd.DataFrame:
+    header = sniff_header(path)
+    resolved = C.resolve_header(header, C.OPS_ALIASES, extra=C.metric_name)
+    derived = not resolved.has("name") and resolved.has("input_shapes") and resolved.has("aicore_time_us")
+    if not resolved.has("name") and not derived:
+        raise InputError(path, f"no {C.describe_missing(['name'], C.OPS_ALIASES)} column; found: {found_list(header)}")
+    if not resolved.has("duration_us") and not derived:
+        raise InputError(path, f"no {C.describe_missing(['duration_us'], C.OPS_ALIASES)} column; "
+                               f"found: {found_list(header)}")
+    frame, notes = read_columns(path, header, resolved.columns, text=C.OPS_TEXT_ALIASES.keys())
+    meta.notes.extend(notes)
+    # "(%)" metrics are percentages: make them fractions here, where the unit is known (finalize_ops can only
+    # guess from the values, which fails for a file whose utilizations are all below 1 %)
+    for col, source in resolved.sources.items():
+        if source.replace(" ", "").endswith("(%)") and col in frame.columns:
+            frame[col] = frame[col] / 100.0
+    _note_header(path, resolved, meta)
+    if derived:
+        frame = _complete_derived_subset(path, frame, meta)
+    return frame
+
+
+def _note_header(path: Path, resolved: C.ResolvedHeader, meta: Meta) -> None:
+    """Record what the header says: variant, CANN hint, chip class, missing OP State."""
+    variant, cann = C.ops_header_variant(resolved)
+    note = f"{path.name}: {variant}"
+    if note not in meta.notes:
+        meta.notes.append(note)
+    if cann and not meta.cann_version:
+        meta.cann_version = cann
+    if not meta.chip:
+        if C.split_core_metrics(resolved):
+            meta.chip = "Ascend910B-class"
+            meta.notes.append("chip inferred from the aic_/aiv_ split metric columns (Atlas A2/A3-class)")
+        elif named := C.chip_from_name(path.name):
+            meta.chip = named
+            meta.notes.append(f"chip {named} taken from the file name")
+    if not resolved.has("op_state"):
+        msg = "the profile has no OP State column: static/dynamic shape is unknown (not assumed dynamic)"
+        if msg not in meta.notes:
+            meta.notes.append(msg)
+    if resolved.source("start_us") in ("Task Start Time", "Start Time"):
+        meta.notes.append(f"{path.name}: '{resolved.source('start_us')}' has no unit in the header; read as us")
+
+
+def _complete_derived_subset(path: Path, frame: pd.DataFrame, meta: Meta) -> pd.DataFrame:
+    """Name, type, core and duration for the derived per-op subset (Ascend/workload_analysis ``<Op>_<SoC>_*.csv``):
+    one row per measured op instance, all on AI Core, timed by ``aicore_time(us)``."""
+    op_type = re.split(r"_(?=Ascend)", path.stem, maxsplit=1)[0] or path.stem
+    n = len(frame)
+    frame["type"] = op_type
+    frame["name"] = pd.Series([f"{op_type}_{i}" for i in range(n)], index=frame.index, dtype="str")
+    frame["core"] = "AI_CORE"
+    frame["duration_us"] = frame["aicore_time_us"]
+    meta.notes.append(f"{path.name}: derived per-op subset without name/timing columns; ops are named "
+                      f"{op_type}_<row>, core AI_CORE, duration = aicore_time(us)")
+    return frame
+
+
+def ops_from_task_time(task_time: pd.DataFrame) -> pd.DataFrame:
+    """Ops from msprof task_time rows when no op_summary exists: named kernels only (not PROFILING_ENABLE...)."""
+    named = task_time[task_time["name"].notna()]
+    keep = [c for c in ("name", "core", "stream_id", "task_id", "start_us", "duration_us", "device_id")
+            if c in named.columns]
+    return finalize_ops(named[keep].reset_index(drop=True))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# summary tables shared with torch_npu
+# ---------------------------------------------------------------------------------------------------------
+def read_op_stats(path: Path, meta: Meta) -> pd.DataFrame:
+    """op_statistic -> OP_STATS_COLUMNS (``ratio`` as a 0-1 fraction)."""
+    t = read_table(path, C.OP_STATS_ALIASES, text=C.OP_STATS_TEXT, required=["type", "total_us"])
+    meta.notes.extend(t.notes)
+    df = t.frame
+    for col in ("type", "core", "model_name"):
+        if col in df.columns:
+            df[col] = clean_text(df[col])
+    if "core" in df.columns:
+        df["core"] = df["core"].str.upper()
+    if "ratio" in df.columns:
+        df["ratio"] = df["ratio"] / 100.0
+    return _complete(df, OP_STATS_COLUMNS)
+
+
+def read_api_stats(path: Path, meta: Meta) -> pd.DataFrame:
+    """api_statistic / CANN 5.x acl_statistic -> API_COLUMNS (plus ``variance``)."""
+    t = read_table(path, C.API_ALIASES, text=C.API_TEXT, required=["name", "total_us"])
+    meta.notes.extend(t.notes)
+    df = t.frame
+    for col in ("level", "name", "device_id"):
+        if col in df.columns:
+            df[col] = clean_text(df[col])
+    return _complete(df, API_COLUMNS)
+
+
+def read_task_time(path: Path, meta: Meta) -> pd.DataFrame:
+    """msprof task_time CSV -> name, core, stream_id, task_id, duration_us, start_us, stop_us, device_id."""
+    t = read_table(path, C.TASK_TIME_ALIASES, text=C.TASK_TIME_TEXT, required=["core", "duration_us"])
+    meta.notes.extend(t.notes)
+    df = t.frame
+    for col in ("name", "core"):
+        if col in df.columns:
+            df[col] = clean_text(df[col])
+    return _complete(df, list(C.TASK_TIME_ALIASES))
+
+
+def read_step_trace_time(path: Path, meta: Meta) -> pd.DataFrame:
+    """torch_npu step_trace_time (any variant) -> STEPS_COLUMNS (plus the exclude-receive column)."""
+    t = read_table(path, C.STEP_TRACE_TIME_ALIASES, text=(), required=["step", "computing_us"])
+    meta.notes.extend(t.notes)
+    return _complete(t.frame, STEPS_COLUMNS)
+
+
+def read_msprof_step_trace(path: Path, meta: Meta) -> pd.DataFrame:
+    """msprof step_trace CSV (graph mode) -> STEPS_COLUMNS plus iteration/FP/BP columns."""
+    t = read_table(path, C.MSPROF_STEP_TRACE_ALIASES, text=(), required=["step", "iteration_us"])
+    meta.notes.extend(t.notes)
+    return _complete(t.frame, STEPS_COLUMNS)
+
+
+def _complete(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Add the contract's missing columns as NaN, contract columns first."""
+    for col in columns:
+        if col not in df.columns:
+            df[col] = np.nan
+    rest = [c for c in df.columns if c not in columns]
+    return df[list(columns) + rest]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# device info (info.json.N)
+# ---------------------------------------------------------------------------------------------------------
+_CHIPS_BY_CORES = {
+    (32, 0, None): "Ascend910A",
+    (24, 48, 1800): "Ascend910B2",
+    (24, 48, 1850): "Ascend910B1",
+    (20, 40, 1800): "Ascend910B3",
+    (20, 40, 1500): "Ascend910B4",
+    (8, 7, None): "Ascend310P3",
+    (2, 0, None): "Ascend310",
+    (1, 0, None): "Ascend310B1",
+}
+"""(AI cores, vector cores, cube MHz) -> SoC, from the CANN 8.1 platform_config numbers in DOMAIN.md 5.1."""
+
+
+@dataclass
+class DeviceInfo:
+    ai_core_num: int | None = None
+    aiv_num: int | None = None
+    aic_frequency: int | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def parse_device_info(path: Path, device: int | None = None) -> DeviceInfo:
+    """The ``DeviceInfo`` entry of an ``info.json.N`` file (the one for ``device`` when several)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError) as e:
+        raise InputError(path, f"not valid JSON ({e})") from None
+    entries = data.get("DeviceInfo") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise InputError(path, "no DeviceInfo entry")
+    entry = next((e for e in entries if isinstance(e, dict) and e.get("id") == device), entries[0])
+    return DeviceInfo(_int(entry.get("ai_core_num")), _int(entry.get("aiv_num")), _int(entry.get("aic_frequency")),
+                      {"rank_id": data.get("rank_id")})
+
+
+def chip_from_cores(ai_core_num: int | None, aiv_num: int | None, freq: int | None) -> str | None:
+    """A SoC name from core counts and cube frequency (None when no known chip matches)."""
+    if ai_core_num is None:
+        return None
+    for (aic, aiv, mhz), chip in _CHIPS_BY_CORES.items():
+        if aic == ai_core_num and aiv == (aiv_num or 0) and (mhz is None or mhz == freq):
+            return chip
+    if aiv_num:
+        return "Ascend910B-class"
+    return None
+
+
+def read_device_info(root: Path, meta: Meta) -> None:
+    """Chip and core counts from ``info.json.N`` in ``root`` or its ``device_*`` / ``PROF_*/device_*`` dirs."""
+    candidates = sorted(root.glob("info.json.*")) or sorted(root.glob("device_*/info.json.*")) or \
+        sorted(root.glob("PROF_*/device_*/info.json.*"))
+    for path in candidates[:1]:
+        m = _DEVICE_DIR.match(path.parent.name)
+        device = int(m.group(1)) if m else _int(path.suffix.lstrip("."))
+        try:
+            info = parse_device_info(path, device)
+        except InputError as e:
+            meta.skip(path, e.problem)
+            continue
+        meta.read(path)
+        meta.ai_core_num = meta.ai_core_num or info.ai_core_num
+        meta.aiv_num = meta.aiv_num if meta.aiv_num is not None else info.aiv_num
+        chip = chip_from_cores(info.ai_core_num, info.aiv_num, info.aic_frequency)
+        if chip and (not meta.chip or meta.chip.endswith("-class")):
+            meta.chip = chip
+            meta.notes.append(f"chip {chip} inferred from {path.name} ({info.ai_core_num} AI cores, "
+                              f"{info.aiv_num or 0} vector cores, {info.aic_frequency} MHz)")
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# timelines (parsed by advisor.ingest.timeline)
+# ---------------------------------------------------------------------------------------------------------
+@dataclass
+class Traces:
+    """Trace tables accumulated over several JSON files."""
+
+    ops: list[pd.DataFrame] = field(default_factory=list)
+    events: list[pd.DataFrame] = field(default_factory=list)
+    counters: list[pd.DataFrame] = field(default_factory=list)
+    steps: list[pd.DataFrame] = field(default_factory=list)
+
+    def add(self, paths: list[Path], meta: Meta, *, device_ops: bool, required: bool = False,
+            events: bool = True, steps: bool = True) -> None:
+        """Parse ``paths``; an optional trace that fails is skipped with its reason, a required one raises.
+        ``events``/``steps`` False drop those tables (another file of the directory is their source)."""
+        from advisor.ingest.timeline import read_trace
+
+        for path in paths:
+            try:
+                t = read_trace(path, meta, device_ops=device_ops)
+            except InputError as e:
+                if required:
+                    raise
+                meta.skip(path, e.problem)
+                continue
+            if str(path) not in meta.files_read:
+                meta.read(path)
+            if device_ops and t.ops is not None:
+                self.ops.append(t.ops)
+            if events:
+                self.events.append(t.events)
+                self.counters.append(t.counters)
+            if steps and t.steps is not None and len(t.steps):
+                self.steps.append(t.steps)
+
+    def apply(self, profile: Profile) -> None:
+        """Put the collected events/counters (and steps when the profile has none) into ``profile``."""
+        events = [e for e in self.events if e is not None and len(e)]
+        if events:
+            profile.events = concat(events, EVENTS_COLUMNS)
+        counters = [c for c in self.counters if c is not None and len(c)]
+        if counters:
+            profile.extras["counters"] = pd.concat(counters, ignore_index=True)
+        if not len(profile.steps) and self.steps:
+            profile.steps = concat(self.steps, STEPS_COLUMNS)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# layouts
+# ---------------------------------------------------------------------------------------------------------
+def read_output_dir(out: Path, meta: Meta) -> Profile:
+    """A ``mindstudio_profiler_output`` (or bare) directory of ``<kind>_<ts>.csv`` summaries + ``msprof_*.json``."""
+    ops_files = find_kind(out, "op_summary", meta) or find_kind(out, "kernel_details", meta)
+    task_time = concat([optional_table(p, meta, read_task_time) for p in find_kind(out, "task_time", meta)],
+                       list(C.TASK_TIME_ALIASES))
+    msprof_json = find_kind(out, "msprof", meta, ext="json")
+    traces = Traces()
+    if ops_files:
+        ops = read_ops_files(ops_files, meta)
+    elif len(task_time):
+        ops = ops_from_task_time(task_time)
+        meta.notes.append("no op_summary: ops taken from task_time (no shapes or PMU metrics)")
+    elif msprof_json:
+        traces.add(msprof_json, meta, device_ops=True, required=True)
+        ops = _trace_ops(traces, meta, "msprof_*.json")
+    else:
+        ops = finalize_ops(pd.DataFrame({"name": pd.Series(dtype="str")}))
+    profile = Profile(ops=ops, meta=meta)
+    if len(task_time):
+        profile.extras["task_time"] = task_time
+    _read_summaries(out, meta, profile)
+    if msprof_json and not traces.events:
+        traces.add(msprof_json, meta, device_ops=False)
+    traces.apply(profile)
+    return profile
+
+
+def _read_summaries(directory: Path, meta: Meta, profile: Profile) -> None:
+    """op_statistic, api_statistic (else acl_statistic), step_trace(_time) from ``directory`` when present."""
+    profile.op_stats = concat([optional_table(p, meta, read_op_stats)
+                               for p in find_kind(directory, "op_statistic", meta)], OP_STATS_COLUMNS)
+    api_files = find_kind(directory, "api_statistic", meta) or find_kind(directory, "acl_statistic", meta)
+    profile.api = concat([optional_table(p, meta, read_api_stats) for p in api_files], API_COLUMNS)
+    steps = [optional_table(p, meta, read_step_trace_time) for p in find_kind(directory, "step_trace_time", meta)]
+    steps += [optional_table(p, meta, read_msprof_step_trace)
+              for p in find_kind(directory, "step_trace", meta, exclude=("step_trace_time",))]
+    profile.steps = concat(steps, STEPS_COLUMNS)
+
+
+def _read_cann6(device_dir: Path, meta: Meta) -> Profile:
+    """``PROF_*/device_N`` of CANN <=6: summary CSVs when present, else ops from the timeline JSON."""
+    read_device_info(device_dir, meta)
+    summary, timeline = device_dir / "summary", device_dir / "timeline"
+    ops_files = find_kind(summary, "op_summary", meta)
+    task_csv = concat([optional_table(p, meta, read_task_time) for p in find_kind(summary, "task_time", meta)],
+                      list(C.TASK_TIME_ALIASES))
+    msprof_json = find_kind(timeline, "msprof", meta, ext="json")
+    task_json = find_kind(timeline, "task_time", meta, ext="json")
+    hccl_json = find_kind(timeline, "hccl", meta, ext="json")
+    step_json = find_kind(timeline, "step_trace", meta, ext="json")
+    traces = Traces()
+    other_steps = not step_json  # step_trace_*.json is the one source of steps when present
+
+    if ops_files:
+        ops = read_ops_files(ops_files, meta)
+        for p in task_json:
+            meta.skip(p, "device tasks already read from summary/op_summary")
+    elif task_json:
+        traces.add(task_json, meta, device_ops=True, required=True, events=False, steps=other_steps)
+        ops = _trace_ops(traces, meta, "task_time_*.json")
+    elif msprof_json:
+        traces.add(msprof_json, meta, device_ops=True, required=True, steps=other_steps)
+        ops = _trace_ops(traces, meta, "msprof_*.json")
+    elif len(task_csv):
+        ops = ops_from_task_time(task_csv)
+        meta.notes.append("no op_summary: ops taken from task_time (no shapes or PMU metrics)")
+    else:
+        ops = finalize_ops(pd.DataFrame({"name": pd.Series(dtype="str")}))
+
+    profile = Profile(ops=ops, meta=meta)
+    if len(task_csv):
+        profile.extras["task_time"] = task_csv
+    _read_summaries(summary, meta, profile)
+
+    if msprof_json:
+        if not any(str(p) in meta.files_read for p in msprof_json):  # not already read for the ops
+            traces.add(msprof_json, meta, device_ops=False, steps=other_steps)
+        for p in hccl_json:
+            meta.skip(p, "HCCL events are also in msprof_*.json; not read twice")
+    elif hccl_json:
+        traces.add(hccl_json, meta, device_ops=False, steps=other_steps)
+    if not len(profile.steps):
+        traces.add(step_json, meta, device_ops=False, events=False)
+    else:
+        for p in step_json:
+            meta.skip(p, "steps already read from the summary step_trace CSV")
+    traces.apply(profile)
+    return profile
+
+
+def _trace_ops(traces: Traces, meta: Meta, source: str) -> pd.DataFrame:
+    frames = [o for o in traces.ops if o is not None and len(o)]
+    meta.notes.append(f"no summary CSVs: device ops taken from {source} (no shapes or PMU metrics)")
+    if not frames:
+        return finalize_ops(pd.DataFrame({"name": pd.Series(dtype="str")}))
+    return frames[0] if len(frames) == 1 else finalize_ops(pd.concat(frames, ignore_index=True))
