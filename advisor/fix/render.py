@@ -1,0 +1,103 @@
+"""Show a fix run: a rich table for people, a JSON document for machines."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from advisor.fix.atc_config import AtcConfig
+from advisor.fix.pipeline import KEPT, REJECTED, FixRun, StepReport
+from advisor.fix.rewrites import REWRITES
+
+_STYLE = {KEPT: "green", REJECTED: "red"}
+
+
+def fix_json(run: FixRun, meta: dict[str, Any]) -> str:
+    """The machine-readable result of ``advisor fix --apply``."""
+    doc = {**meta, "rewrites": [s.to_dict() for s in run.steps], "notes": run.notes,
+           "total": run.total.to_dict() if run.total else None}
+    return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+
+
+def print_fix(run: FixRun, console: Console, title: str, verified: bool) -> None:
+    """One row per rewrite: matches, difference, latency, kept or rejected and why."""
+    t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
+    t.add_column("rewrite")
+    t.add_column("matches", justify="right")
+    if verified:
+        for col in ("max abs diff", "max rel diff", "before ms", "after ms", "gain"):
+            t.add_column(col, justify="right")
+    t.add_column("result")
+    t.add_column("why", overflow="fold")
+    for s in [*run.steps, *([run.total] if run.total else [])]:
+        row = [s.rule if s is not run.total else "[bold]all kept[/bold]", str(len(s.matches)) if s.rule != "total" else ""]
+        if verified:
+            row += _measured(s)
+        row += [f"[{_STYLE.get(s.status, 'dim')}]{s.status}[/]", _why(s)]
+        t.add_row(*row)
+    console.print(t)
+    for s in run.steps:
+        if s.matches:
+            shown = ", ".join(s.matches[:6]) + (f", … (+{len(s.matches) - 6})" if len(s.matches) > 6 else "")
+            console.print(f"  {s.rule}: {shown}", highlight=False)
+        for n in s.notes:
+            console.print(f"  {s.rule}: [dim]{n}[/dim]", highlight=False)
+    for n in run.notes:
+        console.print(f"  note: {n}", highlight=False)
+
+
+def _measured(s: StepReport) -> list[str]:
+    def num(v: float | None, fmt: str) -> str:
+        return "–" if v is None else format(v, fmt)
+
+    gain = s.gain_pct
+    return [num(s.max_abs_diff, ".3g"), num(s.max_rel_diff, ".3g"), num(s.latency_before_ms, ".3f"),
+            num(s.latency_after_ms, ".3f"), "–" if gain is None else f"{gain:+.1f}%"]
+
+
+def _why(s: StepReport) -> str:
+    if s.rule == "total":
+        return "original model vs final model"
+    if s.reason:
+        return s.reason
+    if s.status == KEPT and s.rule in REWRITES and REWRITES[s.rule].numerics_preserving:
+        return "numerics preserved"
+    return ""
+
+
+def print_rewrites(console: Console) -> None:
+    """The registry, for ``advisor fix`` without a model."""
+    t = Table(title="ONNX rewrites (advisor fix MODEL --apply RULE[,RULE] -o OUT)", box=box.SIMPLE_HEAD,
+              title_justify="left")
+    t.add_column("rule")
+    t.add_column("numerics")
+    t.add_column("what it does", overflow="fold")
+    t.add_column("params", overflow="fold")
+    for r in REWRITES.values():
+        params = "; ".join(f"{r.name}.{p.name}={p.default} ({p.help})" for p in r.params)
+        t.add_row(r.name, "preserved" if r.numerics_preserving else "[yellow]approximate[/]", r.description, params)
+    console.print(t)
+
+
+def atc_json(cfg: AtcConfig, out_dir: str, written: list[str]) -> str:
+    return json.dumps({"output_dir": out_dir, "written": written, "command": cfg.command or None,
+                       "sources": cfg.sources, "onnx_rewrites": cfg.rewrites, "notes": cfg.notes}, indent=2) + "\n"
+
+
+def print_atc(cfg: AtcConfig, console: Console, written: list[str]) -> None:
+    if not written:
+        console.print("no fusion-switch, aipp-config or atc-option fix in the report: nothing to write")
+    for path in written:
+        name = path.rsplit("/", 1)[-1]
+        src = cfg.sources.get(name)
+        console.print(f"wrote {path}" + (f"  (from {', '.join(src)})" if src else ""), highlight=False)
+    if cfg.command:
+        console.print("\n" + cfg.command, highlight=False, soft_wrap=True)
+    for cmd in cfg.rewrites:
+        console.print(f"ONNX rewrite suggested by the report: {cmd}", highlight=False, soft_wrap=True)
+    for n in cfg.notes:
+        console.print(f"note: {n}", highlight=False)
