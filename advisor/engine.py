@@ -103,7 +103,9 @@ def _record_error(name: str, reason: str) -> None:
 
 def _where(e: BaseException) -> str:
     """``file.py:42`` of the innermost frame, so a plugin author sees where it broke."""
-    frames = traceback.extract_tb(e.__traceback__)
+    if isinstance(e, ImportError):
+        return ""  # the message names the module; the frames are importlib's
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith("<")]
     if not frames:
         return ""
     last = frames[-1]
@@ -131,11 +133,13 @@ def plugin_manager(entry_points: bool = True) -> pluggy.PluginManager:
     for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         dist = getattr(ep, "dist", None)
         package = (dist.metadata["name"], dist.version) if dist is not None else ("", "")
-        PLUGIN_PACKAGES[ep.name] = package
         if pm.has_plugin(ep.name) or pm.is_blocked(ep.name):
-            _record_error(ep.name, f"entry point name '{ep.name}' is used twice; "
-                                   f"{package[0] or 'a package'} provides it too")
+            key = f"{ep.name} ({package[0] or 'another package'})"
+            PLUGIN_PACKAGES[key] = package
+            _record_error(key, f"entry point name '{ep.name}' is already used by "
+                               f"{_package_of(ep.name)[0] or 'another plugin'}")
             continue
+        PLUGIN_PACKAGES[ep.name] = package
         try:
             plugin = ep.load()
         except Exception as e:  # noqa: BLE001 - a broken plugin must not stop the others
@@ -145,7 +149,25 @@ def plugin_manager(entry_points: bool = True) -> pluggy.PluginManager:
             pm.register(plugin, name=ep.name)
         except Exception as e:  # noqa: BLE001 - e.g. a hookimpl with a misspelled name or wrong arguments
             _record_error(ep.name, f"cannot register {ep.value} ({_describe(e)})")
+            continue
+        problem = _hook_problem(pm, plugin)
+        if problem:
+            _record_error(ep.name, f"{ep.value}: {problem}")
     return pm
+
+
+_HOOK_NAMES = ("advisor_knowledge_bases", "advisor_rules_dirs")
+
+
+def _hook_problem(pm: pluggy.PluginManager, plugin: object) -> str | None:
+    """Catch the silent mistakes: a hook function without ``@hookimpl`` (pluggy ignores it), or no hook at all."""
+    implemented = [n for n in _HOOK_NAMES if any(i.plugin is plugin for i in getattr(pm.hook, n).get_hookimpls())]
+    unmarked = [n for n in _HOOK_NAMES if n not in implemented and callable(getattr(plugin, n, None))]
+    if unmarked:
+        return f"{unmarked[0]} is not marked with @hookimpl (from advisor import hookimpl)"
+    if not implemented:
+        return "implements none of the advisor hooks (" + ", ".join(_HOOK_NAMES) + ")"
+    return None
 
 
 def _package_of(plugin_name: str) -> tuple[str, str]:

@@ -56,6 +56,9 @@ class KnowledgeBase:
     """Name of the rules file (``<name>.yaml`` in a rules dir), usually the KB id."""
     rules: ClassVar[tuple[RuleDoc, ...]] = ()
     time_limit_s: ClassVar[float] = 120.0
+    scope: ClassVar[str] = "rank"
+    """``rank``: runs on each rank's profile. ``cluster``: runs once after all ranks, with ``ctx.cluster``
+    (one :class:`RankData` per rank); skipped for single-rank input."""
 
     def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -66,6 +69,21 @@ class KnowledgeBase:
             if r.id == rule_id:
                 return r
         raise KeyError(rule_id)
+
+
+@dataclass
+class RankData:
+    """What a cluster-scope knowledge base sees of one rank (small: no op rows)."""
+
+    rank: int | None
+    meta: Any
+    steps: Any
+    """``advisor.model.STEPS_COLUMNS`` table of that rank."""
+    comm: Any
+    """``advisor.model.COMM_COLUMNS`` table of that rank."""
+    communication_matrix: dict[str, Any] | None
+    busy_us: float
+    device_time_us: float
 
 
 @dataclass
@@ -81,6 +99,8 @@ class AnalysisContext:
     """Peaks of the detected chip (``rules/platforms.yaml``): soc, ai_core_num, vector_core_num,
     cube_freq_mhz, fp16_tflops, int8_tops, fp32_vector_tflops, hbm_gbps..."""
     notes: list[str] = field(default_factory=list)
+    cluster: list[RankData] | None = None
+    """Cluster-scope knowledge bases only: every rank's data."""
 
     @property
     def has_graph(self) -> bool:

@@ -1,0 +1,110 @@
+"""``advisor kb``: list the installed knowledge bases and where they came from; scaffold a new one."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from advisor import engine
+from advisor.errors import UsageError
+from advisor.rules import RULES_SUFFIX, rules_name
+
+
+@click.group("kb")
+def command() -> None:
+    """Knowledge bases: list what is installed, scaffold a new one."""
+
+
+def _requires(requires: list[str], requires_any: list[str]) -> str:
+    text = ", ".join(requires)
+    if requires_any:
+        text = (text + "; " if text else "") + "one of " + ", ".join(requires_any)
+    return text
+
+
+def installed(pm: Any = None) -> list[dict[str, Any]]:
+    """One row per knowledge base (and per plugin that failed to load), as ``advisor kb list`` shows them."""
+    pm = pm or engine.plugin_manager()
+    infos = engine.discover(pm)
+    dirs = engine.rules_dirs(pm)
+    rows: list[dict[str, Any]] = []
+    for info in infos:
+        cls = info.cls
+        problem = engine.api_mismatch(cls.api_version)
+        if problem is None and cls.rules_file and not any(
+                (d / f"{rules_name(cls.rules_file)}{RULES_SUFFIX}").is_file() for d in dirs):
+            problem = f"rules file '{rules_name(cls.rules_file)}{RULES_SUFFIX}' not found in any rules directory"
+        rows.append({
+            "id": cls.id, "title": cls.title, "version": cls.version, "package": info.package,
+            "package_version": info.package_version, "plugin": info.plugin,
+            "module": cls.__module__, "api_version": str(cls.api_version),
+            "requires": list(cls.requires), "requires_any": list(cls.requires_any),
+            "rules_file": rules_name(cls.rules_file) if cls.rules_file else None,
+            "rules": [r.id for r in cls.rules],
+            "status": "ok" if problem is None else f"failed to load: {problem}",
+        })
+    for name, reason in sorted(engine.PLUGIN_LOAD_ERRORS.items()):
+        package, version = engine.PLUGIN_PACKAGES.get(name, ("", ""))
+        rows.append({"id": name, "title": "", "version": "", "package": package, "package_version": version,
+                     "plugin": name, "module": "", "api_version": "", "requires": [], "requires_any": [],
+                     "rules_file": None, "rules": [], "status": f"failed to load: {reason}"})
+    return rows
+
+
+@command.command("list")
+@click.option("--format", "fmt", type=click.Choice(["terminal", "json"]), default="terminal", show_default=True,
+              help="Output format.")
+def list_command(fmt: str) -> None:
+    """List installed knowledge bases: id, version, package, required data, status."""
+    rows = installed()
+    if fmt == "json":
+        click.echo(json.dumps({"knowledge_bases": rows}, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_lines=False, pad_edge=False, box=None, header_style="bold")
+    for col in ("id", "version", "package", "requires", "status"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        package = " ".join(p for p in (r["package"], r["package_version"]) if p) or "-"
+        requires = _requires(r["requires"], r["requires_any"])
+        status = r["status"] if r["status"] == "ok" else f"[red]{r['status']}[/red]"
+        table.add_row(r["id"], r["version"] or "-", package, requires or "-", status)
+    console = Console(width=None if sys.stdout.isatty() else 200, highlight=False)
+    if not rows:
+        console.print("no knowledge bases installed (plugins register in the entry-point group "
+                      f"'{engine.ENTRY_POINT_GROUP}')")
+        return
+    console.print(table)
+
+
+@command.command("new")
+@click.argument("name")
+@click.option("--dir", "parent", type=click.Path(path_type=Path, file_okay=False), default=Path("."),
+              show_default=True, help="Directory in which to create the NAME/ project folder.")
+def new_command(name: str, parent: Path) -> None:
+    """Create NAME/: a pip-installable knowledge-base package with one rule, its rules file, a README and a test.
+
+    NAME is the knowledge base id, in kebab-case (e.g. my-kb).
+    """
+    from advisor import scaffold
+
+    kb_id = scaffold.normalize_name(name)
+    taken = {info.id: info for info in engine.discover(engine.plugin_manager())}
+    if kb_id in taken:
+        info = taken[kb_id]
+        raise UsageError(f"a knowledge base '{kb_id}' is already installed (from {info.package or info.plugin}); "
+                         "choose another name")
+    target = scaffold.create(kb_id, parent)
+    values = scaffold.variables(kb_id)
+    shown = str(target) if target.is_absolute() or str(target).startswith(".") else f"./{target}"
+    click.echo(f"created {shown}/ with knowledge base '{kb_id}' and rule '{values['rule_id']}'")
+    click.echo("next:")
+    click.echo(f"  pip install -e '{shown}[test]'   # a path, so pip does not look {kb_id} up on an index")
+    click.echo(f"  pytest {shown}")
+    click.echo("  advisor kb list")
