@@ -22,7 +22,8 @@ from advisor.errors import InputError
 from advisor.findings import Finding
 from advisor.graph.model import ModelGraph
 from advisor.hookspecs import API_VERSION
-from advisor.model import Profile
+from advisor.kb import RankData
+from advisor.model import OPS_COLUMNS, Profile, empty_frame
 from advisor.platform import resolve_platform
 from advisor.rules import EffectiveRules, find_pyproject, load_effective_rules
 
@@ -107,6 +108,13 @@ class RankSummary:
     by_core: pd.Series
     steps: pd.DataFrame
     join_ops: pd.DataFrame  # name, type, duration_us aggregated per unique name (for the graph join)
+    comm: pd.DataFrame
+    communication_matrix: dict[str, Any] | None
+    available: set[str]
+
+    def rank_data(self) -> RankData:
+        return RankData(self.meta.rank, self.meta, self.steps, self.comm, self.communication_matrix, self.busy_us,
+                        self.device_time_us)
 
     @classmethod
     def of(cls, profile: Profile) -> RankSummary:
@@ -116,7 +124,8 @@ class RankSummary:
         join_ops = (ops.groupby("name", observed=True).agg(type=("type", "first"), duration_us=("duration_us", "sum"))
                     .reset_index())
         return cls(profile.meta, len(ops), profile.device_time_us(), profile.busy_time_us(), by_type, by_core,
-                   profile.steps, join_ops)
+                   profile.steps, join_ops, profile.comm, profile.extras.get("communication_matrix"),
+                   set(profile.available))
 
 
 @dataclass
@@ -195,6 +204,9 @@ def run_analysis(path: Path, graph_path: Path | None = None, options: AnalysisOp
     platform = results[0].platform
     findings = [f for r in results for f in r.findings]
     statuses = _merge_statuses([r.statuses for r in results])
+    findings_c, statuses_c = _run_cluster_kbs(infos, summaries, graph, rules, platform, options, progress)
+    findings += findings_c
+    statuses += statuses_c
     for name, reason in engine.PLUGIN_LOAD_ERRORS.items():
         if not options.only or name in options.only:
             statuses.append(engine.KBStatus(name, "failed", f"plugin failed to load: {reason}"))
@@ -203,9 +215,29 @@ def run_analysis(path: Path, graph_path: Path | None = None, options: AnalysisOp
     busy = sum(s.busy_us for s in summaries)
     result_score = score.compute(findings, busy, [s.id for s in statuses])
     findings = rank_findings(findings)
-    report = build_report(path, summaries, graph, join_info, findings, statuses, waived, result_score, platform)
+    kb_rules = {i.id: [r.id for r in i.cls.rules] for i in infos}
+    report = build_report(path, summaries, graph, join_info, findings, statuses, waived, result_score, platform,
+                          kb_rules=kb_rules)
     return AnalysisResult(summaries, graph, findings, statuses, waived, result_score, platform, rules, join_info,
                           report)
+
+
+def _run_cluster_kbs(infos: list[engine.KBInfo], summaries: list[RankSummary], graph: ModelGraph | None,
+                     rules: EffectiveRules, platform: dict[str, Any], options: AnalysisOptions,
+                     progress: Progress) -> tuple[list[Finding], list[engine.KBStatus]]:
+    """Cluster-scope knowledge bases run once over every rank's data; skipped for single-rank input."""
+    cluster_infos = [i for i in infos if getattr(i.cls, "scope", "rank") == "cluster"]
+    if not cluster_infos:
+        return [], []
+    if len(summaries) < 2:
+        return [], [engine.KBStatus(i.id, "skipped", "single-rank input", version=i.cls.version, package=i.package)
+                    for i in cluster_infos]
+    progress("running cluster knowledge bases")
+    first = summaries[0]
+    stub = Profile(ops=empty_frame(OPS_COLUMNS), meta=first.meta, steps=first.steps, comm=first.comm)
+    available = set().union(*(s.available for s in summaries)) | {"cluster"}
+    return engine.run(cluster_infos, stub, graph, rules, platform, options.time_limit_s,
+                      cluster=[s.rank_data() for s in summaries], available=available)
 
 
 def _merge_statuses(per_rank: list[list[engine.KBStatus]]) -> list[engine.KBStatus]:
@@ -306,7 +338,8 @@ def _first(values: list[str | None]) -> str | None:
 
 def build_report(path: Path, ranks: list[RankSummary], graph: ModelGraph | None, join_info: dict[str, Any] | None,
                  findings: list[Finding], statuses: list[engine.KBStatus], waived: list[engine.WaivedFinding],
-                 result_score: score.Score, platform: dict[str, Any]) -> dict[str, Any]:
+                 result_score: score.Score, platform: dict[str, Any],
+                 kb_rules: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """The JSON report (schema: advisor/schemas/report.schema.json)."""
     metas = [r.meta for r in ranks]
     layouts = sorted({m.layout for m in metas})
@@ -342,7 +375,7 @@ def build_report(path: Path, ranks: list[RankSummary], graph: ModelGraph | None,
         "graph": graph_dict,
         "score": result_score.score,
         "score_detail": result_score.to_dict(),
-        "knowledge_bases": [s.to_dict() for s in statuses],
+        "knowledge_bases": [{**s.to_dict(), "rules": list((kb_rules or {}).get(s.id, []))} for s in statuses],
         "findings": out_findings,
         "waived": [w.to_dict() for w in waived],
         "cluster": _cluster(ranks),

@@ -25,7 +25,7 @@ from advisor import hookspecs
 from advisor.errors import UsageError
 from advisor.findings import Finding
 from advisor.graph.model import ModelGraph
-from advisor.kb import AnalysisContext, KnowledgeBase
+from advisor.kb import AnalysisContext, KnowledgeBase, RankData
 from advisor.model import Profile
 from advisor.rules import EffectiveRules, Waiver, builtin_rules_dir
 
@@ -319,12 +319,17 @@ def run(
     rules: EffectiveRules,
     platform: dict[str, Any],
     time_limit_s: float | None = None,
+    cluster: list[RankData] | None = None,
+    available: set[str] | None = None,
 ) -> tuple[list[Finding], list[KBStatus]]:
     """Run the knowledge bases on one profile; return findings and one status per knowledge base.
 
-    ``time_limit_s`` overrides every KB's own ``time_limit_s``.
+    ``time_limit_s`` overrides every KB's own ``time_limit_s``. Rank-scope KBs run when ``cluster`` is None,
+    cluster-scope KBs (``scope = "cluster"``) when it is given (then ``available`` says what the ranks carry).
     """
-    available = set(profile.available)
+    wanted_scope = "rank" if cluster is None else "cluster"
+    infos = [i for i in infos if getattr(i.cls, "scope", "rank") == wanted_scope]
+    available = set(available if available is not None else profile.available)
     if graph is not None:
         available.add("graph")
     findings: list[Finding] = []
@@ -345,7 +350,7 @@ def run(
             continue
         # each KB gets its own copy of the rules and platform, so one cannot change what the next one reads
         ctx = AnalysisContext(cls.id, profile, graph, copy.deepcopy(rules.for_kb(cls.rules_file)),
-                              copy.deepcopy(platform))
+                              copy.deepcopy(platform), cluster=cluster)
         started = time.perf_counter()
         try:
             produced = _run_with_limit(cls, ctx, time_limit_s or cls.time_limit_s)
@@ -356,7 +361,7 @@ def run(
         status.notes = list(ctx.notes)
         for f in produced:
             f.kb = cls.id
-            if profile.meta.rank is not None and f.rank is None:
+            if cluster is None and profile.meta.rank is not None and f.rank is None:
                 f.rank = profile.meta.rank
         status.findings = len(produced)
         findings.extend(produced)
