@@ -32,9 +32,9 @@ from advisor.rules import EffectiveRules, Waiver, builtin_rules_dir
 ENTRY_POINT_GROUP = "advisor.knowledge_bases"
 
 DATA_NAMES: tuple[str, ...] = ("meta", "ops", "op_stats", "api", "tx", "steps", "events", "timeline", "comm",
-                               "memory", "metrics", "graph")
+                               "memory", "metrics", "graph", "cluster")
 """What a knowledge base may list in ``requires`` / ``requires_any`` (see ``Profile.available``; ``graph`` when a
-model graph was given)."""
+model graph was given; ``cluster`` for multi-rank input, to cluster-scope KBs)."""
 
 KB_ID_PATTERN = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
