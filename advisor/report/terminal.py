@@ -57,15 +57,14 @@ def build(report: dict[str, Any], top: int = 20) -> Group:
                   title_justify="left", expand=True)
         t.add_column("#", justify="right", style="dim", no_wrap=True)
         t.add_column("severity", no_wrap=True)
-        t.add_column("rule", no_wrap=True)
-        t.add_column("finding", ratio=3)
-        t.add_column("ops", justify="right", no_wrap=True)
+        t.add_column("finding", ratio=1, overflow="fold")
         t.add_column("saving", justify="right", no_wrap=True)
         t.add_column("% time", justify="right", no_wrap=True)
         for i, f in enumerate(findings[:top], 1):
-            t.add_row(str(i), Text(f["severity"], style=_SEVERITY_STYLE[f["severity"]]), f["rule"], f["title"],
-                      str(len(f["ops"])), _us(f["estimated_saving_us"]),
-                      f"{f.get('share_of_device_time', 0) * 100:.1f}")
+            cell = Text(f["title"])
+            cell.append(f"\n{f['rule']} · {len(f['ops'])} op(s)", style="dim")
+            t.add_row(str(i), Text(f["severity"], style=_SEVERITY_STYLE[f["severity"]]), cell,
+                      _us(f["estimated_saving_us"]), f"{f.get('share_of_device_time', 0) * 100:.1f}")
         if len(findings) > top:
             t.caption = f"{len(findings) - top} more findings in the JSON / HTML report"
         parts.append(t)
