@@ -1,0 +1,515 @@
+"""Chrome trace-event JSON (msprof ``msprof_*.json``/``task_time_*``/``step_trace_*``/``hccl_*``, torch_npu
+``trace_view.json``, MindSpore ``ascend_timeline_display_*.json``), read as a stream.
+
+Traces reach several GB, so the file is never loaded whole: ``ijson`` (C backend when built) yields one event
+at a time and only the columns we keep are accumulated, with repeated strings interned. Memory therefore grows
+with the rows kept, not with the file (a 153 MB ``trace_view.json`` never exists as Python objects at once).
+
+What becomes what:
+
+* ``ph: "M"`` ``process_name`` / ``thread_name`` -> names of pids / (pid, tid). They may come after the events
+  they name, so rows keep their pid and names are applied at the end; a pid without metadata is named
+  ``str(pid)`` (e.g. ``"1993459 aclGraph"`` in aclGraph debug traces).
+* ``ph: "X"`` in the ``Ascend Hardware`` process -> ``ops`` (one row per device task) when ``device_ops=True``;
+  dropped when ``device_ops=False`` (the caller has a kernel/op summary for them). Step-trace events that msprof
+  writes into that process (args ``Iteration ID``, thread ``Step Trace...``) are not tasks and go to ``events``.
+* every other ``ph: "X"`` -> ``events`` (CANN API ``AscendCL@...``/``Runtime@...``/``Node@launch``, Python
+  ``cpu_op``, HCCL ops and tasks, ``Overlap Analysis`` Computing/Communication/Free, GC, dataloader...).
+* ``ph: "C"`` -> ``counters``: one row per numeric arg (``AI Core Freq`` ``MHz``, ``HBM 0/Read``
+  ``Read(MB/s)``...), the arg name in ``key``.
+* msprof step trace ``Iteration N`` events (``cat: "Iteration Time"``) -> ``steps``.
+* flows (``s``/``t``/``f``) and other phases are skipped (counted in a note).
+
+``ts`` is a float (msprof <= 7.x, MindSpore) or a string with 3 decimals (torch_npu, msprof >= 8.x): both are
+microseconds and are parsed, never scaled. ``args`` are kept as a dict (string values interned, so the same
+call stack repeated on 200k events is stored once) when they hold at most :data:`MAX_ARGS` entries, else None.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import pandas as pd
+
+from advisor.errors import InputError
+from advisor.ingest.normalize import finalize_ops
+from advisor.model import EVENTS_COLUMNS, STEPS_COLUMNS, Meta, Profile, empty_frame
+
+try:  # the C backend is ~10x faster; pure-python fallback keeps the reader working everywhere
+    import ijson.backends.yajl2_c as _ijson
+except ImportError:  # pragma: no cover - depends on how ijson was built
+    import ijson as _ijson  # type: ignore[no-redef]
+
+from ijson.common import JSONError
+
+DEVICE_PROCESS = "Ascend Hardware"
+MAX_ARGS = 16
+"""Events whose args hold more entries than this keep ``args=None`` (the table stays light)."""
+COUNTER_COLUMNS = ["process", "name", "key", "ts_us", "value"]
+STEP_EXTRA_COLUMNS = ["start_us", "duration_us", "fp_bp_us", "refresh_us"]
+"""Columns beyond ``STEPS_COLUMNS`` filled from msprof step trace: iteration start/length, FP->BP, refresh (tail)."""
+
+_ITERATION = re.compile(r"^Iteration (\d+)$")
+_REDUCE = re.compile(r"^Reduce_(\d+)_\d+$")
+
+
+@dataclass
+class TraceTables:
+    """What one trace file holds, in the normalized vocabulary."""
+
+    ops: pd.DataFrame | None
+    """Canonical ops (``finalize_ops``) from ``Ascend Hardware`` X events; None when read with device_ops=False."""
+    events: pd.DataFrame
+    """``advisor.model.EVENTS_COLUMNS``: every other X event."""
+    counters: pd.DataFrame
+    """``process, name, key, ts_us, value`` from C events."""
+    steps: pd.DataFrame
+    """``advisor.model.STEPS_COLUMNS`` (+ ``STEP_EXTRA_COLUMNS``) from msprof step trace, else empty."""
+    process_names: dict[Any, str] = field(default_factory=dict)
+    thread_names: dict[tuple[Any, Any], str] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# streaming
+# ---------------------------------------------------------------------------------------------------------
+def _events(f: BinaryIO, path: Path) -> Iterator[dict[str, Any]]:
+    """Yield trace events one at a time from a list or a ``{"traceEvents": [...]}`` document."""
+    head = f.read(4096)
+    stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not stripped:
+        raise InputError(path, "empty file, expected a JSON trace (a list of trace events)")
+    first = stripped[:1]
+    f.seek(0)
+    if head.startswith(b"\xef\xbb\xbf"):
+        f.seek(3)
+    if first == b"[":
+        prefix = "item"
+    elif first == b"{":
+        prefix = "traceEvents.item"
+    else:
+        raise InputError(path, "not a trace: expected a JSON list of trace events or {\"traceEvents\": [...]}")
+    yield from _ijson.items(f, prefix, use_float=True)
+
+
+def _json_error(path: Path, f: BinaryIO, err: Exception) -> InputError:
+    """One line saying where the JSON breaks: truncated files are the common case (a copy cut short)."""
+    size = path.stat().st_size
+    msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    pos = f.tell() if not f.closed else size
+    if "premature EOF" in msg or "incomplete" in msg.lower():
+        return InputError(path, f"truncated JSON (file ends inside an unfinished value at byte {size})")
+    return InputError(path, f"invalid JSON ({msg} near byte {pos})")
+
+
+def _num(value: Any) -> float:
+    """ts/dur as written: float, int, or a decimal string; anything else is NaN."""
+    if value is None:
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+_intern = sys.intern
+_FLOAT_FIELDS = frozenset({"ts", "dur", "value"})
+
+
+class _Columns:
+    """Column buffers for the rows being kept: float columns in ``array('d')`` (8 bytes a value, not 32),
+    the rest in lists (cheaper than a list of dicts)."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self.cols: dict[str, Any] = {n: array("d") if n in _FLOAT_FIELDS else [] for n in names}
+
+    def frame(self) -> pd.DataFrame:
+        """Hand the buffers to a DataFrame one column at a time, freeing each as it goes (lower peak)."""
+        data: dict[str, Any] = {}
+        for n in self.names:
+            buf = self.cols.pop(n)
+            data[n] = np.frombuffer(buf, dtype="float64").copy() if n in _FLOAT_FIELDS \
+                else np.array(buf, dtype=object) if buf else np.array([], dtype=object)
+            del buf
+        self.cols = {}
+        return pd.DataFrame(data)
+
+
+_X_FIELDS = ("pid", "tid", "name", "cat", "ts", "dur", "args")
+_DEV_FIELDS = ("pid", "tid", "name", "ts", "dur", "core", "type", "stream_id", "task_id", "model_id",
+               "total_cycles")
+"""Device task rows keep only these (the args dict is not retained: 200k dicts would double the memory)."""
+_DEV_ARG_KEYS: dict[str, tuple[str, ...]] = {
+    "core": ("Task Type",),
+    "type": ("type", "Op Type"),
+    "stream_id": ("Stream Id", "Physic Stream Id"),
+    "task_id": ("Task Id",),
+    "model_id": ("Model Id",),
+    "total_cycles": ("Total Cycle",),
+}
+
+
+def _late_device_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Device rows read before their process metadata still hold their args: extract the task fields."""
+    args = rows["args"].tolist()
+    out = {"pid": rows["pid"].tolist(), "tid": rows["tid"].tolist(), "name": rows["name"].tolist(),
+           "ts": rows["ts"].tolist(), "dur": rows["dur"].tolist()}
+    for col, keys in _DEV_ARG_KEYS.items():
+        values: list[Any] = []
+        for a in args:
+            v = None
+            if a is not None:
+                for k in keys:
+                    v = a.get(k)
+                    if v is not None:
+                        break
+            values.append(v)
+        out[col] = values
+    return pd.DataFrame(out)
+
+
+def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:
+    """Stream one trace file into tables (see the module doc for what goes where)."""
+    path = Path(path)
+    proc: dict[Any, str] = {}
+    threads: dict[tuple[Any, Any], str] = {}
+    device_pids: set[Any] = set()  # pids already known to be the device process
+
+    x = _Columns(_X_FIELDS)
+    dev = _Columns(_DEV_FIELDS)
+    cnt = _Columns(("pid", "name", "key", "ts", "value"))
+    # the loop below runs once per event (millions): bound methods, no helper calls on the common path
+    x_pid, x_tid, x_name, x_cat, x_ts, x_dur, x_args = (x.cols[n].append for n in _X_FIELDS)
+    d_pid, d_tid, d_name, d_ts, d_dur, d_core, d_type, d_stream, d_task, d_model, d_cycles = (
+        dev.cols[n].append for n in _DEV_FIELDS)
+    c_pid, c_name, c_key, c_ts, c_value = (cnt.cols[n].append for n in ("pid", "name", "key", "ts", "value"))
+    intern = _intern
+    nan = math.nan
+    # pids, tids and model ids repeat on every event: keep one object per distinct value (not one per row)
+    canon_values: dict[Any, Any] = {}
+    canon = canon_values.setdefault
+    skipped_phases: dict[str, int] = {}
+    n_dropped_device = 0
+
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed in finally; the error message needs its position
+    except OSError as e:
+        raise InputError(path, f"cannot be read ({e.strerror})") from None
+    try:
+        for ev in _events(f, path):
+            if type(ev) is not dict:
+                continue
+            ph = ev.get("ph")
+            if ph == "X":
+                pid = ev.get("pid")
+                pid = canon(pid, pid)
+                args = ev.get("args")
+                if type(args) is not dict or not args:
+                    args = None
+                if pid in device_pids and (args is None or "Iteration ID" not in args):
+                    if not device_ops:
+                        n_dropped_device += 1
+                        continue
+                    name = ev.get("name")
+                    d_pid(pid)
+                    tid = ev.get("tid")
+                    d_tid(canon(tid, tid))
+                    d_name(intern(name) if type(name) is str else str(name))
+                    try:
+                        d_ts(float(ev["ts"]))
+                    except (KeyError, TypeError, ValueError):
+                        d_ts(nan)
+                    try:
+                        d_dur(float(ev["dur"]))
+                    except (KeyError, TypeError, ValueError):
+                        d_dur(nan)
+                    if args is None:
+                        d_core(None), d_type(None), d_stream(None), d_task(None), d_model(None), d_cycles(None)
+                    else:
+                        v = args.get("Task Type")
+                        d_core(intern(v) if type(v) is str else None)
+                        v = args.get("type")
+                        if v is None:
+                            v = args.get("Op Type")
+                        d_type(intern(v) if type(v) is str else None)
+                        v = args.get("Stream Id")
+                        d_stream(args.get("Physic Stream Id") if v is None else v)
+                        d_task(args.get("Task Id"))
+                        v = args.get("Model Id")
+                        d_model(canon(v, v))
+                        d_cycles(args.get("Total Cycle"))
+                    continue
+                name = ev.get("name")
+                x_pid(pid)
+                tid = ev.get("tid")
+                x_tid(canon(tid, tid))
+                x_name(intern(name) if type(name) is str else str(name))
+                cat = ev.get("cat")
+                x_cat(intern(cat) if type(cat) is str else None)
+                try:
+                    x_ts(float(ev["ts"]))
+                except (KeyError, TypeError, ValueError):
+                    x_ts(nan)
+                try:
+                    x_dur(float(ev["dur"]))
+                except (KeyError, TypeError, ValueError):
+                    x_dur(nan)
+                if args is not None:
+                    if len(args) > MAX_ARGS:
+                        args = None
+                    else:
+                        for k, v in args.items():
+                            if type(v) is str:
+                                args[k] = intern(v)
+                x_args(args)
+            elif ph == "C":
+                args = ev.get("args")
+                if type(args) is not dict:
+                    continue
+                pid = ev.get("pid")
+                name = ev.get("name")
+                name = intern(name) if type(name) is str else str(name)
+                ts = _num(ev.get("ts"))
+                for key, value in args.items():
+                    if type(value) is not float and type(value) is not int:
+                        value = _num(value) if type(value) is str else nan
+                        if math.isnan(value):
+                            continue
+                    c_pid(pid)
+                    c_name(name)
+                    c_key(intern(str(key)))
+                    c_ts(ts)
+                    c_value(float(value))
+            elif ph == "M":
+                margs = ev.get("args")
+                label = margs.get("name") if type(margs) is dict else None
+                if type(label) is not str:
+                    continue
+                if ev.get("name") == "process_name":
+                    proc[ev.get("pid")] = label
+                    if label == DEVICE_PROCESS:
+                        device_pids.add(ev.get("pid"))
+                elif ev.get("name") == "thread_name":
+                    threads[(ev.get("pid"), ev.get("tid"))] = label
+            else:
+                key = str(ph)
+                skipped_phases[key] = skipped_phases.get(key, 0) + 1
+    except JSONError as e:
+        raise _json_error(path, f, e) from None
+    except TypeError as e:  # an unhashable pid/tid (a list or object where a number belongs)
+        raise InputError(path, f"unexpected trace event field ({e})") from None
+    except (OSError, ValueError) as e:  # decode errors and I/O failures mid-stream
+        raise InputError(path, f"cannot be read as JSON ({str(e).splitlines()[0] if str(e) else type(e).__name__})") \
+            from None
+    finally:
+        f.close()
+
+    meta.read(path)
+    if skipped_phases:
+        meta.notes.append(f"{path.name}: skipped " + ", ".join(f"{n} '{p}' events" for p, n in
+                                                              sorted(skipped_phases.items())) + " (flows/other)")
+    return _assemble(x, dev, cnt, proc, threads, device_ops=device_ops, n_dropped=n_dropped_device, meta=meta,
+                     path=path)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# assembling the tables (vectorized, once)
+# ---------------------------------------------------------------------------------------------------------
+def _process_column(pids: pd.Series, proc: dict[Any, str]) -> pd.Series:
+    """pid -> process name (``str(pid)`` where no metadata names it), as a categorical."""
+    uniq = pd.unique(pids.to_numpy(dtype=object))
+    mapping = {p: proc.get(p, str(p)) for p in uniq}
+    return pids.map(mapping).astype("category")
+
+
+def _thread_names(frame: pd.DataFrame, threads: dict[tuple[Any, Any], str]) -> pd.Series:
+    if not threads or not len(frame):
+        return pd.Series([None] * len(frame), index=frame.index, dtype=object)
+    keys = list(zip(frame["pid"].tolist(), frame["tid"].tolist(), strict=True))
+    return pd.Series([threads.get(k) for k in keys], index=frame.index, dtype=object)
+
+
+def _assemble(x: _Columns, dev: _Columns, cnt: _Columns, proc: dict[Any, str],
+              threads: dict[tuple[Any, Any], str], *, device_ops: bool, n_dropped: int, meta: Meta,
+              path: Path) -> TraceTables:
+    xf = x.frame()
+    late_device = np.zeros(len(xf), dtype=bool)
+    if len(xf):
+        xf["process"] = _process_column(xf["pid"], proc)
+        # rows seen before their process metadata: device tasks are recognised now
+        late_device = (xf["process"] == DEVICE_PROCESS).to_numpy().copy()
+        if late_device.any():
+            is_step = np.fromiter((isinstance(a, dict) and "Iteration ID" in a for a in xf["args"]), bool, len(xf))
+            late_device &= ~is_step
+    late = None
+    if len(xf) and late_device.any():
+        late = _late_device_rows(xf[late_device]) if device_ops else None
+        xf = xf[~late_device]
+    devf = dev.frame()
+    if late is not None and len(late):
+        devf = pd.concat([devf, late], ignore_index=True) if len(devf) else late.reset_index(drop=True)
+
+    # device rows on a "Step Trace" thread are iteration markers, not tasks
+    if len(devf) and threads:
+        tnames = _thread_names(devf, threads)
+        on_step_thread = tnames.fillna("").str.startswith("Step Trace").to_numpy()
+        if on_step_thread.any():
+            moved = devf[on_step_thread]
+            extra = pd.DataFrame({"pid": moved["pid"], "tid": moved["tid"], "name": moved["name"], "cat": None,
+                                  "ts": moved["ts"], "dur": moved["dur"], "args": None})
+            extra["process"] = DEVICE_PROCESS
+            xf = pd.concat([xf, extra], ignore_index=True) if len(xf) else extra
+            devf = devf[~on_step_thread]
+
+    ops = _ops_frame(devf) if device_ops else None
+    if not device_ops and n_dropped:
+        meta.notes.append(f"{path.name}: {n_dropped} '{DEVICE_PROCESS}' task events not read (device_ops=False)")
+
+    steps = _steps_frame(xf)
+    events = _events_frame(xf)
+    counters = _counters_frame(cnt, proc)
+    return TraceTables(ops=ops, events=events, counters=counters, steps=steps, process_names=dict(proc),
+                       thread_names=dict(threads))
+
+
+def _events_frame(xf: pd.DataFrame) -> pd.DataFrame:
+    if not len(xf):
+        return empty_frame(EVENTS_COLUMNS)
+    out = pd.DataFrame({
+        "process": xf["process"].astype("category"),
+        "name": xf["name"].astype("category"),
+        "category": xf["cat"].astype("category"),
+        "start_us": xf["ts"].astype("float64"),
+        "duration_us": xf["dur"].astype("float64"),
+        "tid": xf["tid"].astype("category") if xf["tid"].map(type).nunique() <= 1 else xf["tid"].astype(str)
+        .astype("category"),
+        "args": xf["args"],
+    })
+    return out.reset_index(drop=True)
+
+
+def _ops_frame(devf: pd.DataFrame) -> pd.DataFrame:
+    """Device task rows -> canonical ops (``finalize_ops`` types the id columns)."""
+    if not len(devf):
+        return finalize_ops(pd.DataFrame())
+    df = pd.DataFrame({
+        "name": devf["name"].to_numpy(dtype=object),
+        "type": _text(devf["type"]),
+        "core": _text(devf["core"]),
+        "start_us": devf["ts"].to_numpy(dtype="float64"),
+        "duration_us": devf["dur"].to_numpy(dtype="float64"),
+        "stream_id": pd.to_numeric(devf["stream_id"], errors="coerce").to_numpy(dtype="float64"),
+        "task_id": pd.to_numeric(devf["task_id"], errors="coerce").to_numpy(dtype="float64"),
+        "model_id": pd.to_numeric(devf["model_id"], errors="coerce").to_numpy(dtype="float64"),
+        "total_cycles": pd.to_numeric(devf["total_cycles"], errors="coerce").to_numpy(dtype="float64"),
+    })
+    # stream from the thread id where the task args do not carry it (trace threads are streams)
+    missing = df["stream_id"].isna().to_numpy()
+    if missing.any():
+        tids = pd.to_numeric(devf["tid"].astype(str).str.extract(r"(\d+)$")[0], errors="coerce")
+        df.loc[missing, "stream_id"] = tids.to_numpy(dtype="float64")[missing]
+    return finalize_ops(df)
+
+
+def _text(col: pd.Series) -> np.ndarray:
+    """Strings stay, anything else (None, numbers written where text is expected) becomes None."""
+    return np.array([v if type(v) is str else None for v in col.tolist()], dtype=object)
+
+
+def _steps_frame(xf: pd.DataFrame) -> pd.DataFrame:
+    """msprof step trace: ``Iteration N`` rows, with FP->BP, refresh and reduce time of the same iteration."""
+    columns = STEPS_COLUMNS + STEP_EXTRA_COLUMNS
+    if not len(xf):
+        return empty_frame(columns)
+    has_iter = np.fromiter((isinstance(a, dict) and "Iteration ID" in a for a in xf["args"]), bool, len(xf))
+    if not has_iter.any():
+        return empty_frame(columns)
+    st = xf[has_iter]
+    ids = pd.to_numeric(pd.Series([a.get("Iteration ID") for a in st["args"]], index=st.index), errors="coerce")
+    names = st["name"].astype(str)
+    cats = st["cat"].astype(object)
+    is_iter = names.str.match(_ITERATION.pattern) | (cats == "Iteration Time")
+    iters = pd.DataFrame({"step": ids[is_iter], "start_us": st["ts"][is_iter], "duration_us": st["dur"][is_iter]})
+    iters = iters.dropna(subset=["step"]).drop_duplicates("step").set_index("step")
+    if not len(iters):
+        return empty_frame(columns)
+
+    def per_step(mask: pd.Series) -> pd.Series:
+        sel = st[mask.to_numpy()]
+        return sel["dur"].groupby(ids[mask].to_numpy()).sum()
+
+    fp_bp = per_step(names.str.startswith("FP_BP Time") | (cats == "FP_BP Time"))
+    refresh = per_step(names.str.startswith("Iteration Refresh") | (cats == "Iteration Refresh"))
+    reduce_mask = names.str.match(_REDUCE.pattern) | (cats == "Reduce")
+    comm = _union_per_step(st[reduce_mask.to_numpy()], ids[reduce_mask])
+
+    out = pd.DataFrame(index=iters.index)
+    out["start_us"] = iters["start_us"]
+    out["duration_us"] = iters["duration_us"]
+    out["fp_bp_us"] = fp_bp.reindex(out.index)
+    out["refresh_us"] = refresh.reindex(out.index)
+    out["computing_us"] = out["fp_bp_us"]
+    out["communication_us"] = comm.reindex(out.index)
+    out = out.reset_index().rename(columns={"index": "step"})
+    for col in columns:
+        if col not in out.columns:
+            out[col] = np.nan
+    return out[columns].astype("float64").sort_values("step").reset_index(drop=True)
+
+
+def _union_per_step(rows: pd.DataFrame, ids: pd.Series) -> pd.Series:
+    """Length of the union of the reduce intervals of each step (reduces on parallel streams overlap)."""
+    from advisor.model import busy_time_us
+
+    if not len(rows):
+        return pd.Series(dtype="float64")
+    frame = pd.DataFrame({"start_us": rows["ts"].to_numpy(), "duration_us": rows["dur"].to_numpy(),
+                          "step": ids.to_numpy()})
+    return frame.groupby("step").apply(busy_time_us, include_groups=False).astype("float64")
+
+
+def _counters_frame(cnt: _Columns, proc: dict[Any, str]) -> pd.DataFrame:
+    cf = cnt.frame()
+    if not len(cf):
+        return empty_frame(COUNTER_COLUMNS)
+    return pd.DataFrame({
+        "process": _process_column(cf["pid"], proc),
+        "name": cf["name"].astype("category"),
+        "key": cf["key"].astype("category"),
+        "ts_us": cf["ts"].astype("float64"),
+        "value": cf["value"].astype("float64"),
+    })
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the lone trace-json layout
+# ---------------------------------------------------------------------------------------------------------
+def read_trace_file(path: Path, meta: Meta | None = None) -> Profile:
+    """A single trace JSON as a Profile: device tasks as ops, the rest as events; counters in extras."""
+    path = Path(path)
+    meta = meta or Meta(source=str(path), layout="trace-json")
+    tables = read_trace(path, meta, device_ops=True)
+    ops = tables.ops if tables.ops is not None else finalize_ops(pd.DataFrame())
+    extras: dict[str, Any] = {}
+    if len(tables.counters):
+        extras["counters"] = tables.counters
+    return Profile(ops=ops, meta=meta, steps=tables.steps, events=tables.events, extras=extras)
+
+
+def read(root: Path, meta: Meta) -> Profile:
+    """Reader-registry entry for layout ``trace-json``."""
+    root = Path(root)
+    if root.is_dir():
+        raise InputError(root, "expected a trace JSON file, got a directory")
+    return read_trace_file(root, meta)
+
+
+__all__ = ["COUNTER_COLUMNS", "DEVICE_PROCESS", "TraceTables", "read", "read_trace", "read_trace_file"]
