@@ -206,3 +206,19 @@ def test_rules_show_errors_exit_2_with_one_line(tmp_path: Path) -> None:
     assert f"{override} at 'rules.platforms.default'" in line and "is not of type 'string'" in line
     res = CliRunner().invoke(main, ["rules", "show", "nosuchfile"])
     assert res.exit_code == 2 and "unknown rules file 'nosuchfile'" in res.output
+
+
+def test_every_builtin_schema_is_a_valid_json_schema() -> None:
+    """Built-in schemas skip the meta-schema check at load time (it is slow); this test does it instead."""
+    import json
+
+    import jsonschema
+
+    from advisor.rules import builtin_rules_dir
+
+    schemas = sorted((builtin_rules_dir() / "schema").glob("*.schema.json"))
+    assert schemas
+    for path in schemas:
+        jsonschema.Draft202012Validator.check_schema(json.loads(path.read_text(encoding="utf-8")))
+    names = {p.name.removesuffix(".schema.json") for p in schemas}
+    assert {p.stem for p in builtin_rules_dir().glob("*.yaml")} <= names

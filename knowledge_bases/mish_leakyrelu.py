@@ -1,0 +1,544 @@
+"""Decomposed activations and norms: Mish, GELU, Swish/SiLU, HardSwish and LayerNorm computed as op chains.
+
+Exporters and ATC split functions the SoC has no single kernel for into elementwise chains (Mish ->
+Softplus, Tanh, Mul), each a full pass over the tensor. The SoC profiling guide's case: a PyTorch net whose Mish
+ran as Softplus+Tanh+Mul went from 23.3 ms to 14.2 ms per inference with LeakyRelu instead (DOMAIN.md 6.1).
+Patterns are data (``rules/mish-leakyrelu.yaml``): matched on graph edges -- checking that the final Mul
+really takes the same x that feeds the chain -- or, without a graph, as consecutive ops on one stream with
+matching shapes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor import hookimpl
+from advisor.findings import Finding, Fix, table
+from advisor.graph.model import ModelGraph
+from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
+from knowledge_bases._common import (
+    cat_map,
+    categorical,
+    detected_soc,
+    device_busy_us,
+    elements,
+    next_index,
+    node_type,
+    output_elements,
+    pct,
+    row_keys,
+    severity_for,
+    shapes_of,
+    similar_size_median,
+    soc_matches,
+    stream_order,
+    type_mask,
+    walk,
+)
+
+
+def aliases(step: str) -> frozenset[str]:
+    """``"Div|RealDiv"`` -> {"Div", "RealDiv"}."""
+    return frozenset(p.strip() for p in step.split("|") if p.strip())
+
+
+@dataclass
+class Occurrence:
+    """One place in the model where a pattern matched (repeated launches of it are counted in ``tasks``)."""
+
+    pattern: str
+    form: str
+    ops: tuple[str, ...]
+    types: tuple[str, ...]
+    tasks: int = 0
+    total_us: float = 0.0
+    per_op_us: dict[str, float] = field(default_factory=dict)
+    elements: int = 0
+    native_us: float = 0.0
+    native_basis: str = ""
+
+    @property
+    def saving_us(self) -> float:
+        return max(0.0, self.total_us - self.native_us * self.tasks)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# graph matching
+# ---------------------------------------------------------------------------------------------------------
+class GraphMatcher:
+    """Match pattern forms on graph data edges."""
+
+    def __init__(self, graph: ModelGraph, rules: Mapping[str, Any]) -> None:
+        self.g = graph
+        self.skip = set(rules.get("chain_skip") or [])
+        self.consts = set(rules.get("const_types") or [])
+        self.exclusive = bool(rules.get("exclusive_intermediates", True))
+        self.order = {n: (d.get("id") if d.get("id") is not None else 0, n) for n, d in graph.g.nodes(data=True)}
+
+    def _down(self, node: str) -> list[str]:
+        return walk(self.g, node, "down", self.skip, 3)
+
+    def _up(self, node: str) -> list[str]:
+        return walk(self.g, node, "up", self.skip, 3)
+
+    def _ancestors(self, node: str, hops: int) -> set[str]:
+        seen = {node}
+        frontier = [node]
+        for _ in range(hops):
+            frontier = [p for n in frontier for p in self._up(n) if p not in seen]
+            seen.update(frontier)
+        return seen
+
+    def match(self, form: Mapping[str, Any], used: set[str]) -> list[list[str]]:
+        steps = [aliases(s) for s in form["steps"]]
+        tail = [aliases(s) for s in form.get("optional_tail") or []]
+        links = [(int(link[0]), link[1], int(link[2]) if len(link) > 2 else 0) for link in form.get("links") or []]
+        scalar = [int(i) for i in form.get("scalar_input_steps") or []]
+        starts = sorted((n for n, d in self.g.g.nodes(data=True) if d.get("type") in steps[0] and n not in used),
+                        key=lambda n: self.order[n])
+        found: list[list[str]] = []
+        for start in starts:
+            if start in used:
+                continue
+            chain = self._chain(start, steps, used)
+            if chain is None:
+                continue
+            x = {p for p in self._up(start) if node_type(self.g, p) not in self.consts}
+            if not x or not self._links_ok(chain, links, x) or not all(self._scalar(chain[i]) for i in scalar):
+                continue
+            for t in tail:
+                nxt = [m for m in self._down(chain[-1]) if node_type(self.g, m) in t and m not in used]
+                if len(nxt) != 1 or len(self._down(chain[-1])) != 1:
+                    break
+                chain.append(nxt[0])
+            if self.exclusive and not self._exclusive(chain):
+                continue
+            found.append(chain)
+            used.update(chain)
+        return found
+
+    def _chain(self, start: str, steps: Sequence[frozenset[str]], used: set[str]) -> list[str] | None:
+        chain = [start]
+        for allowed in steps[1:]:
+            cands = [m for m in self._down(chain[-1]) if node_type(self.g, m) in allowed and m not in chain
+                     and m not in used]
+            if not cands:
+                return None
+            chain.append(cands[0])
+        return chain
+
+    def _links_ok(self, chain: list[str], links: list[tuple[int, Any, int]], x: set[str]) -> bool:
+        for idx, src, hops in links:
+            if idx >= len(chain):
+                return False
+            node = chain[idx]
+            prev = chain[idx - 1] if idx > 0 else None
+            others = [p for p in self._up(node) if p != prev]
+            target = x if src == "x" else {chain[int(src)]}
+            if not any(self._ancestors(p, hops) & target for p in others):
+                return False
+        return True
+
+    def _scalar(self, node: str) -> bool:
+        """Takes a constant: a Const producer, or a single data input (Muls/Adds carry the scalar as an attr)."""
+        producers = self.g.data_predecessors(node)
+        return len(producers) <= 1 or any(node_type(self.g, p) in self.consts for p in producers)
+
+    def _exclusive(self, chain: list[str]) -> bool:
+        members = set(chain)
+        for n in chain[:-1]:
+            for m in self._down(n):
+                if m not in members:
+                    return False
+        return True
+
+
+# ---------------------------------------------------------------------------------------------------------
+# profile matching
+# ---------------------------------------------------------------------------------------------------------
+class ProfileMatcher:
+    """Match pattern forms as consecutive ops (skipping ``chain_skip``) on one stream, vectorized: the rows of
+    the first step's types are the candidates, each step follows them one row further and filters by type."""
+
+    def __init__(self, ops: pd.DataFrame, rules: Mapping[str, Any]) -> None:
+        self.df = stream_order(ops, ["name", "type", "duration_us", "input_shapes", "output_shapes"])
+        df = self.df
+        stream = df["_stream"].to_numpy()
+        self.type_col = df["type"]
+        self.solid = ~type_mask(df["type"], rules.get("chain_skip") or [])
+        self.nxt = next_index(self.solid, stream)
+        names = categorical(df["name"])
+        self.name_codes = names.cat.codes.to_numpy().astype(np.int64)
+        self.name_values = [str(v) for v in names.cat.categories]
+        types = categorical(df["type"])
+        self.type_codes = types.cat.codes.to_numpy().astype(np.int64)
+        self.type_values = [str(v) for v in types.cat.categories]
+        self.dur = np.nan_to_num(df["duration_us"].to_numpy(dtype="float64"))
+        shape_ids: dict[str, int] = {"": -1}
+        self.in1 = cat_map(df["input_shapes"], lambda v: shape_ids.setdefault(_first(v), len(shape_ids)), -1,
+                           dtype=np.int64)
+        self.out1 = cat_map(df["output_shapes"], lambda v: shape_ids.setdefault(_first(v), len(shape_ids)), -1,
+                            dtype=np.int64)
+        self.scalar_ok = cat_map(df["input_shapes"], _scalar_input, True, dtype=bool)
+        self.elements = cat_map(df["input_shapes"], lambda v: _elements(str(v)), 0, dtype=np.int64)
+        self.used = np.zeros(len(df), dtype=bool)
+        self._masks: dict[tuple[str, ...], np.ndarray] = {}
+
+    def match(self, form: Mapping[str, Any]) -> np.ndarray:
+        """Rows of each accepted match (one row of the result per match; -1 pads absent tail steps)."""
+        steps = [aliases(s) for s in form["steps"]]
+        tail = [aliases(s) for s in form.get("optional_tail") or []]
+        same = [int(i) for i in form.get("same_shape_steps") or []]
+        scalar = [int(i) for i in form.get("scalar_input_steps") or []]
+        starts = np.flatnonzero(self.solid & ~self.used & self._mask(steps[0]))
+        ok = np.ones(len(starts), dtype=bool)
+        cols = [starts]
+        cur = starts
+        for allowed in steps[1:]:
+            cur = np.where(cur >= 0, self.nxt[np.maximum(cur, 0)], -1)
+            c = np.maximum(cur, 0)
+            ok &= (cur >= 0) & self._mask(allowed)[c] & ~self.used[c]
+            cols.append(cur)
+        x = self.in1[starts]
+        for k in same:
+            if k < len(cols):
+                ok &= (x < 0) | (self.out1[np.maximum(cols[k], 0)] == x)
+        for k in scalar:
+            if k < len(cols):
+                ok &= self.scalar_ok[np.maximum(cols[k], 0)]
+        if not ok.any():
+            return np.zeros((0, len(cols)), dtype=np.int64)
+        cols = [c[ok] for c in cols]
+        rows = np.stack(cols, axis=1)
+        # matches of one form can overlap only when one starts inside the previous one: resolve those in order
+        ends = rows.max(axis=1)
+        if len(rows) > 1 and bool(np.any(rows[1:, 0] <= ends[:-1])):
+            accepted: list[int] = []
+            taken: set[int] = set()
+            for i, r in enumerate(rows.tolist()):
+                if taken.isdisjoint(r):
+                    taken.update(r)
+                    accepted.append(i)
+            rows = rows[accepted]
+        self.used[rows.ravel()] = True
+        # optional tail steps, absorbed while present (vectorized; -1 pads where a tail is absent)
+        alive = np.ones(len(rows), dtype=bool)
+        last = rows[:, -1]
+        extra = []
+        for t in tail:
+            j = np.where(alive, self.nxt[last], -1)
+            c = np.maximum(j, 0)
+            take = (j >= 0) & self._mask(t)[c] & ~self.used[c]
+            take &= (self.out1[c] < 0) | (self.out1[last] < 0) | (self.out1[c] == self.out1[last])
+            col = np.where(take, j, -1)
+            self.used[col[take]] = True
+            extra.append(col)
+            alive &= take
+            last = np.where(take, j, last)
+        return np.concatenate([rows, *[e[:, None] for e in extra]], axis=1) if extra else rows
+
+    def _mask(self, allowed: frozenset[str]) -> np.ndarray:
+        key = tuple(sorted(allowed))
+        if key not in self._masks:
+            self._masks[key] = type_mask(self.type_col, allowed)
+        return self._masks[key]
+
+
+def _first(cell: object) -> str:
+    if cell is None or (isinstance(cell, float) and np.isnan(cell)):
+        return ""
+    return str(cell).split(";")[0].strip()
+
+
+def _scalar_input(cell: object) -> bool:
+    """One input, or an input of at most one element (the constant); unknown shapes pass."""
+    text = "" if cell is None else str(cell)
+    parts = text.split(";")
+    if not text or len(parts) <= 1:
+        return True
+    return any(not p.strip() for p in parts) or any(elements(s) <= 1 for s in shapes_of(text))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the knowledge base
+# ---------------------------------------------------------------------------------------------------------
+def _doc(rule: str, title: str, what: str, why: str, how: str) -> RuleDoc:
+    return RuleDoc(id=f"mish-leakyrelu.{rule}", title=title, what=what, why=why, how_to_fix=how,
+                   thresholds=("patterns", "severity", "size_factor", "chain_skip", "const_types",
+                               "exclusive_intermediates", *(("leaky_relu_negative_slope",) if rule == "mish" else ())),
+                   needs=("graph", "ops"))
+
+
+class MishLeakyReluKB(KnowledgeBase):
+    id = "mish-leakyrelu"
+    title = "Decomposed activations and norms"
+    version = "1.0.0"
+    api_version = "1"
+    requires = ()
+    requires_any = ("ops", "graph")
+    rules_file = "mish-leakyrelu"
+    rules = (
+        _doc("mish", "Mish computed as Softplus -> Tanh -> Mul",
+             "Finds Mish decomposed as Softplus -> Tanh -> Mul(x, .) or Exp -> Add -> Log -> Tanh -> Mul(x, .), "
+             "checking on the graph that the Mul's other input is the same x that feeds the chain (without a graph: "
+             "the op sequence on one stream with the same tensor shape).",
+             "Each op is a full pass over the tensor; on SoCs without a Mish kernel (310P, 310B, SS928) all three "
+             "stay. The SoC profiling guide's case: Mish -> LeakyRelu cut inference from 23.3 ms to 14.2 ms.",
+             "On SoCs without a native Mish kernel replace Mish with LeakyRelu (negative_slope from the rules, "
+             "`advisor fix model.onnx --apply mish-to-leakyrelu --accept mish-to-leakyrelu`); it is a different function, so fine-tune or "
+             "retrain and check accuracy. Where a native Mish kernel exists (Ascend 910/A2/A3), export with ONNX "
+             "opset >= 18 so Mish stays one op."),
+        _doc("gelu", "GELU computed as Pow/Tanh or Erf op chains",
+             "Finds GELU decomposed in its tanh form (Pow -> Mul -> Add(x) -> Mul -> Tanh -> Add -> Mul(x)) or its "
+             "erf form (Div -> Erf -> Add -> Mul(x) [-> Mul(0.5)]).",
+             "Seven or so elementwise passes instead of one; the Gelu kernel exists on every Ascend product. "
+             "GeluFusionPass fuses the tanh form only for static shapes.",
+             "Fuse the chain into Gelu (`advisor fix model.onnx --apply gelu-fuse`, or export with ONNX opset >= 20 "
+             "Gelu); for ATC keep GeluFusionPass on and the shapes static."),
+        _doc("swish", "Swish/SiLU computed as Sigmoid -> Mul",
+             "Finds x * sigmoid(x) (and x * sigmoid(beta * x)) where the Mul takes the chain input x.",
+             "Two or three passes instead of one fused kernel.",
+             "On Atlas A2/A3/950 fuse into Swish (`advisor fix model.onnx --apply swish-fuse`; torch_npu: "
+             "aclnnSilu). 310-class SoCs have no Swish kernel: keep it, or replace with HardSwish and fine-tune."),
+        _doc("hardswish", "HardSwish computed as Add -> Relu6/Clip -> Mul -> Div",
+             "Finds x * relu6(x + 3) / 6 (either order of the Mul and Div) and x * HardSigmoid(x).",
+             "Four passes where the native HardSwish op does one.",
+             "Export with ONNX opset >= 14 so the model carries the HardSwish op (torch.nn.Hardswish)."),
+        _doc("layernorm", "LayerNorm computed as ReduceMean/Sub/Pow/Sqrt/Div chains",
+             "Finds ReduceMean -> Sub(x) -> Pow -> ReduceMean -> Add(eps) -> Sqrt -> Div(Sub) [-> Mul(gamma) -> "
+             "Add(beta)] (and the Rsqrt/Mul variant).",
+             "Nine small ops, two reductions, each reading the tensor again; LayerNormONNXFusionPass / "
+             "LayerNormFusionPass fuse it only for static shapes, a last-axis reduce and keep_dims=true.",
+             "Export with ONNX opset >= 17 so the model carries LayerNormalization, or keep the pattern fusable "
+             "(static shapes, normalize over the last axis)."),
+    )
+
+    def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        rules = ctx.rules
+        ops = ctx.profile.ops
+        patterns: Mapping[str, Any] = rules.get("patterns") or {}
+        occurrences: dict[str, list[Occurrence]] = defaultdict(list)
+        if ctx.graph is not None:
+            matcher = GraphMatcher(ctx.graph, rules)
+            used: set[str] = set()
+            for pid, pat in patterns.items():
+                for form in sorted(pat["forms"], key=lambda f: -len(f["steps"])):
+                    for chain in matcher.match(form, used):
+                        occurrences[pid].append(Occurrence(pid, form["name"], tuple(chain),
+                                                           tuple(node_type(ctx.graph, n) for n in chain)))
+            if len(ops):
+                _attach_profile_times(occurrences, ops)
+        elif len(ops):
+            pm = ProfileMatcher(ops, rules)
+            for pid, pat in patterns.items():
+                for form in sorted(pat["forms"], key=lambda f: -len(f["steps"])):
+                    rows = pm.match(form)
+                    if len(rows):
+                        occurrences[pid] += _group_rows(pid, form["name"], rows, pm)
+            if occurrences:
+                ctx.note("mish-leakyrelu: no model graph (--graph); patterns were matched as consecutive ops on one "
+                         "stream with matching shapes, without checking data edges")
+        if not occurrences:
+            return []
+        busy = device_busy_us(ctx.profile)
+        estimator = NativeEstimator(ops, float(rules.get("size_factor", 2.0))) if len(ops) else None
+        soc = detected_soc(ctx)
+        findings = []
+        for pid, occ in occurrences.items():
+            pat = patterns[pid]
+            for o in occ:
+                if estimator is not None and o.tasks:
+                    o.native_us, o.native_basis = estimator.estimate(o, pat)
+            findings.append(self._finding(ctx, pid, pat, occ, busy, soc, rules))
+        return findings
+
+    def _finding(self, ctx: AnalysisContext, pid: str, pat: Mapping[str, Any], occ: list[Occurrence], busy: float,
+                 soc: str | None, rules: Mapping[str, Any]) -> Finding:
+        by_op: dict[str, float] = defaultdict(float)
+        for o in occ:
+            if o.total_us > 0:
+                for name, us in o.per_op_us.items():
+                    by_op[name] += us * o.saving_us / o.total_us
+        saving = sum(o.saving_us for o in occ)
+        total = sum(o.total_us for o in occ)
+        timed = total > 0
+        rows = [[" > ".join(o.ops), " > ".join(o.types), o.form, o.tasks, round(o.total_us, 3),
+                 round(o.native_us, 3), round(o.saving_us, 3)] for o in sorted(occ, key=lambda o: -o.saving_us)]
+        native = soc_matches(soc, pat.get("native_socs") or []) if soc else None
+        rec, fix, confidence = _advice(pid, pat, occ, soc, native, rules)
+        title = f"{pat['function']} computed as an op chain at {len(occ)} place(s)"
+        if timed:
+            title += f": {total:.1f} us ({pct(total / busy) if busy else '?'} of device time)"
+        bases = sorted({o.native_basis for o in occ if o.native_basis})
+        return ctx.finding(
+            rule=f"mish-leakyrelu.{pat['rule']}",
+            title=title,
+            severity=severity_for(saving / busy, rules.get("severity", {})) if busy and timed else "info",
+            ops=list(dict.fromkeys(n for o in occ for n in o.ops)),
+            evidence={"function": pat["function"], "occurrences": len(occ), "decomposed_us": total,
+                      "soc": soc, "native_kernel_on_soc": native,
+                      "table": table(["ops", "types", "form", "launches", "total_us", "native_us_each", "saving_us"],
+                                     rows)},
+            estimated_saving_us=saving,
+            basis=("decomposed ops' measured time minus one native op per launch: " + "; ".join(bases))
+            if timed else "no timing (graph only)",
+            recommendation=rec,
+            fix=fix,
+            confidence=confidence,
+            saving_by_op={k: v for k, v in by_op.items() if v > 0},
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# timing
+# ---------------------------------------------------------------------------------------------------------
+def _group_rows(pid: str, form: str, rows: np.ndarray, pm: ProfileMatcher) -> list[Occurrence]:
+    """Profile matches with the same op names are one place in the model launched several times."""
+    present = rows >= 0
+    names = np.where(present, pm.name_codes[np.maximum(rows, 0)], -2)
+    key, first = row_keys(names)
+    tasks = np.bincount(key, minlength=len(first))
+    width = rows.shape[1]
+    per_col = [np.bincount(key, weights=np.where(present[:, k], pm.dur[np.maximum(rows[:, k], 0)], 0.0),
+                           minlength=len(first)) for k in range(width)]
+    out: list[Occurrence] = []
+    for g, f in enumerate(first):
+        r = [int(i) for i in rows[f] if i >= 0]
+        op_names = tuple(pm.name_values[pm.name_codes[i]] for i in r)
+        o = Occurrence(pid, form, op_names, tuple(pm.type_values[pm.type_codes[i]] for i in r))
+        o.tasks = int(tasks[g])
+        o.elements = int(pm.elements[r[0]])
+        for k in range(len(r)):
+            o.per_op_us[op_names[k]] = o.per_op_us.get(op_names[k], 0.0) + float(per_col[k][g])
+        o.total_us = float(sum(per_col[k][g] for k in range(len(r))))
+        out.append(o)
+    return out
+
+
+def _elements(cell: object) -> int:
+    shapes = shapes_of(cell)
+    return elements(shapes[0]) if shapes else 0
+
+
+def _attach_profile_times(occurrences: Mapping[str, list[Occurrence]], ops: pd.DataFrame) -> None:
+    names = ops["name"].astype(str)
+    wanted = {n for occ in occurrences.values() for o in occ for n in o.ops}
+    sub = ops.loc[names.isin(wanted).to_numpy()]
+    if not len(sub):
+        return
+    key = sub["name"].astype(str)
+    g = sub.groupby(key, sort=False)
+    total = g["duration_us"].sum()
+    count = g.size()
+    first_in = g["input_shapes"].first()
+    for occ in occurrences.values():
+        for o in occ:
+            present = [n for n in o.ops if n in total.index]
+            if not present:
+                continue
+            o.per_op_us = {n: float(total[n]) for n in present}
+            o.total_us = float(sum(o.per_op_us.values()))
+            o.tasks = int(max(count[n] for n in present))
+            if o.ops[0] in first_in.index:
+                o.elements = _elements(first_in[o.ops[0]])
+
+
+class NativeEstimator:
+    """Time of the one native op that replaces an occurrence."""
+
+    def __init__(self, ops: pd.DataFrame, factor: float) -> None:
+        self.type_col = ops["type"]
+        self.dur = ops["duration_us"].to_numpy(dtype="float64")
+        self.size = output_elements(ops)
+        self.factor = factor
+        self._masks: dict[tuple[str, ...], np.ndarray] = {}
+
+    def estimate(self, o: Occurrence, pat: Mapping[str, Any]) -> tuple[float, str]:
+        kinds = tuple(pat.get("estimate_from") or [])
+        if kinds not in self._masks:
+            self._masks[kinds] = type_mask(self.type_col, kinds)
+        ref = self._masks[kinds]
+        if ref.any() and o.elements > 0:
+            m = similar_size_median(self.dur[ref], self.size[ref], o.elements, self.factor, 1)
+            if m is not None:
+                kinds = "/".join(pat.get("estimate_from") or [])
+                return min(m, o.total_us / max(o.tasks, 1)), f"median {kinds} of the same size in this profile"
+        per_launch = [us / max(o.tasks, 1) for us in o.per_op_us.values()]
+        factor = float(pat.get("native_cost_factor", 1.0))
+        cheapest = min(per_launch) if per_launch else 0.0
+        est = min(cheapest * factor, sum(per_launch))
+        return est, (f"cheapest op of the occurrence x {factor:g} (native_cost_factor; no "
+                     f"{'/'.join(pat.get('estimate_from') or [])} of this size in the profile)")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# advice
+# ---------------------------------------------------------------------------------------------------------
+def _advice(pid: str, pat: Mapping[str, Any], occ: list[Occurrence], soc: str | None, native: bool | None,
+            rules: Mapping[str, Any]) -> tuple[str, Fix, float]:
+    where = f"on {soc}" if soc else "(SoC not detected)"
+    n = len(occ)
+    if pid == "mish":
+        slope = float(rules.get("leaky_relu_negative_slope", 0.1))
+        caveat = ("LeakyRelu is a different function: fine-tune or retrain and check accuracy (the SoC profiling "
+                  "guide's case reported about 1% accuracy difference for 23.3 ms -> 14.2 ms).")
+        if native:
+            rec = (f"Mish runs as {n} decomposed chain(s) {where}, which has a native Mish kernel: export with ONNX "
+                   "opset >= 18 (or keep torch.nn.Mish as one op) so it runs as one kernel. Alternatively replace it "
+                   f"with LeakyRelu(negative_slope={slope:g}); {caveat}")
+            return rec, Fix("code", "keep Mish as one op: export with ONNX opset >= 18",
+                            {"snippet": "torch.onnx.export(model, sample, 'model.onnx', opset_version=18)  "
+                                        "# torch.nn.Mish -> ONNX Mish"}), 0.7
+        rec = (f"Mish runs as {n} decomposed chain(s) {where}"
+               + (", which has no native Mish kernel (310P/310B/SS928-class SoCs support Relu, LeakyRelu, PRelu, Elu)"
+                  if native is False else "") + f". Replace Mish with LeakyRelu(negative_slope={slope:g}): one op "
+               f"instead of {len(occ[0].ops)}. {caveat} Where a native Mish kernel exists (Ascend 910/A2/A3) use it "
+               "instead (ONNX opset >= 18).")
+        return rec, Fix("onnx-rewrite", f"replace Mish with LeakyRelu(negative_slope={slope:g})",
+                        {"rule": "mish-to-leakyrelu", "params": {"alpha": slope}, "approximate": True},
+                        f"advisor fix model.onnx --apply mish-to-leakyrelu --param mish-to-leakyrelu.alpha={slope:g} "
+                        "--accept mish-to-leakyrelu -o fixed.onnx"), 0.6
+    if pid == "gelu":
+        tanh = any(o.form.startswith("tanh") for o in occ)
+        rec = (f"GELU runs as {n} decomposed chain(s). Fuse it into one Gelu op (kernel on every Ascend product): "
+               "`advisor fix --apply gelu-fuse`, or export with ONNX opset >= 20 (Gelu)."
+               + (" For the tanh form ATC's GeluFusionPass should do this: keep it on (not 'off' in "
+                  "--fusion_switch_file) and the input shapes static." if tanh else ""))
+        return rec, Fix("onnx-rewrite", "fuse the GELU chain into one Gelu op", {"rule": "gelu-fuse"},
+                        "advisor fix model.onnx --apply gelu-fuse -o fixed.onnx"), 0.8
+    if pid == "swish":
+        if native is False:
+            rec = (f"Swish/SiLU runs as {n} Sigmoid+Mul chain(s) {where}, which has no Swish kernel (A2/A3/950 "
+                   "only). Keep it, or replace with HardSwish (native) and fine-tune: a different function.")
+            return rec, Fix("code", "replace SiLU with HardSwish (accuracy trade-off, fine-tune)",
+                            {"snippet": "model.act = torch.nn.Hardswish()  # instead of torch.nn.SiLU(); fine-tune"}), 0.5
+        rec = (f"Swish/SiLU runs as {n} Sigmoid+Mul chain(s) {where}. Fuse into one Swish op "
+               "(`advisor fix --apply swish-fuse`; torch_npu eager: aclnnSilu via torch.nn.SiLU).")
+        return rec, Fix("onnx-rewrite", "fuse Sigmoid+Mul into Swish", {"rule": "swish-fuse"},
+                        "advisor fix model.onnx --apply swish-fuse -o fixed.onnx"), 0.75
+    if pid == "hardswish":
+        rec = (f"HardSwish runs as {n} decomposed chain(s). Export with ONNX opset >= 14 so the model carries one "
+               "HardSwish op (torch.nn.Hardswish).")
+        return rec, Fix("code", "export with ONNX opset >= 14 (HardSwish op)",
+                        {"snippet": "torch.onnx.export(model, sample, 'model.onnx', opset_version=14)"}), 0.75
+    if pid == "layernorm":
+        rec = (f"LayerNorm runs as {n} decomposed chain(s). Export with ONNX opset >= 17 so the model carries "
+               "LayerNormalization, or keep the chain fusable by LayerNormONNXFusionPass / LayerNormFusionPass "
+               "(static shapes, normalization over the last axis, keep_dims=true).")
+        return rec, Fix("code", "export with ONNX opset >= 17 (LayerNormalization)",
+                        {"snippet": "torch.onnx.export(model, sample, 'model.onnx', opset_version=17)"}), 0.75
+    # a pattern added in a user's rules file
+    rec = (f"{pat['function']} runs as {n} decomposed chain(s); use the native {pat['native_op']} op"
+           + (f" {where}" if soc else "") + ".")
+    return rec, Fix("code", f"use the native {pat['native_op']} op", {"native_op": pat["native_op"]}), 0.6
+
+
+@hookimpl
+def advisor_knowledge_bases() -> list[type[KnowledgeBase]]:
+    return [MishLeakyReluKB]

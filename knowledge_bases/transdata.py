@@ -1,0 +1,1000 @@
+"""TransData knowledge base: how much time format conversions take, why each one is there, what removes it.
+
+AI Core cube units work in private ("heavy") formats -- NC1HWC0 (5HD) for feature maps, FRACTAL_Z for conv
+weights, FRACTAL_NZ for matmul operands -- and GE inserts a ``TransData`` wherever a tensor crosses between an
+op that uses one and an op that works in ND/NCHW. Each conversion is classified with the MindStudio Advisor
+categories (DOMAIN.md section 3) and traced to the op that forces it: from the model graph (producers and
+consumers, walking through Cast and similar pass-through ops) or, without a graph, from the neighbouring rows
+on the same stream, confirmed by matching tensor shapes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor import hookimpl
+from advisor.findings import Finding, Fix, table
+from advisor.graph.model import ModelGraph
+from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
+from knowledge_bases._common import (
+    canon_format,
+    cat_map,
+    categorical,
+    device_busy_us,
+    fmt_shapes,
+    next_index,
+    node_shapes,
+    node_type,
+    pct,
+    prev_index,
+    row_keys,
+    severity_for,
+    stream_order,
+    type_mask,
+    walk,
+)
+
+NOT_SUPPORT = "Ops_Not_Support_Heavy_Format"
+RESHAPE = "Reshape_Ops_Interrupts_Format"
+HD_NZ = "Transform_Between_5HD_And_NZ"
+OTHER = "Other_Transform"
+PAIR = "Redundant_Pair"
+"""Not one of the four official categories: a conversion undone by the very next one (no op between). Such
+pairs are reported by ``transdata.roundtrip`` with both ops as the saving."""
+
+CATEGORY_RULES = {NOT_SUPPORT: "transdata.unsupported-format", RESHAPE: "transdata.reshape-interrupts",
+                  HD_NZ: "transdata.5hd-nz"}
+
+_THRESHOLDS_COMMON = ("severity", "format_op_types", "inserted_transpose", "transparent_types", "max_hops")
+
+
+@dataclass
+class Site:
+    """One conversion site: an op name with one src->dst conversion and one cause."""
+
+    name: str
+    src: str
+    dst: str
+    in_shape: str = ""
+    out_shape: str = ""
+    category: str = OTHER
+    forcing_op: str | None = None
+    forcing_type: str | None = None
+    forcing_format: str = ""
+    via: str | None = None
+    reason: str = ""
+    agnostic: bool = False
+    weight: bool = False
+    total_us: float = 0.0
+    tasks: int = 0
+    confidence: float = 0.8
+
+
+@dataclass
+class RoundTrip:
+    first: str
+    second: str
+    outer: str
+    inner: str
+    between: list[tuple[str, str]] = field(default_factory=list)
+    exact: bool = True
+    occurrences: int = 0
+    first_us: float = 0.0
+    second_us: float = 0.0
+
+    @property
+    def saving_us(self) -> float:
+        # an exact cancel goes entirely; when the shapes differ (e.g. another C0) one direct conversion remains
+        return self.first_us + self.second_us if self.exact else min(self.first_us, self.second_us)
+
+
+class Formats:
+    """Format facts from the rules file: heavy families, and the op-type lists used to judge neighbours."""
+
+    def __init__(self, rules: Mapping[str, Any]) -> None:
+        self.family_of: dict[str, str] = {}
+        for fam, fmts in (rules.get("format_families") or {}).items():
+            for f in fmts:
+                self.family_of[canon_format(f)] = fam
+        self.weight_families = set(rules.get("weight_families") or [])
+        self.conv_types = set(rules.get("format_op_types") or [])
+        ins = rules.get("inserted_transpose") or {}
+        self.ins_types = set(ins.get("types") or [])
+        self.ins_prefixes = tuple(ins.get("name_prefixes") or [])
+        self.transparent = set(rules.get("transparent_types") or [])
+        self.reshape = set(rules.get("reshape_types") or [])
+        self.agnostic = set(rules.get("format_agnostic_types") or [])
+        self.boundary = set(rules.get("boundary_types") or [])
+
+    def family(self, fmt: str) -> str | None:
+        return self.family_of.get(fmt)
+
+    def key(self, fmt: str) -> str:
+        """Family for heavy formats, the format itself for plain ones: what a round trip must return to."""
+        return self.family_of.get(fmt, fmt)
+
+    def is_conversion(self, op_type: str | None, name: str | None) -> bool:
+        if not op_type:
+            return False
+        if op_type in self.conv_types:
+            return True
+        return op_type in self.ins_types and bool(name) and str(name).startswith(self.ins_prefixes)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# classification
+# ---------------------------------------------------------------------------------------------------------
+@dataclass
+class Neighbour:
+    """The op next to a conversion on the side that decides its category (consumer of an exit, producer of
+    an entry), with the one after it (for reshape chains)."""
+
+    name: str | None = None
+    type: str | None = None
+    fmt: str = ""
+    linked: bool = True
+    conv_src: str = ""
+    conv_dst: str = ""
+    beyond_heavy: bool = False
+    beyond_name: str | None = None
+    beyond_type: str | None = None
+    beyond_boundary: bool = False
+    sandwiched: bool = True
+    """The plain-format stretch past the neighbour returns to a private format (exit) or came from one
+    (entry) within max_hops ops. If not, the conversion sits at the model's edge: it would move, not go."""
+
+
+def classify(site: Site, nb: Neighbour, fm: Formats) -> None:
+    """Fill ``site.category`` and the forcing op from the formats and the deciding neighbour."""
+    fs, fd = fm.family(site.src), fm.family(site.dst)
+    if fs and fd:
+        if fs != fd and {fs, fd} == {"5HD", "NZ"}:
+            site.category, site.reason = HD_NZ, f"direct {site.src} -> {site.dst} conversion"
+            site.forcing_op, site.forcing_type = nb.name, nb.type
+        else:
+            site.category, site.reason = OTHER, f"re-layout between private formats ({site.src} -> {site.dst})"
+        return
+    if not fs and not fd:
+        site.category, site.reason = OTHER, f"layout change between plain formats ({site.src} -> {site.dst})"
+        return
+    if fd in fm.weight_families or fs in fm.weight_families:
+        site.category, site.weight = OTHER, True
+        site.reason = f"weight conversion {site.src} -> {site.dst}"
+        return
+    exit_ = bool(fs)
+    side = "consumer" if exit_ else "producer"
+    if nb.name is None:
+        site.category, site.reason = OTHER, ("model output" if exit_ else "model input") + f" (no {side})"
+        return
+    if not nb.linked:
+        site.category, site.confidence = OTHER, 0.4
+        site.reason = f"{side} not adjacent in the profile (shapes do not match the neighbouring op)"
+        return
+    if nb.type in fm.boundary:
+        site.category, site.reason = OTHER, ("model output" if exit_ else "model input / constant") + f" ({nb.type})"
+        return
+    if fm.is_conversion(nb.type, nb.name):
+        other_heavy = fm.family(nb.conv_dst if exit_ else nb.conv_src)
+        heavy = fs or fd
+        if other_heavy == heavy:
+            site.category, site.reason = PAIR, f"undone by {nb.name}"
+        elif other_heavy:
+            site.category = HD_NZ
+            site.reason = f"{heavy} -> {other_heavy} through a plain format, via {nb.name}"
+            if nb.beyond_name:
+                # the op that wants the other private format, past the partner conversion
+                site.forcing_op, site.forcing_type = nb.beyond_name, nb.beyond_type
+                return
+        else:
+            site.category, site.reason = OTHER, f"chained with {nb.name}"
+        site.forcing_op, site.forcing_type = nb.name, nb.type
+        return
+    if nb.type in fm.reshape:
+        if nb.beyond_heavy:
+            site.category, site.via = RESHAPE, nb.name
+            site.forcing_op, site.forcing_type, site.forcing_format = nb.name, nb.type, nb.fmt
+            site.reason = f"{nb.type} {nb.name} between private-format ops"
+            return
+        if nb.beyond_boundary or nb.beyond_name is None:
+            site.category, site.reason = OTHER, ("model output" if exit_ else "model input") + f" via {nb.type}"
+            return
+        if not nb.sandwiched:
+            site.category, site.reason = OTHER, f"plain-format ops after {nb.type} {nb.name} up to the model's edge"
+            return
+        # the plain-format op past the view is the one doing plain-format work
+        site.category, site.via = NOT_SUPPORT, nb.name
+        site.forcing_op, site.forcing_type = nb.beyond_name, nb.beyond_type
+        site.agnostic = nb.beyond_type in fm.agnostic
+        site.reason = f"{side} {nb.beyond_type} (after {nb.type} {nb.name}) works in a plain format"
+        return
+    if not nb.sandwiched:
+        site.category = OTHER
+        site.reason = (f"{side} {nb.type} works in {nb.fmt or 'a plain format'} but the tensor "
+                       + ("does not return to" if exit_ else "did not come from")
+                       + " a private format: at the model's edge the conversion would move, not go")
+        return
+    site.category = NOT_SUPPORT
+    site.forcing_op, site.forcing_type, site.forcing_format = nb.name, nb.type, nb.fmt
+    site.agnostic = nb.type in fm.agnostic
+    site.reason = f"{side} {nb.type} works in {nb.fmt or 'a plain format'}"
+
+
+def _shape_in(shape: str, shapes_cell: object) -> bool:
+    if not shape or not isinstance(shapes_cell, str):
+        return False
+    return shape in [s.strip() for s in shapes_cell.split(";")]
+
+
+def _first(cell: object) -> str:
+    """First tensor of a ``;``-separated cell (``"1,64,56,56;64"`` -> ``"1,64,56,56"``)."""
+    if not isinstance(cell, str) or cell in ("nan", "<NA>"):
+        return ""
+    return cell.split(";")[0].strip()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# profile path
+# ---------------------------------------------------------------------------------------------------------
+class ProfileView:
+    """The ops table in stream order with neighbour positions and per-row derived values, built once.
+
+    Text columns stay categorical: per-row values (first format, first shape) are computed per category and
+    broadcast, so a million-row profile costs a few hundred string operations.
+    """
+
+    COLS = ("name", "type", "input_formats", "output_formats", "input_shapes", "output_shapes")
+
+    def __init__(self, ops: pd.DataFrame, fm: Formats) -> None:
+        self.df = stream_order(ops, [*self.COLS, "duration_us", "step", "model_id"])
+        df = self.df
+        self.stream = df["_stream"].to_numpy()
+        self.cats = {c: categorical(df[c]) for c in self.COLS}
+        self.codes = {c: self.cats[c].cat.codes.to_numpy().astype(np.int64) for c in self.COLS}
+        self.values = {c: list(self.cats[c].cat.categories) for c in self.COLS}
+        conv = type_mask(df["type"], fm.conv_types)
+        if fm.ins_types and fm.ins_prefixes:
+            prefixed = cat_map(df["name"], lambda n: str(n).startswith(fm.ins_prefixes), False, dtype=bool)
+            conv = conv | (type_mask(df["type"], fm.ins_types) & prefixed)
+        self.conv = conv
+        self.transparent = type_mask(df["type"], fm.transparent) & ~conv
+        self.agnostic = type_mask(df["type"], fm.agnostic)
+        solid = ~self.transparent
+        self.nxt = next_index(solid, self.stream)
+        self.prv = prev_index(solid, self.stream)
+        self.dur = np.nan_to_num(df["duration_us"].to_numpy(dtype="float64"))
+        self.has_shapes = bool(df["input_shapes"].notna().any() or df["output_shapes"].notna().any())
+        # first tensor's canonical format, as a family-or-format key id, and first shape as a global id
+        self.src = cat_map(df["input_formats"], lambda v: canon_format(_first(str(v))), "")
+        self.dst = cat_map(df["output_formats"], lambda v: canon_format(_first(str(v))), "")
+        keys: dict[str, int] = {}
+        self.src_key = cat_map(df["input_formats"],
+                               lambda v: keys.setdefault(fm.key(canon_format(_first(str(v)))), len(keys)),
+                               keys.setdefault("", len(keys)), dtype=np.int64)
+        self.dst_key = cat_map(df["output_formats"],
+                               lambda v: keys.setdefault(fm.key(canon_format(_first(str(v)))), len(keys)),
+                               keys[""], dtype=np.int64)
+        self.heavy_src = cat_map(df["input_formats"], lambda v: fm.family(canon_format(_first(str(v)))) is not None,
+                                 False, dtype=bool)
+        heavy_any = (lambda v: any(fm.family(canon_format(f)) for f in str(v).split(";") if f))  # noqa: E731
+        self.in_heavy = cat_map(df["input_formats"], heavy_any, False, dtype=bool)
+        self.out_heavy = cat_map(df["output_formats"], heavy_any, False, dtype=bool)
+        self.heavy_dst = cat_map(df["output_formats"], lambda v: fm.family(canon_format(_first(str(v)))) is not None,
+                                 False, dtype=bool)
+        shape_ids: dict[str, int] = {"": -1}
+        self.in1 = cat_map(df["input_shapes"], lambda v: shape_ids.setdefault(_first(str(v)), len(shape_ids)), -1,
+                           dtype=np.int64)
+        self.out1 = cat_map(df["output_shapes"], lambda v: shape_ids.setdefault(_first(str(v)), len(shape_ids)), -1,
+                            dtype=np.int64)
+
+    def sandwiched(self, pos: np.ndarray, max_hops: int) -> np.ndarray:
+        """For conversions at ``pos``: does the plain stretch past the deciding neighbour meet a private format
+        within ``max_hops`` rows (forward for exits, backward for entries)?"""
+        exit_ = self.heavy_src[pos] & ~self.heavy_dst[pos]
+        fwd = (self.conv & self.heavy_dst) | self.in_heavy
+        back = (self.conv & self.heavy_src) | self.out_heavy
+        out = np.zeros(len(pos), dtype=bool)
+        cur = np.where(exit_, self.hop(self.nxt[pos], "down"), self.hop(self.prv[pos], "up"))
+        for _ in range(max(1, max_hops)):
+            c = np.maximum(cur, 0)
+            out |= (cur >= 0) & np.where(exit_, fwd[c], back[c])
+            cur = np.where(exit_, self.hop(cur, "down"), self.hop(cur, "up"))
+        return out
+
+    def hop(self, idx: np.ndarray, direction: str) -> np.ndarray:
+        table_ = self.nxt if direction == "down" else self.prv
+        return np.where(idx >= 0, table_[np.maximum(idx, 0)], -1)
+
+    def text(self, col: str, code: int) -> str | None:
+        return None if code < 0 else str(self.values[col][code])
+
+    def name_at(self, i: int) -> str:
+        return self.text("name", int(self.codes["name"][i])) or ""
+
+
+def profile_sites(view: ProfileView, fm: Formats, max_hops: int = 3) -> list[Site]:
+    """Classify every conversion row; rows with the same name, formats, shapes and neighbours share a site
+    (in order of first appearance)."""
+    pos = np.flatnonzero(view.conv)
+    if not len(pos):
+        return []
+    nbr = {"n1": view.nxt[pos], "p1": view.prv[pos]}
+    nbr["n2"], nbr["p2"] = view.hop(nbr["n1"], "down"), view.hop(nbr["p1"], "up")
+    cols = list(view.COLS)
+    parts = [np.stack([view.codes[c][pos] for c in cols], axis=1)]
+    for tag in ("n1", "p1", "n2", "p2"):
+        idx = nbr[tag]
+        ok = idx >= 0
+        block = np.full((len(pos), len(cols)), -2, dtype=np.int64)  # -2: no neighbour, -1: missing value
+        for k, c in enumerate(cols):
+            block[ok, k] = view.codes[c][idx[ok]]
+        parts.append(block)
+    sandwich = view.sandwiched(pos, max_hops)
+    parts.append(sandwich.astype(np.int64)[:, None])
+    keys = np.concatenate(parts, axis=1)
+    inverse, first_idx = row_keys(keys)
+
+    sites: list[Site] = []
+    for u in range(len(first_idx)):
+        row = _key_row(view, keys[first_idx[u]], cols)
+        src, dst = canon_format(_first(row["input_formats"])), canon_format(_first(row["output_formats"]))
+        site = Site(name=str(row["name"]), src=src, dst=dst, in_shape=_first(row["input_shapes"]),
+                    out_shape=_first(row["output_shapes"]))
+        exit_ = fm.family(src) is not None and fm.family(dst) is None
+        tag1, tag2 = ("n1", "n2") if exit_ else ("p1", "p2")
+        nb = _profile_neighbour(row, tag1, tag2, site, exit_, view.has_shapes, fm)
+        nb.sandwiched = bool(keys[first_idx[u], -1])
+        if fm.family(src) is None and fm.family(dst) is None:
+            nb = Neighbour()
+        classify(site, nb, fm)
+        if not view.has_shapes and site.category != OTHER:
+            site.confidence = 0.5
+        sites.append(site)
+    totals = np.bincount(inverse, weights=view.dur[pos], minlength=len(sites))
+    counts = np.bincount(inverse, minlength=len(sites))
+    for k, s in enumerate(sites):
+        s.total_us, s.tasks = float(totals[k]), int(counts[k])
+    return sites
+
+
+def _key_row(view: ProfileView, key: np.ndarray, cols: list[str]) -> dict[str, str | None]:
+    """A unique key (codes) back to text: ``name``, ``input_formats``... and ``n1_name``, ``p2_type``..."""
+    row: dict[str, str | None] = {}
+    for k, c in enumerate(cols):
+        row[c] = view.text(c, int(key[k]))
+    for t, tag in enumerate(("n1", "p1", "n2", "p2")):
+        base = (t + 1) * len(cols)
+        for k, c in enumerate(cols):
+            code = int(key[base + k])
+            row[f"{tag}_{c}"] = None if code == -2 else view.text(c, code)
+    return row
+
+
+def _profile_neighbour(row: Mapping[str, str | None], tag1: str, tag2: str, site: Site, exit_: bool,
+                       has_shapes: bool, fm: Formats) -> Neighbour:
+    name = row[f"{tag1}_name"]
+    if name is None:
+        return Neighbour()
+    typ = row[f"{tag1}_type"]
+    fmts_col = "input_formats" if exit_ else "output_formats"
+    shapes_col = "input_shapes" if exit_ else "output_shapes"
+    link_shape = site.out_shape if exit_ else site.in_shape
+    linked = _shape_in(link_shape, row[f"{tag1}_{shapes_col}"]) if has_shapes and link_shape else True
+    nb = Neighbour(name=str(name), type=str(typ), fmt=canon_format(_first(row[f"{tag1}_{fmts_col}"])), linked=linked)
+    if fm.is_conversion(nb.type, nb.name):
+        nb.conv_src = canon_format(_first(row[f"{tag1}_input_formats"]))
+        nb.conv_dst = canon_format(_first(row[f"{tag1}_output_formats"]))
+        if exit_:
+            nb.linked = nb.linked and fm.family(nb.conv_src) is None
+        else:
+            nb.linked = nb.linked and fm.family(nb.conv_dst) is None
+        if row[f"{tag2}_name"] is not None:
+            nb.beyond_name, nb.beyond_type = str(row[f"{tag2}_name"]), str(row[f"{tag2}_type"])
+    if nb.type in fm.reshape:
+        bname, btype = row[f"{tag2}_name"], row[f"{tag2}_type"]
+        nb.beyond_name = None if bname is None else str(bname)
+        nb.beyond_type = None if btype is None else str(btype)
+        if nb.beyond_name is not None:
+            nb.beyond_boundary = nb.beyond_type in fm.boundary
+            if fm.is_conversion(nb.beyond_type, nb.beyond_name):
+                # the conversion after (before) the view goes into (comes from) a private format?
+                side_fmts = row[f"{tag2}_output_formats"] if exit_ else row[f"{tag2}_input_formats"]
+            else:
+                side_fmts = row[f"{tag2}_{fmts_col}"]
+            nb.beyond_heavy = any(fm.family(canon_format(f)) for f in str(side_fmts or "").split(";") if f)
+    return nb
+
+
+def profile_roundtrips(view: ProfileView, fm: Formats, max_between: int) -> list[RoundTrip]:
+    """Pairs X->Y ... Y->X on one stream with only pass-through or elementwise ops between, the second fed by
+    the first's output shape. A plain->private->plain pair counts only with nothing between (around a real
+    private-format op it is the normal entry and exit)."""
+    pos = np.flatnonzero(view.conv)
+    if not len(pos):
+        return []
+    # walk forward from each conversion through elementwise ops to the next conversion (vectorized)
+    partner = np.full(len(pos), -1, dtype=np.int64)
+    n_between = np.zeros(len(pos), dtype=np.int64)
+    between = np.full((len(pos), max_between), -1, dtype=np.int64)
+    cur = view.nxt[pos]
+    alive = cur >= 0
+    for step in range(max_between + 1):
+        c = np.maximum(cur, 0)
+        hit = alive & view.conv[c]
+        partner[hit] = cur[hit]
+        n_between[hit] = step
+        alive = alive & ~view.conv[c] & view.agnostic[c]
+        if step < max_between:
+            between[alive, step] = cur[alive]
+        cur = np.where(alive, view.nxt[c], -1)
+        alive = alive & (cur >= 0)
+    ok = partner >= 0
+    j = np.maximum(partner, 0)
+    ok &= view.src_key[pos] != view.dst_key[pos]
+    ok &= (view.src_key[j] == view.dst_key[pos]) & (view.dst_key[j] == view.src_key[pos])
+    ok &= (n_between == 0) | view.heavy_src[pos]
+    if view.has_shapes:
+        out1, in2 = view.out1[pos], view.in1[j]
+        ok &= (out1 < 0) | (in2 < 0) | (out1 == in2)
+        exact = view.in1[pos] == view.out1[j]
+    else:
+        exact = np.ones(len(pos), dtype=bool)
+    if not ok.any():
+        return []
+    first, second = pos[ok], partner[ok]
+    mid = between[ok]
+    name_codes = view.codes["name"]
+    mid_names = np.where(mid >= 0, name_codes[np.maximum(mid, 0)], -2)
+    keys = np.concatenate([name_codes[first][:, None], name_codes[second][:, None], mid_names], axis=1)
+    inv, first_seen = row_keys(keys)
+    uniq = first_seen
+    d1 = np.bincount(inv, weights=view.dur[first], minlength=len(uniq))
+    d2 = np.bincount(inv, weights=view.dur[second], minlength=len(uniq))
+    count = np.bincount(inv, minlength=len(uniq))
+    inexact = np.bincount(inv, weights=(~exact[ok]).astype(float), minlength=len(uniq))
+    trips: list[RoundTrip] = []
+    for u in range(len(first_seen)):
+        i, k = int(first[first_seen[u]]), int(second[first_seen[u]])
+        mids = [int(m) for m in mid[first_seen[u]] if m >= 0]
+        trips.append(RoundTrip(
+            first=view.name_at(i), second=view.name_at(k), outer=str(view.src[i]), inner=str(view.dst[i]),
+            between=[(view.name_at(m), view.text("type", int(view.codes["type"][m])) or "") for m in mids],
+            exact=bool(inexact[u] == 0), occurrences=int(count[u]), first_us=float(d1[u]), second_us=float(d2[u])))
+    return trips
+
+
+# ---------------------------------------------------------------------------------------------------------
+# graph path
+# ---------------------------------------------------------------------------------------------------------
+def _conv_formats(graph: ModelGraph, name: str) -> tuple[str, str]:
+    node = graph.node(name)
+    attrs = node.get("attrs") or {}
+    ins, outs = node.get("inputs") or [], node.get("outputs") or []
+    src = canon_format(attrs.get("src_format") or (ins[0].get("format") if ins and ins[0] else ""))
+    dst = canon_format(attrs.get("dst_format") or (outs[0].get("format") if outs and outs[0] else ""))
+    return src, dst
+
+
+def _heavy_formats(graph: ModelGraph, name: str, side: str, fm: Formats) -> bool:
+    descs = graph.node(name).get("inputs" if side == "in" else "outputs") or []
+    return any(fm.family(canon_format(d.get("format"))) for d in descs if d)
+
+
+def graph_sites(graph: ModelGraph, fm: Formats, max_hops: int) -> list[Site]:
+    sites: list[Site] = []
+    convs = [n for n, d in graph.g.nodes(data=True) if fm.is_conversion(str(d.get("type", "")), n)]
+    for name in sorted(convs, key=lambda n: (graph.node(n).get("id") or 0, n)):
+        src, dst = _conv_formats(graph, name)
+        ins, outs = node_shapes(graph, name, "in"), node_shapes(graph, name, "out")
+        site = Site(name=name, src=src, dst=dst, in_shape=fmt_shapes(ins[:1]), out_shape=fmt_shapes(outs[:1]),
+                    confidence=0.9)
+        exit_ = fm.family(src) is not None and fm.family(dst) is None
+        direction = "down" if exit_ else "up"
+        candidates = walk(graph, name, direction, fm.transparent, max_hops)
+        best: Site | None = None
+        for cand in candidates or [None]:
+            trial = Site(name=name, src=src, dst=dst, in_shape=site.in_shape, out_shape=site.out_shape, confidence=0.9)
+            classify(trial, _graph_neighbour(graph, cand, exit_, fm, max_hops), fm)
+            if best is None or _PRIORITY[trial.category] < _PRIORITY[best.category]:
+                best = trial
+        sites.append(best or site)
+    return sites
+
+
+_PRIORITY = {PAIR: 0, HD_NZ: 1, RESHAPE: 2, NOT_SUPPORT: 3, OTHER: 4}
+
+
+def _graph_neighbour(graph: ModelGraph, cand: str | None, exit_: bool, fm: Formats, max_hops: int) -> Neighbour:
+    if cand is None:
+        return Neighbour()
+    typ = node_type(graph, cand)
+    side = "in" if exit_ else "out"
+    descs = graph.node(cand).get("inputs" if exit_ else "outputs") or []
+    fmts = [canon_format(d.get("format")) for d in descs if d]
+    nb = Neighbour(name=cand, type=typ, fmt=next((f for f in fmts if f), ""))
+    if fm.is_conversion(typ, cand):
+        nb.conv_src, nb.conv_dst = _conv_formats(graph, cand)
+        beyond = walk(graph, cand, "down" if exit_ else "up", fm.transparent, max_hops)
+        if beyond:
+            nb.beyond_name, nb.beyond_type = beyond[0], node_type(graph, beyond[0])
+    nb.sandwiched = _graph_sandwiched(graph, cand, exit_, fm, max_hops)
+    if typ in fm.reshape:
+        beyond = walk(graph, cand, "down" if exit_ else "up", fm.transparent | fm.reshape, max_hops)
+        if beyond:
+            nb.beyond_name, nb.beyond_type = beyond[0], node_type(graph, beyond[0])
+            nb.beyond_boundary = all(node_type(graph, b) in fm.boundary for b in beyond)
+            for b in beyond:
+                btype = node_type(graph, b)
+                if fm.is_conversion(btype, b):
+                    s, d = _conv_formats(graph, b)
+                    if fm.family(d if exit_ else s):
+                        nb.beyond_heavy = True
+                elif _heavy_formats(graph, b, side, fm):
+                    nb.beyond_heavy = True
+    return nb
+
+
+def _graph_sandwiched(graph: ModelGraph, start: str, exit_: bool, fm: Formats, max_hops: int) -> bool:
+    """Within ``max_hops`` ops past ``start`` (downstream for exits, upstream for entries), does the tensor
+    meet a private format again: a conversion into (out of) one, or an op taking (giving) one?"""
+    step = graph.data_successors if exit_ else graph.data_predecessors
+    frontier, seen = [start], {start}
+    for _ in range(max(1, max_hops)):
+        nxt: list[str] = []
+        for n in frontier:
+            for m in step(n):
+                if m in seen:
+                    continue
+                seen.add(m)
+                mtype = node_type(graph, m)
+                if fm.is_conversion(mtype, m):
+                    s, d = _conv_formats(graph, m)
+                    if fm.family(d if exit_ else s):
+                        return True
+                    continue
+                if _heavy_formats(graph, m, "in" if exit_ else "out", fm):
+                    return True
+                if mtype not in fm.boundary:
+                    nxt.append(m)
+        frontier = nxt
+    return False
+
+
+def graph_roundtrips(graph: ModelGraph, fm: Formats, max_between: int) -> list[RoundTrip]:
+    out: list[RoundTrip] = []
+    seen: set[tuple[str, str]] = set()
+    convs = sorted((n for n, d in graph.g.nodes(data=True) if fm.is_conversion(str(d.get("type", "")), n)),
+                   key=lambda n: (graph.node(n).get("id") or 0, n))
+    for first in convs:
+        src, dst = _conv_formats(graph, first)
+        if fm.key(src) == fm.key(dst):
+            continue
+        frontier: list[tuple[str, list[str]]] = [(first, [])]
+        while frontier:
+            node, path = frontier.pop()
+            for m in graph.data_successors(node):
+                mtype = node_type(graph, m)
+                if fm.is_conversion(mtype, m):
+                    s2, d2 = _conv_formats(graph, m)
+                    solid = [p for p in path if node_type(graph, p) not in fm.transparent]
+                    if (fm.key(s2) == fm.key(dst) and fm.key(d2) == fm.key(src)
+                            and (not solid or fm.family(src)) and (first, m) not in seen):
+                        seen.add((first, m))
+                        exact = (node_shapes(graph, first, "in")[:1] == node_shapes(graph, m, "out")[:1])
+                        out.append(RoundTrip(first=first, second=m, outer=src, inner=dst,
+                                             between=[(p, node_type(graph, p)) for p in path], exact=exact,
+                                             occurrences=1))
+                    continue
+                if mtype in fm.transparent or mtype in fm.agnostic:
+                    solid = [p for p in path if node_type(graph, p) not in fm.transparent]
+                    if len(solid) + (mtype not in fm.transparent) <= max_between:
+                        frontier.append((m, [*path, m]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the knowledge base
+# ---------------------------------------------------------------------------------------------------------
+class TransDataKB(KnowledgeBase):
+    id = "transdata"
+    title = "TransData format conversions"
+    version = "1.0.0"
+    api_version = "1"
+    requires = ()
+    requires_any = ("ops", "graph")
+    rules_file = "transdata"
+    rules = (
+        RuleDoc(
+            id="transdata.count",
+            title="Too many format conversions (TransData)",
+            what="Counts the format-conversion ops (TransData, and Transpose ops GE inserted for layout) per "
+                 "step -- or distinct conversion sites when the profile has no steps -- and their share of device "
+                 "busy time, and lists each with its category and the op that forces it. Fires above max_count "
+                 "(msprof rule_transData_1: 2), or when avoidable conversions (not Other_Transform) exceed "
+                 "max_share of device busy time.",
+            why="A TransData moves the whole tensor through memory without computing anything; a few are "
+                "unavoidable (model input/output, weights), more than that usually means a format chain is broken "
+                "by one op. msprof's own summary only says 'please check and reduce the transData'.",
+            how_to_fix="Follow the category findings (transdata.unsupported-format, transdata.reshape-interrupts, "
+                       "transdata.5hd-nz, transdata.roundtrip): each names the op to change. Other_Transform "
+                       "conversions (input, output, weights) are expected and need no action.",
+            thresholds=("max_count", "max_share", "saving_fraction", *_THRESHOLDS_COMMON),
+            needs=("ops",),
+        ),
+        RuleDoc(
+            id="transdata.unsupported-format",
+            title="Op without a 5HD/NZ implementation forces conversions (Ops_Not_Support_Heavy_Format)",
+            what="TransData whose consumer (private -> plain) or producer (plain -> private) is a compute op "
+                 "working in ND/NCHW between private-format ops, found in the graph (walking through Cast) or, "
+                 "without a graph, as the adjacent op on the same stream whose tensor shape matches.",
+            why="Every such op costs a conversion into and out of the plain format around it; replacing it with "
+                "an op that has an NC1HWC0/FRACTAL_NZ kernel removes both.",
+            how_to_fix="Replace the named op with one that supports NC1HWC0/FRACTAL_NZ, or move it before the "
+                       "first / after the last private-format op. Elementwise ops (Relu, Add, Mul...) support every "
+                       "format: their plain placement comes from the format policy -- in PyTorch eager mode set "
+                       "torch.npu.config.allow_internal_format as the finding says; in a graph keep the op's other "
+                       "inputs the same rank/format so the format propagates.",
+            thresholds=("saving_fraction", "format_agnostic_types", "boundary_types", *_THRESHOLDS_COMMON),
+            needs=("ops", "graph"),
+        ),
+        RuleDoc(
+            id="transdata.reshape-interrupts",
+            title="Reshape/Flatten/Transpose between private-format ops (Reshape_Ops_Interrupts_Format)",
+            what="TransData forced by a view op (Reshape, Flatten, Transpose, Squeeze...) that sits between two "
+                 "ops working in private formats.",
+            why="View ops run on plain layouts, so the tensor goes private -> ND -> view -> ND -> private.",
+            how_to_fix="Remove the view between the convs or move it after the last one (e.g. flatten once "
+                       "before the classifier); in PyTorch make the tensor contiguous with .contiguous() right "
+                       "after a permute/transpose so later ops do not re-convert it.",
+            thresholds=("reshape_types", "saving_fraction", *_THRESHOLDS_COMMON),
+            needs=("ops", "graph"),
+        ),
+        RuleDoc(
+            id="transdata.5hd-nz",
+            title="Conversion between NC1HWC0 and FRACTAL_NZ (Transform_Between_5HD_And_NZ)",
+            what="TransData converting a feature map between the conv format (5HD) and the matmul format (NZ), "
+                 "directly or through a plain format.",
+            why="The chain switches private format, usually at a conv -> MatMul/Gemm boundary, costing one or two "
+                "full-tensor conversions.",
+            how_to_fix="Keep one private format along the chain: e.g. express the fully connected layer after a "
+                       "conv as a 1x1 Conv2D (stays in NC1HWC0), or keep the matmul chain in ND/NZ end to end.",
+            thresholds=("format_families", "saving_fraction", *_THRESHOLDS_COMMON),
+            needs=("ops", "graph"),
+        ),
+        RuleDoc(
+            id="transdata.roundtrip",
+            title="Redundant format round trip (A -> B -> A)",
+            what="Two conversions that undo each other: X -> Y followed by Y -> X with nothing, pass-through ops or "
+                 "elementwise ops between (e.g. NC1HWC0 -> NCHW -> Relu -> NC1HWC0, or a TransData pair that "
+                 "cancels), found on graph edges or consecutive profile rows with matching shapes.",
+            why="Both conversions are pure overhead: the ops between them could run in the outer format.",
+            how_to_fix="Keep the tensor in the outer format: remove the cancelling pair (ONNX: `advisor fix "
+                       "--apply remove-roundtrips`), let the elementwise ops between run in the private format "
+                       "(PyTorch eager: torch.npu.config.allow_internal_format), keep formats consistent.",
+            thresholds=("roundtrip_max_between", "format_agnostic_types", *_THRESHOLDS_COMMON),
+            needs=("ops", "graph"),
+        ),
+    )
+
+    def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        rules = ctx.rules
+        fm = Formats(rules)
+        ops = ctx.profile.ops
+        levels = rules.get("severity", {})
+        busy = device_busy_us(ctx.profile)
+        max_hops = int(rules.get("max_hops", 3))
+        max_between = int(rules.get("roundtrip_max_between", 3))
+
+        view = ProfileView(ops, fm) if len(ops) else None
+        prof_sites = profile_sites(view, fm, max_hops) if view is not None else []
+        if ctx.graph is not None:
+            sites = graph_sites(ctx.graph, fm, max_hops)
+            _attach_times(sites, prof_sites)
+            in_graph = {s.name for s in sites}
+            # conversions the graph does not hold (e.g. single-op launches): keep the profile's classification
+            sites += [s for s in prof_sites if s.name not in in_graph]
+            trips = graph_roundtrips(ctx.graph, fm, max_between)
+            _attach_trip_times(trips, prof_sites)
+            trips += [t for t in (profile_roundtrips(view, fm, max_between) if view is not None else [])
+                      if t.first not in in_graph]
+        else:
+            sites = prof_sites
+            trips = profile_roundtrips(view, fm, max_between) if view is not None else []
+            if sites:
+                ctx.note("transdata: no model graph (--graph); conversions were traced to the neighbouring ops "
+                         "on the same stream, confirmed by tensor shapes")
+        if not sites:
+            return []
+        eager = _eager_policy(ctx, view, sites)
+        fractions = rules.get("saving_fraction", {})
+        findings: list[Finding] = []
+        cat_saving = _category_savings(sites, fractions)
+        trip_saving = _trip_savings(trips)
+        findings += self._count(ctx, sites, view, busy, levels, rules, cat_saving, trip_saving)
+        for category, rule_id in CATEGORY_RULES.items():
+            chosen = [s for s in sites if s.category == category]
+            if chosen:
+                findings.append(self._category(ctx, rule_id, category, chosen, busy, levels, fractions, eager))
+        if trips:
+            findings.append(self._roundtrip(ctx, trips, busy, levels, eager, sites))
+        return findings
+
+    # -- transdata.count ----------------------------------------------------------------------------------
+    def _count(self, ctx: AnalysisContext, sites: list[Site], view: ProfileView | None, busy: float,
+               levels: Mapping[str, float], rules: Mapping[str, Any], cat_saving: dict[str, float],
+               trip_saving: dict[str, float]) -> list[Finding]:
+        total_us = sum(s.total_us for s in sites)
+        share = total_us / busy if busy else 0.0
+        avoidable_us = sum(s.total_us for s in sites if s.category != OTHER)
+        avoidable_share = avoidable_us / busy if busy else 0.0
+        count, basis = _count_conversions(view, sites)
+        max_count = int(rules.get("max_count", 2))
+        # the share trigger counts only conversions a fix can remove: a small model's input/output
+        # conversions may be a large share without anything to do
+        if count <= max_count and avoidable_share <= float(rules.get("max_share", 1.0)):
+            return []
+        by_op = {op: max(cat_saving.get(op, 0.0), trip_saving.get(op, 0.0))
+                 for op in set(cat_saving) | set(trip_saving)}
+        by_op = {k: v for k, v in by_op.items() if v > 0}
+        saving = sum(by_op.values())
+        cats: dict[str, int] = defaultdict(int)
+        for s in sites:
+            cats[s.category] += 1
+        rows = [[s.name, f"{s.src}->{s.dst}", s.category, _forcing(s), s.tasks, round(s.total_us, 3)]
+                for s in sorted(sites, key=lambda s: -s.total_us)]
+        names = list(dict.fromkeys(s.name for s in sites))
+        timed = view is not None and total_us > 0
+        summary = ", ".join(f"{n} {c}" for c, n in sorted(cats.items(), key=lambda x: -x[1]))
+        return [ctx.finding(
+            rule="transdata.count",
+            title=f"{count} format conversions ({basis})" + (f", {pct(share)} of device time" if timed else ""),
+            severity=severity_for(saving / busy if busy else 0.0, levels) if timed else "info",
+            ops=names,
+            evidence={"count": count, "count_basis": basis, "max_count": max_count, "transdata_us": total_us,
+                      "share_of_device_time": share, "avoidable_us": avoidable_us,
+                      "avoidable_share": avoidable_share, "device_busy_us": busy, "categories": dict(cats),
+                      "table": table(["op", "conversion", "category", "forced by", "tasks", "total_us"], rows)},
+            estimated_saving_us=saving,
+            basis="sum over conversions of the time their category's fix removes (saving_fraction per category; "
+                  "round trips: both ops); Other_Transform conversions count as unavoidable",
+            recommendation=f"Conversions by category: {summary}. Work through the category findings; conversions "
+                           "of the model input/output and of weights are expected.",
+            confidence=0.8,
+            saving_by_op=by_op,
+        )]
+
+    # -- category findings ------------------------------------------------------------------------------
+    def _category(self, ctx: AnalysisContext, rule_id: str, category: str, sites: list[Site], busy: float,
+                  levels: Mapping[str, float], fractions: Mapping[str, float], eager: dict[str, Any]) -> Finding:
+        frac = float(fractions.get(category, 0.0))
+        by_op: dict[str, float] = defaultdict(float)
+        for s in sites:
+            by_op[s.name] += s.total_us * frac
+        saving = sum(by_op.values())
+        forcing: dict[str, list[str]] = defaultdict(list)
+        for s in sites:
+            if s.forcing_op:
+                key = f"{s.forcing_type}"
+                if s.forcing_op not in forcing[key]:
+                    forcing[key].append(s.forcing_op)
+        rows = [[s.name, f"{s.src}->{s.dst}", _forcing(s), s.forcing_format or "", s.reason, s.tasks,
+                 round(s.total_us, 3), round(s.total_us * frac, 3)] for s in sorted(sites, key=lambda s: -s.total_us)]
+        timed = any(s.total_us > 0 for s in sites)
+        recommendation, fix = _category_advice(category, sites, forcing, eager)
+        return ctx.finding(
+            rule=rule_id,
+            title=f"{len(sites)} TransData {category}" + (f" ({sum(s.total_us for s in sites):.1f} us)" if timed else ""),
+            severity=severity_for(saving / busy, levels) if busy and timed else "info",
+            ops=list(dict.fromkeys(s.name for s in sites)),
+            evidence={"category": category, "forcing_ops": {k: v for k, v in forcing.items()},
+                      "transdata_us": sum(s.total_us for s in sites), "saving_fraction": frac,
+                      "table": table(["transdata", "conversion", "forced by", "its format", "why", "tasks",
+                                      "total_us", "saving_us"], rows)},
+            estimated_saving_us=saving,
+            basis=f"{frac:.0%} of the conversions' measured time (saving_fraction.{category})"
+                  if timed else "no timing (graph only)",
+            recommendation=recommendation,
+            fix=fix,
+            confidence=min(s.confidence for s in sites),
+            saving_by_op={k: v for k, v in by_op.items() if v > 0},
+        )
+
+    # -- transdata.roundtrip ------------------------------------------------------------------------------
+    def _roundtrip(self, ctx: AnalysisContext, trips: list[RoundTrip], busy: float, levels: Mapping[str, float],
+                   eager: dict[str, Any], sites: list[Site]) -> Finding:
+        by_op = _trip_savings(trips)
+        saving = sum(by_op.values())
+        rows = [[t.first, t.second, f"{t.outer}->{t.inner}->{t.outer}",
+                 " > ".join(f"{n} ({ty})" for n, ty in t.between) or "(nothing)", "yes" if t.exact else "no (shape differs)",
+                 t.occurrences, round(t.saving_us, 3)] for t in sorted(trips, key=lambda t: -t.saving_us)]
+        ops = list(dict.fromkeys([n for t in trips for n in (t.first, t.second)]))
+        middle = sorted({ty for t in trips for _, ty in t.between})
+        timed = saving > 0
+        onnx_source = _from_onnx(ctx.graph)
+        empty = all(not t.between for t in trips)
+        if eager.get("eager"):
+            fix = _eager_fix(eager)
+        elif empty and onnx_source:
+            fix = Fix("onnx-rewrite", "remove the cancelling conversion pairs from the ONNX model",
+                      {"rule": "remove-roundtrips"}, "advisor fix model.onnx --apply remove-roundtrips -o fixed.onnx")
+        else:
+            fix = Fix("code", "keep the tensor in its outer format across " + (", ".join(middle) or "the pair"),
+                      {"ops": ops, "between_types": middle,
+                       "snippet": "# keep the ops between the conversions in the private format: avoid broadcasting "
+                                  "an ND constant/tensor of another rank into them, or move them after the chain"})
+        bare = sum(1 for t in trips if not t.between)
+        parts = []
+        if bare:
+            parts.append(f"{bare} with nothing between (the pair cancels: remove it)")
+        if len(trips) - bare:
+            parts.append(f"{len(trips) - bare} with only elementwise ops between ({', '.join(middle)}), which have "
+                         f"kernels for every format, so the tensor can stay in {trips[0].outer}")
+        rec = (f"{len(trips)} round trip(s) convert a tensor and convert it straight back: " + "; ".join(parts) + ". "
+               + (_eager_text(eager) if eager.get("eager") else ""))
+        return ctx.finding(
+            rule="transdata.roundtrip",
+            title=f"{len(trips)} redundant format round trip(s)" + (f" ({saving:.1f} us)" if timed else ""),
+            severity=severity_for(saving / busy, levels) if busy and timed else "info",
+            ops=ops,
+            evidence={"round_trips": len(trips), "table": table(
+                ["first", "second", "formats", "between", "exact inverse", "occurrences", "saving_us"], rows)},
+            estimated_saving_us=saving,
+            basis="both conversions' measured time for exact inverses; the cheaper one when the shapes differ "
+                  "(a direct conversion would remain)" if timed else "no timing (graph only)",
+            recommendation=rec,
+            fix=fix,
+            confidence=0.85,
+            saving_by_op=by_op,
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------------------
+def _forcing(s: Site) -> str:
+    return f"{s.forcing_op} ({s.forcing_type})" if s.forcing_op else ""
+
+
+def _attach_times(sites: list[Site], prof_sites: list[Site]) -> None:
+    times: dict[str, tuple[float, int]] = {}
+    for p in prof_sites:
+        t, n = times.get(p.name, (0.0, 0))
+        times[p.name] = (t + p.total_us, n + p.tasks)
+    for s in sites:
+        s.total_us, s.tasks = times.get(s.name, (0.0, 0))
+
+
+def _attach_trip_times(trips: list[RoundTrip], prof_sites: list[Site]) -> None:
+    times: dict[str, tuple[float, int]] = {}
+    for p in prof_sites:
+        t, n = times.get(p.name, (0.0, 0))
+        times[p.name] = (t + p.total_us, n + p.tasks)
+    for t in trips:
+        t.first_us, n1 = times.get(t.first, (0.0, 0))
+        t.second_us, n2 = times.get(t.second, (0.0, 0))
+        t.occurrences = max(n1, n2, 1)
+
+
+def _category_savings(sites: list[Site], fractions: Mapping[str, float]) -> dict[str, float]:
+    out: dict[str, float] = defaultdict(float)
+    for s in sites:
+        out[s.name] += s.total_us * float(fractions.get(s.category, 0.0))
+    return out
+
+
+def _trip_savings(trips: list[RoundTrip]) -> dict[str, float]:
+    out: dict[str, float] = defaultdict(float)
+    for t in trips:
+        if t.exact:
+            out[t.first] += t.first_us
+            out[t.second] += t.second_us
+        else:
+            cheaper, us = (t.first, t.first_us) if t.first_us <= t.second_us else (t.second, t.second_us)
+            out[cheaper] += us
+    return {k: v for k, v in out.items() if v > 0}
+
+
+def _count_conversions(view: ProfileView | None, sites: list[Site]) -> tuple[int, str]:
+    """Conversions per step when steps are known (msprof's rule counts a profile of one iteration); else
+    distinct sites (name + shapes), so a profile of many inferences is not counted many times over."""
+    if view is not None and view.conv.any():
+        steps = view.df.loc[view.conv, "step"]
+        if steps.notna().any():
+            return int(steps.value_counts().max()), "per step"
+    distinct = {(s.name, s.in_shape, s.out_shape) for s in sites}
+    return len(distinct), "distinct sites"
+
+
+def _eager_policy(ctx: AnalysisContext, view: ProfileView | None, sites: list[Site]) -> dict[str, Any]:
+    """Is this a PyTorch eager (single-op) profile, and which private-format policy does it show?
+
+    Weights converted to FRACTAL_Z at run time together with conv outputs sent back to NCHW for elementwise
+    ops mean private formats are not kept between ops (``allow_internal_format`` is off): the suggestion is
+    then to turn it on; otherwise the documented fix (off) applies.
+    """
+    out: dict[str, Any] = {"eager": False}
+    if ctx.graph is not None or view is None or not view.conv.any():
+        return out
+    if not (ctx.profile.meta.layout or "").startswith("torch_npu"):
+        return out
+    if view.df.loc[view.conv, "model_id"].notna().any():
+        return out  # graph mode (torchair): model ids are set
+    out["eager"] = True
+    weights = any(s.weight and s.tasks > 0 for s in sites)
+    agnostic = any(s.category in (NOT_SUPPORT, PAIR) and (s.agnostic or s.category == PAIR) for s in sites)
+    out["allow_internal_format"] = bool(weights and agnostic)
+    return out
+
+
+def _eager_text(eager: Mapping[str, Any]) -> str:
+    value = eager.get("allow_internal_format")
+    if value is True:
+        return ("In this PyTorch eager profile the weights are converted to FRACTAL_Z on every step and every conv "
+                "output goes back to NCHW, i.e. private formats are not kept between ops: try "
+                "torch.npu.config.allow_internal_format = True so weights and activations stay in "
+                "FRACTAL_Z/NC1HWC0 between ops that support them, and measure.")
+    return ("In PyTorch eager mode set torch.npu.config.allow_internal_format = False so private formats do not "
+            "leak into ops without a 5HD/NZ kernel, and measure (True keeps weights/activations in private formats "
+            "instead; which setting wins depends on the model).")
+
+
+def _eager_fix(eager: Mapping[str, Any]) -> Fix:
+    value = bool(eager.get("allow_internal_format", False))
+    return Fix("code", f"set torch.npu.config.allow_internal_format = {value} (PyTorch eager) and re-profile",
+               {"setting": "torch.npu.config.allow_internal_format", "value": value,
+                "snippet": f"import torch_npu\ntorch.npu.config.allow_internal_format = {value}"})
+
+
+def _from_onnx(graph: ModelGraph | None) -> bool:
+    if graph is None:
+        return False
+    if graph.format == "onnx":
+        return True
+    fw = str(graph.attrs.get("framework_type", ""))
+    cmd = str(graph.attrs.get("atc_cmdline", ""))
+    return fw in ("5", "Onnx", "ONNX") or "--framework=5" in cmd
+
+
+def _category_advice(category: str, sites: list[Site], forcing: Mapping[str, list[str]],
+                     eager: Mapping[str, Any]) -> tuple[str, Fix]:
+    names = ", ".join(f"{t}: {', '.join(ops[:3])}{' ...' if len(ops) > 3 else ''}" for t, ops in forcing.items())
+    if category == NOT_SUPPORT:
+        agnostic = [s for s in sites if s.agnostic]
+        rec = (f"These ops run in a plain format between private-format ops and force the conversions: {names}. "
+               "Replace them with ops that have an NC1HWC0/FRACTAL_NZ kernel, or move them before the first / after "
+               "the last private-format op. ")
+        if agnostic:
+            rec += ("Elementwise ops among them support every format: their plain placement comes from the format "
+                    "policy, not from a missing kernel. ")
+        if eager.get("eager"):
+            rec += _eager_text(eager)
+            return rec, _eager_fix(eager)
+        return rec, Fix("code", f"replace or move the ops forcing plain formats ({', '.join(forcing)})",
+                        {"forcing_ops": dict(forcing),
+                         "snippet": "# replace the op with one supporting NC1HWC0/FRACTAL_NZ or move it out of the "
+                                    "conv/matmul chain; keep its other inputs 4D so the format propagates"})
+    if category == RESHAPE:
+        rec = (f"View ops between private-format ops force conversions out and back: {names}. Remove the view "
+               "between the convs or move it after the last one (e.g. flatten once before the classifier); in "
+               "PyTorch call .contiguous() right after permute/transpose so later ops do not re-convert.")
+        return rec, Fix("code", f"move or remove the view ops ({', '.join(forcing)}) between private-format ops",
+                        {"forcing_ops": dict(forcing),
+                         "snippet": "x = x.permute(0, 2, 3, 1).contiguous()  # materialize once, or reshape after the "
+                                    "last conv instead of between convs"})
+    rec = (f"The tensor switches between NC1HWC0 and FRACTAL_NZ ({names or 'conv -> matmul boundary'}). Keep one "
+           "private format along the chain: express the fully connected layer after a conv as a 1x1 Conv2D (stays in "
+           "NC1HWC0), or keep the matmul chain in ND/NZ end to end.")
+    return rec, Fix("code", "keep one private format: 1x1 Conv2D instead of MatMul/Gemm after the conv",
+                    {"forcing_ops": dict(forcing),
+                     "snippet": "fc = nn.Conv2d(in_features, out_features, kernel_size=1)  # instead of nn.Linear "
+                                "after global pooling; flatten the output afterwards"})
+
+
+@hookimpl
+def advisor_knowledge_bases() -> list[type[KnowledgeBase]]:
+    return [TransDataKB]
