@@ -13,6 +13,8 @@ def normalize_soc(name: str | None) -> str | None:
     if not name:
         return None
     text = str(name).strip()
+    if text.upper().startswith("SS9"):  # SVP SoCs (SS928V100...) are not Ascend-numbered
+        return text.upper()
     m = re.search(r"(?i)(?:ascend)?\s*(\d{3}[a-z]?[\w]*)", text)
     if not m:
         return text
@@ -37,13 +39,14 @@ def resolve_platform(rules: EffectiveRules, chip_hint: str | None) -> dict[str, 
     if name:
         lookup = {k.upper(): k for k in chips}
         key = name.upper()
+        exact_alias = {a.upper(): t for a, t in aliases.items()}
         if key in lookup:
             chosen = lookup[key]
-        else:
-            for alias, target in aliases.items():
-                if key == alias.upper() or key.startswith(alias.upper()):
-                    chosen = target
-                    break
+        elif key in exact_alias:
+            chosen = exact_alias[key]
+        else:  # the longest alias the name starts with: "Ascend910B-class" is a 910B, not a 910A
+            prefixes = sorted((a for a in exact_alias if key.startswith(a)), key=len, reverse=True)
+            chosen = exact_alias[prefixes[0]] if prefixes else None
     if chosen is None:
         chosen = data.get("default", next(iter(chips), None))
         source = "default (chip not detected)" if not name else f"default ({name} not in rules/platforms.yaml)"

@@ -88,3 +88,25 @@ def test_detect_layouts_of_real_samples() -> None:
     ranks = detect(SAMPLES / "Ascend__msinsight/test/st/level2")
     assert [s.rank for s in ranks] == [0, 1, 2, 3]
     assert {s.layout for s in ranks} == {"torch_npu-text"}
+
+
+@pytest.mark.parametrize(("chip", "expected"), [
+    ("Ascend910B-class", "Ascend910B2"),  # the longest alias wins: a 910B is not a 910A
+    ("Ascend910", "Ascend910A"),
+    ("ascend910b3", "Ascend910B3"),
+    ("310P", "Ascend310P3"),
+    ("Ascend910_9391", "Ascend910_9391"),
+])
+def test_platform_peaks_follow_the_detected_chip(chip: str, expected: str) -> None:
+    from advisor.platform import resolve_platform
+    from advisor.rules import builtin_rules_dir, load_effective_rules
+
+    assert resolve_platform(load_effective_rules([builtin_rules_dir()]), chip)["soc"] == expected
+
+
+def test_unknown_chip_falls_back_to_the_default_and_says_so() -> None:
+    from advisor.platform import resolve_platform
+    from advisor.rules import builtin_rules_dir, load_effective_rules
+
+    p = resolve_platform(load_effective_rules([builtin_rules_dir()]), "SS928V100")
+    assert p["soc"] == "Ascend910B2" and "SS928V100 not in rules/platforms.yaml" in p["soc_source"]

@@ -95,6 +95,7 @@ def build(report: dict[str, Any], out_dir: Path, model: str | None = None) -> At
         elif kind == "aipp-config":
             if _merge_aipp(data, aipp_blocks, rule, cfg.notes):
                 _add(cfg.sources, AIPP_FILE, rule)
+            _merge_flags(data, flags, rule, cfg.notes)  # e.g. --enable_small_channel=1 with a small-C input
         elif kind == "atc-option":
             if _merge_flags(data, flags, rule, cfg.notes):
                 _add(cfg.sources, "flags", rule)
