@@ -121,7 +121,8 @@ class RankSummary:
         ops = profile.ops
         by_type = ops.groupby("type", observed=True)["duration_us"].agg(["count", "sum"])
         by_core = ops.groupby("core", observed=True)["duration_us"].sum()
-        join_ops = (ops.groupby("name", observed=True).agg(type=("type", "first"), duration_us=("duration_us", "sum"))
+        join_ops = (ops.groupby("name", observed=True)
+                    .agg(type=("type", "first"), duration_us=("duration_us", "sum"), count=("duration_us", "size"))
                     .reset_index())
         return cls(profile.meta, len(ops), profile.device_time_us(), profile.busy_time_us(), by_type, by_core,
                    profile.steps, join_ops, profile.comm, profile.extras.get("communication_matrix"),

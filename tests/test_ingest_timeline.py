@@ -16,7 +16,7 @@ import pytest
 
 from advisor.errors import InputError
 from advisor.ingest import load
-from advisor.ingest.timeline import MAX_ARGS, read_trace
+from advisor.ingest.timeline import MAX_ARGS, TraceTables, read_trace
 from advisor.model import EVENTS_COLUMNS, STEPS_COLUMNS, Meta
 
 HW, CANN, PY, OVL, FREQ = 800, 100002, 1000, 1000011, 900
@@ -221,6 +221,29 @@ def _big_trace(path: Path, n: int) -> None:
         fh.write("]\n")
 
 
+def _peak_bytes(path: Path, device_ops: bool) -> tuple[int, TraceTables]:
+    tracemalloc.start()
+    try:
+        t = read_trace(path, Meta(), device_ops=device_ops)
+        return tracemalloc.get_traced_memory()[1], t
+    finally:
+        tracemalloc.stop()
+
+
+def test_streaming_memory_does_not_grow_with_the_file(tmp_path: Path) -> None:
+    """Dropping device tasks, the peak is one parse block's worth whatever the file size (json.load would need
+    ~20x the file as Python objects)."""
+    small, big = tmp_path / "small.json", tmp_path / "big.json"
+    _big_trace(small, 10_000)
+    _big_trace(big, 80_000)
+    assert big.stat().st_size > 8 * small.stat().st_size / 1.1 > 20_000_000
+    peak_small, _ = _peak_bytes(small, device_ops=False)
+    peak_big, t = _peak_bytes(big, device_ops=False)
+    assert len(t.events) == 10
+    assert peak_big < 1.5 * peak_small + 2_000_000, (peak_small, peak_big)
+    assert peak_big < 48_000_000, peak_big  # one block's objects, not the 20+ MB file's
+
+
 def test_streaming_memory_is_bounded(tmp_path: Path) -> None:
     path = tmp_path / "trace_view.json"
     _big_trace(path, 10_000)
@@ -237,12 +260,11 @@ def test_streaming_memory_is_bounded(tmp_path: Path) -> None:
     finally:
         tracemalloc.stop()
     assert len(t.events) == 10 and len(t_ops.ops) == 10_000  # type: ignore[arg-type]
-    # nothing kept -> a small constant (parser buffers), far below the file size; json.load would need ~5x it
-    assert peak_dropped < 1_000_000, peak_dropped
-    assert peak_dropped < size / 5
+    # nothing kept -> one parse block's objects, independent of the file size (see the test above)
+    assert peak_dropped < 64_000_000, peak_dropped
     # kept rows: the peak is a small multiple of the finished table (building it), not of the file
     kept = int(t_ops.ops.memory_usage(deep=True).sum())  # type: ignore[union-attr]
-    assert peak_kept < 2.5 * kept + 2_000_000, (peak_kept, kept)
+    assert peak_kept < peak_dropped + 2.5 * kept + 2_000_000, (peak_kept, peak_dropped, kept)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -44,6 +44,8 @@ class ModelGraph:
     """Name of the root graph (``graph[0]`` of a GE ModelDef)."""
     subgraph_parents: dict[str, str] = field(default_factory=dict)
     """Subgraph name -> node that runs it, where the dump links them."""
+    graph_attrs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """(Sub)graph name -> its GraphDef attributes."""
 
     @property
     def soc_version(self) -> str | None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from advisor.errors import InputError
 from advisor.ingest.detect import RankSource, detect
 from advisor.model import Meta, Profile
+from advisor.util import paused_gc
 
 _READERS = {
     "msprof-cann6": "advisor.ingest.msprof",
@@ -47,7 +48,8 @@ def read_source(src: RankSource) -> Profile:
     """Read one rank with the reader for its layout."""
     module = importlib.import_module(_READERS[src.layout])
     meta = Meta(source=str(src.root), layout=src.layout, rank=src.rank)
-    profile: Profile = module.read(src.root, meta)
+    with paused_gc():
+        profile: Profile = module.read(src.root, meta)
     if not len(profile.ops) and not len(profile.op_stats) and not len(profile.steps):
         skipped = "; ".join(f"{s.path}: {s.reason}" for s in meta.files_skipped[:3])
         raise InputError(src.root, f"no profile data could be read (layout {src.layout})"

@@ -1,8 +1,9 @@
 """Chrome trace-event JSON (msprof ``msprof_*.json``/``task_time_*``/``step_trace_*``/``hccl_*``, torch_npu
 ``trace_view.json``, MindSpore ``ascend_timeline_display_*.json``), read as a stream.
 
-Traces reach several GB, so the file is never loaded whole: ``ijson`` (C backend when built) yields one event
-at a time and only the columns we keep are accumulated, with repeated strings interned. Memory therefore grows
+Traces reach several GB, so the file is never loaded whole: ``advisor.ingest.jsonstream`` parses it block by
+block (``{"traceEvents": [...]}`` documents go through ``ijson``) and only the columns we keep are accumulated,
+with repeated strings interned. Memory therefore grows
 with the rows kept, not with the file (a 153 MB ``trace_view.json`` never exists as Python objects at once).
 
 What becomes what:
@@ -40,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.errors import InputError
+from advisor.ingest.jsonstream import StreamError, iter_array_batches
 from advisor.ingest.normalize import finalize_ops
 from advisor.model import EVENTS_COLUMNS, STEPS_COLUMNS, Meta, Profile, empty_frame
 
@@ -91,12 +93,18 @@ def _events(f: BinaryIO, path: Path) -> Iterator[dict[str, Any]]:
     if head.startswith(b"\xef\xbb\xbf"):
         f.seek(3)
     if first == b"[":
-        prefix = "item"
-    elif first == b"{":
-        prefix = "traceEvents.item"
+        f.seek(head.index(b"["))
+        try:
+            for batch in iter_array_batches(f):
+                yield from batch
+        except StreamError as e:
+            if e.truncated:
+                raise InputError(path, f"truncated JSON ({e} at byte {e.offset})") from None
+            raise InputError(path, f"{e} near byte {e.offset}") from None
+    elif first == b"{":  # {"traceEvents": [...]}: rare for Ascend traces, token-streamed
+        yield from _ijson.items(f, "traceEvents.item", use_float=True)
     else:
         raise InputError(path, "not a trace: expected a JSON list of trace events or {\"traceEvents\": [...]}")
-    yield from _ijson.items(f, prefix, use_float=True)
 
 
 def _json_error(path: Path, f: BinaryIO, err: Exception) -> InputError:
