@@ -109,8 +109,13 @@ class RankSummary:
     steps: pd.DataFrame
     join_ops: pd.DataFrame  # name, type, duration_us aggregated per unique name (for the graph join)
     comm: pd.DataFrame
-    communication_matrix: dict[str, Any] | None
+    communication_matrix: Any
     available: set[str]
+    window_us: float
+    """The analyzed window: total step time where the profile has step times (it includes free and uncovered
+    communication time that findings recover), else the device busy time."""
+    small_extras: dict[str, Any]
+    """Extras cheap to pass between processes (profiler metadata), for cluster-scope knowledge bases."""
 
     def rank_data(self) -> RankData:
         return RankData(self.meta.rank, self.meta, self.steps, self.comm, self.communication_matrix, self.busy_us,
@@ -126,7 +131,18 @@ class RankSummary:
                     .reset_index())
         return cls(profile.meta, len(ops), profile.device_time_us(), profile.busy_time_us(), by_type, by_core,
                    profile.steps, join_ops, profile.comm, profile.extras.get("communication_matrix"),
-                   set(profile.available))
+                   set(profile.available), _window_us(profile),
+                   {k: v for k, v in profile.extras.items() if k in ("profiler_metadata",)})
+
+
+def _window_us(profile: Profile) -> float:
+    busy = profile.busy_time_us()
+    st = profile.steps
+    if len(st):
+        total = st[["computing_us", "comm_not_overlapped_us", "free_us"]].sum(axis=1, min_count=1).sum()
+        if pd.notna(total) and total > busy:
+            return float(total)
+    return busy
 
 
 @dataclass
@@ -213,8 +229,8 @@ def run_analysis(path: Path, graph_path: Path | None = None, options: AnalysisOp
             statuses.append(engine.KBStatus(name, "failed", f"plugin failed to load: {reason}"))
 
     findings, waived = engine.apply_waivers(findings, rules.waivers)
-    busy = sum(s.busy_us for s in summaries)
-    result_score = score.compute(findings, busy, [s.id for s in statuses])
+    window = sum(s.window_us for s in summaries)
+    result_score = score.compute(findings, window, [s.id for s in statuses], sum(s.busy_us for s in summaries))
     findings = rank_findings(findings)
     kb_rules = {i.id: [r.id for r in i.cls.rules] for i in infos}
     report = build_report(path, summaries, graph, join_info, findings, statuses, waived, result_score, platform,
@@ -235,7 +251,8 @@ def _run_cluster_kbs(infos: list[engine.KBInfo], summaries: list[RankSummary], g
                     for i in cluster_infos]
     progress("running cluster knowledge bases")
     first = summaries[0]
-    stub = Profile(ops=empty_frame(OPS_COLUMNS), meta=first.meta, steps=first.steps, comm=first.comm)
+    stub = Profile(ops=empty_frame(OPS_COLUMNS), meta=first.meta, steps=first.steps, comm=first.comm,
+                   extras=dict(first.small_extras))
     available = set().union(*(s.available for s in summaries)) | {"cluster"}
     return engine.run(cluster_infos, stub, graph, rules, platform, options.time_limit_s,
                       cluster=[s.rank_data() for s in summaries], available=available)
@@ -345,7 +362,7 @@ def build_report(path: Path, ranks: list[RankSummary], graph: ModelGraph | None,
     metas = [r.meta for r in ranks]
     layouts = sorted({m.layout for m in metas})
     summary = _summary(ranks)
-    total = summary["device_busy_us"] or summary["device_time_us"]
+    total = result_score.window_us or summary["device_busy_us"] or summary["device_time_us"]
     out_findings = []
     for f in findings:
         d = f.to_dict()

@@ -81,7 +81,9 @@ class RankData:
     """``advisor.model.STEPS_COLUMNS`` table of that rank."""
     comm: Any
     """``advisor.model.COMM_COLUMNS`` table of that rank."""
-    communication_matrix: dict[str, Any] | None
+    communication_matrix: Any
+    """``profile.extras["communication_matrix"]`` of that rank: a DataFrame (one row per step x op x link, see
+    ``advisor.ingest.torch_npu.read_communication_matrix``) or None."""
     busy_us: float
     device_time_us: float
 

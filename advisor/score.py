@@ -4,7 +4,9 @@ Formula (also printed by ``advisor explain score``)::
 
     score = 100 * (1 - S / T)
 
-- ``T``: device busy time in the analyzed window: the union of device task intervals (all ranks summed).
+- ``T``: the analyzed window, all ranks summed: per rank the total step time (computing + uncovered
+  communication + free) where the profile records step times, else the device busy time (the union of device
+  task intervals). Step time is used when known because findings also recover free and communication time.
 - ``S``: recoverable time, counted once per op: for each op, the largest saving any finding attributes to it
   (``saving_by_op``, else the finding's saving split evenly over its ops); findings without ops add their
   saving as is. ``S`` is capped at ``T``.
@@ -56,17 +58,20 @@ def recoverable_us(findings: Iterable[Finding]) -> float:
 @dataclass
 class Score:
     score: float
-    device_busy_us: float
+    window_us: float
     recoverable_us: float
     by_kb: dict[str, float]
+    device_busy_us: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
             "value": self.score,
-            "device_busy_us": round(self.device_busy_us, 3),
+            "window_us": round(self.window_us, 3),
+            "device_busy_us": round(self.device_busy_us if self.device_busy_us is not None else self.window_us, 3),
             "recoverable_us": round(self.recoverable_us, 3),
             "by_kb": self.by_kb,
-            "formula": "100 * (1 - S/T); T = device busy time, S = per-op max of estimated savings (union)",
+            "formula": "100 * (1 - S/T); T = analyzed window (step time, else device busy time), "
+                       "S = per-op max of estimated savings (union)",
         }
 
 
@@ -76,9 +81,9 @@ def _value(s: float, t: float) -> float:
     return round(100.0 * (1.0 - min(s, t) / t), 1)
 
 
-def compute(findings: list[Finding], device_busy_us: float, kb_ids: Iterable[str]) -> Score:
+def compute(findings: list[Finding], window_us: float, kb_ids: Iterable[str],
+            device_busy_us: float | None = None) -> Score:
+    """Score ``findings`` against the analyzed window ``window_us`` (T); ``device_busy_us`` is reported only."""
     s = recoverable_us(findings)
-    by_kb = {}
-    for kb in kb_ids:
-        by_kb[kb] = _value(recoverable_us(f for f in findings if f.kb == kb), device_busy_us)
-    return Score(_value(s, device_busy_us), device_busy_us, min(s, device_busy_us) if device_busy_us else s, by_kb)
+    by_kb = {kb: _value(recoverable_us(f for f in findings if f.kb == kb), window_us) for kb in kb_ids}
+    return Score(_value(s, window_us), window_us, min(s, window_us) if window_us else s, by_kb, device_busy_us)

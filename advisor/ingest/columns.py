@@ -204,6 +204,17 @@ L2_CACHE_ALIASES: dict[str, tuple[str, ...]] = {
 }
 L2_CACHE_TEXT = frozenset({"name"})
 
+STATIC_OP_MEM_ALIASES: dict[str, tuple[str, ...]] = {
+    "device_id": ("Device_id",),
+    "name": ("Op Name",),
+    "model_name": ("Model Name",),
+    "graph_id": ("Graph ID",),
+    "node_index_start": ("Node Index Start",),
+    "node_index_end": ("Node Index End",),
+    "size_kb": ("Size(KB)",),
+}
+STATIC_OP_MEM_TEXT = frozenset({"name", "model_name"})
+
 OPERATOR_MEMORY_ALIASES: dict[str, tuple[str, ...]] = {
     "name": ("Name",),
     "size_kb": ("Size(KB)",),

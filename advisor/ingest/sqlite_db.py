@@ -686,6 +686,7 @@ def _events(con: sqlite3.Connection, tables: set[str], strings: StringIds, path:
                                     f"FROM TASK {cond}", path), "startNs")
         frames.append(_event_frame("Ascend Hardware", pd.Series(strings.decode(raw["taskType"])), "device_task",
                                    raw))
+    frames += _hccl_events(con, tables, strings, path)
     if "GC_RECORD" in tables and {"startNs", "endNs"} <= set(table_columns(con, "GC_RECORD")):
         raw = _numeric(con, "SELECT startNs, endNs - startNs AS dur, NULL AS tid FROM GC_RECORD", path)
         frames.append(_event_frame("Python", pd.Series(["GC"] * len(raw)), "GC", raw))
@@ -697,6 +698,49 @@ def _events(con: sqlite3.Connection, tables: set[str], strings: StringIds, path:
         events[col] = events[col].astype(object).astype("category")
     events["tid"] = events["tid"].astype("category")
     return events[EVENTS_COLUMNS]
+
+
+_HCCL_TASK_ARGS = (("size", "size(Byte)"), ("srcRank", "src rank"), ("dstRank", "dst rank"))
+
+
+def _hccl_events(con: sqlite3.Connection, tables: set[str], strings: StringIds, path: Path) -> list[pd.DataFrame]:
+    """Process ``HCCL`` events as the trace has them: one per ``COMMUNICATION_OP`` (named by the op) and one per
+    ``COMMUNICATION_TASK_INFO`` task (timed by its ``TASK`` row) with args ``size(Byte)``, ``transport type``,
+    ``link type``, ``src rank``, ``dst rank``. The tasks stay ``Ascend Hardware`` events too (additive)."""
+    frames: list[pd.DataFrame] = []
+    if "COMMUNICATION_OP" in tables and {"opName", "startNs", "endNs"} <= set(table_columns(con, "COMMUNICATION_OP")):
+        raw = _sorted(_numeric(con, "SELECT startNs, endNs - startNs AS dur, opName, 0 AS tid FROM COMMUNICATION_OP",
+                               path), "startNs")
+        frames.append(_event_frame("HCCL", pd.Series(strings.decode(raw["opName"])), None, raw))
+    if "COMMUNICATION_TASK_INFO" not in tables or "TASK" not in tables:
+        return frames
+    cols = set(table_columns(con, "COMMUNICATION_TASK_INFO"))
+    if not {"globalTaskId", "taskType"} <= cols:
+        return frames
+    extra = [c for c, _ in _HCCL_TASK_ARGS if c in cols] + [c for c in ("transportType", "linkType") if c in cols]
+    select = ", ".join([f"c.{c}" for c in extra] + ["c.taskType AS task_type"])
+    raw = _sorted(_numeric(con, f"SELECT t.startNs, t.endNs - t.startNs AS dur, c.planeId + 1 AS tid, {select} "
+                                f"FROM COMMUNICATION_TASK_INFO c JOIN TASK t ON t.globalTaskId = c.globalTaskId"
+                           if "planeId" in cols else
+                           f"SELECT t.startNs, t.endNs - t.startNs AS dur, 1 AS tid, {select} "
+                           f"FROM COMMUNICATION_TASK_INFO c JOIN TASK t ON t.globalTaskId = c.globalTaskId", path),
+                  "startNs")
+    if not len(raw):
+        return frames
+    args: dict[str, list[Any]] = {}
+    for col, key in _HCCL_TASK_ARGS:
+        if col in raw:
+            args[key] = [None if v != v else int(v) for v in raw[col].to_numpy(dtype="float64")]
+    for col, key, enum in (("transportType", "transport type", "ENUM_HCCL_TRANSPORT_TYPE"),
+                           ("linkType", "link type", "ENUM_HCCL_LINK_TYPE")):
+        if col in raw:
+            args[key] = list(_categorical_map(raw[col], _enum(con, tables, enum)).astype(object))
+    frame = _event_frame("HCCL", pd.Series(strings.decode(raw["task_type"])), None, raw)
+    keys = list(args)
+    frame["args"] = [dict(zip(keys, vals, strict=True)) for vals in zip(*(args[k] for k in keys), strict=True)] \
+        if keys else [None] * len(frame)
+    frames.append(frame)
+    return frames
 
 
 def _event_frame(process: str, names: Any, category: Any, raw: pd.DataFrame) -> pd.DataFrame:

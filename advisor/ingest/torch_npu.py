@@ -12,6 +12,7 @@ communication_matrix.json      ``extras["communication_matrix"]``: one row per s
 memory_record.csv              ``memory``
 operator_details.csv           ``extras["operator_details"]`` (host/device times and call stacks per torch op)
 l2_cache.csv                   ``extras["l2_cache"]``
+static_op_mem.csv              ``extras["static_op_mem"]``
 operator_memory.csv            ``extras["operator_memory"]``
 npu_module_mem.csv             ``extras["npu_module_mem"]``
 trace_view.json                ``events`` / ``extras["counters"]`` (and ``ops`` when there is no kernel_details)
@@ -323,7 +324,13 @@ def read_npu_module_mem(path: Path, meta: Meta) -> pd.DataFrame:
     return _text_table(path, meta, C.NPU_MODULE_MEM_ALIASES, C.NPU_MODULE_MEM_TEXT, ["component", "reserved_mb"])
 
 
+def read_static_op_mem(path: Path, meta: Meta) -> pd.DataFrame:
+    """static_op_mem.csv (graph mode): static memory per op node range of a graph, in KB."""
+    return _text_table(path, meta, C.STATIC_OP_MEM_ALIASES, C.STATIC_OP_MEM_TEXT, ["name", "size_kb"])
+
+
 _EXTRA_TABLES = {
+    "static_op_mem": read_static_op_mem,
     "operator_details": read_operator_details,
     "l2_cache": read_l2_cache,
     "operator_memory": read_operator_memory,

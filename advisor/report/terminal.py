@@ -35,8 +35,8 @@ def build(report: dict[str, Any], top: int = 20) -> Group:
     head.append(" / 100", style="dim")
     detail = report.get("score_detail", {})
     if detail:
-        head.append(f"   recoverable {_us(detail.get('recoverable_us', 0))} of {_us(detail.get('device_busy_us', 0))}"
-                    " device busy time", style="dim")
+        window = detail.get("window_us", detail.get("device_busy_us", 0))
+        head.append(f"   recoverable {_us(detail.get('recoverable_us', 0))} of {_us(window)} analyzed", style="dim")
     lines = [head,
              Text(f"{inp['path']}  ·  layout {inp['layout']}  ·  chip {inp.get('chip') or '?'}"
                   f"  ·  CANN {inp.get('cann_version') or '?'}", style="dim"),

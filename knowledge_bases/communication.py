@@ -1,0 +1,486 @@
+"""Communication knowledge base: how collectives move their data.
+
+Four rules: small packets (latency-bound transfers, per transport), SDMA bandwidth contention with MatMuls
+running at the same time, transfers not aligned to 512 bytes, and RDMA retransmission. Savings only count the
+communication time that is exposed (the uncovered fraction of each step), and are attributed to the same op
+names the overall KB uses, so the score never counts one op's communication twice. Unlike msprof-analyze, the
+"Total Op Info" aggregate is never counted as an op and communication.json without it is fine.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor import hookimpl
+from advisor.findings import Finding, Fix, table
+from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
+from advisor.model import Profile
+from knowledge_bases._common import pct, severity_for
+from knowledge_bases.overall import COMM_PROCESSES, comm_op_times, isin_mask, step_buckets
+
+TRANSFER_COLUMNS = ["step", "op", "transport", "size_mb", "transit_us", "bandwidth_gbps", "large_packet_ratio",
+                    "start_us", "elapse_us"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# inputs
+# ---------------------------------------------------------------------------------------------------------
+def transfers(profile: Profile) -> tuple[pd.DataFrame, str]:
+    """One row per op and transport that moved data (size > 0), from communication.json, else the matrix."""
+    comm = profile.comm
+    if len(comm):
+        df = pd.DataFrame({
+            "step": comm["step"].to_numpy(dtype="float64"),
+            "op": comm["op"].astype(str).to_numpy(),
+            "transport": comm["transport"].astype(object).to_numpy(),
+            "size_mb": comm["size_mb"].to_numpy(dtype="float64"),
+            "transit_us": (comm["transport_transit_us"] if "transport_transit_us" in comm.columns
+                           else comm["transit_us"]).to_numpy(dtype="float64"),
+            "bandwidth_gbps": comm["bandwidth_gbps"].to_numpy(dtype="float64"),
+            "large_packet_ratio": comm["large_packet_ratio"].to_numpy(dtype="float64"),
+            "start_us": (comm["start_us"] if "start_us" in comm.columns
+                         else pd.Series(np.nan, index=comm.index)).to_numpy(dtype="float64"),
+            "elapse_us": comm["elapse_us"].to_numpy(dtype="float64"),
+        })
+        df = df[(df["size_mb"] > 0) & df["transport"].notna()]
+        return df.reset_index(drop=True), "communication.json"
+    matrix = profile.extras.get("communication_matrix")
+    if isinstance(matrix, pd.DataFrame) and len(matrix) and {"op", "stat", "op_name"} <= set(matrix.columns):
+        # newer matrices name the op of each top/middle/bottom entry in op_name; older ones key entries by op
+        m = matrix.assign(op=matrix["op_name"].where(matrix["stat"].notna(), matrix["op"]))
+        m = m[m["op"].notna() & (m["stat"].astype(str) != "total") & (m["size_mb"] > 0)]
+        m = m.drop_duplicates(subset=["op", "src_rank", "dst_rank", "transport"])
+        g = m.groupby(["op", m["transport"].astype(str)], sort=False)
+        df = g.agg(step=("step", "first"), size_mb=("size_mb", "sum"), transit_us=("transit_us", "max")).reset_index()
+        df["bandwidth_gbps"] = df["size_mb"] / (df["transit_us"] / 1000.0)
+        df["large_packet_ratio"] = np.nan
+        df["start_us"] = np.nan
+        df["elapse_us"] = np.nan
+        return df[TRANSFER_COLUMNS], "communication_matrix.json"
+    return pd.DataFrame(columns=TRANSFER_COLUMNS), ""
+
+
+def uncovered_fraction(profile: Profile, comm_cores: Sequence[str]) -> tuple[dict[float, float], float]:
+    """Share of communication time that is exposed, per step and overall (1.0 when it cannot be measured)."""
+    steps, source = step_buckets(profile, comm_cores)
+    if source == "device tasks" and not isin_mask(profile.ops["core"], comm_cores).any():
+        return {}, 1.0  # communication is not in the device tasks: its exposure cannot be measured
+    comm = profile.comm
+    if len(comm):
+        per = comm_op_times(comm)
+        elapse = per.groupby(per["step"].fillna(-1.0))["elapse_us"].sum()
+    else:
+        ops = profile.ops
+        mask = isin_mask(ops["core"], comm_cores) if len(ops) else np.zeros(0, bool)
+        sub = ops.loc[mask]
+        elapse = sub.groupby(sub["step"].fillna(-1.0))["duration_us"].sum() if len(sub) else pd.Series(dtype=float)
+    if not len(steps) or not len(elapse) or float(elapse.sum()) <= 0:
+        return {}, 1.0
+    overall = min(1.0, float(steps["comm_us"].sum()) / float(elapse.sum()))
+    by_step: dict[float, float] = {}
+    for s, u in zip(steps["step"], steps["comm_us"], strict=True):
+        key = -1.0 if np.isnan(s) else float(s)
+        if key in elapse.index and float(elapse[key]) > 0:
+            by_step[key] = min(1.0, float(u) / float(elapse[key]))
+    return by_step, overall
+
+
+def _frac(steps: np.ndarray, by_step: Mapping[float, float], overall: float) -> np.ndarray:
+    return np.array([by_step.get(-1.0 if np.isnan(s) else float(s), overall) for s in steps], dtype="float64")
+
+
+def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted, disjoint blocks covering the intervals."""
+    if not len(starts):
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    run_end = np.maximum.accumulate(e)
+    new = np.r_[True, s[1:] > run_end[:-1]]
+    block = np.cumsum(new) - 1
+    bs = s[new]
+    be = np.zeros(len(bs))
+    np.maximum.at(be, block, e)
+    return bs, be
+
+
+def _covered_before(bs: np.ndarray, be: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Length of the blocks lying before each time t."""
+    if not len(bs):
+        return np.zeros(len(t))
+    cum = np.r_[0.0, np.cumsum(be - bs)]
+    k = np.searchsorted(bs, t, side="right") - 1
+    kk = np.maximum(k, 0)
+    inside = np.clip(t - bs[kk], 0.0, be[kk] - bs[kk])
+    return np.where(k >= 0, cum[kk] + inside, 0.0)
+
+
+def overlap_with(bs: np.ndarray, be: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """How long each interval [s, e) overlaps the blocks."""
+    return _covered_before(bs, be, e) - _covered_before(bs, be, s)
+
+
+def _attribute(ops: Sequence[str], savings: Sequence[float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for op, s in zip(ops, savings, strict=True):
+        if s > 0:
+            out[op] = out.get(op, 0.0) + float(s)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the knowledge base
+# ---------------------------------------------------------------------------------------------------------
+class CommunicationKB(KnowledgeBase):
+    id = "communication"
+    title = "Communication efficiency"
+    version = "1.0.0"
+    api_version = "1"
+    requires = ()
+    requires_any = ("comm", "events", "ops")
+    rules_file = "communication"
+    rules = (
+        RuleDoc(
+            id="communication.small-packets",
+            title="Small communication packets",
+            what="Per transport, counts the ops whose transfer is below small_packets.min_size_mb (SDMA 16 MB, "
+                 "RDMA 1 MB; communication.json, else communication_matrix.json links with matrix_min_size_mb) "
+                 "and fires when they exceed max_small_ratio of the ops. Saving: the transit time of the small "
+                 "transfers beyond their size at the bandwidth large transfers reach in this profile (else "
+                 "nominal_gbps), times the exposed share of communication.",
+            why="Small transfers are dominated by per-transfer latency and synchronisation and reach a fraction of "
+                "the link bandwidth.",
+            how_to_fix="Merge small collectives: larger DDP buckets (bucket_cap_mb), Megatron "
+                       "--ddp-bucket-size, coalesce tensors before all-reduce (flatten parameters), fewer but larger "
+                       "pipeline/tensor-parallel messages.",
+            thresholds=("small_packets", "nominal_gbps", "severity"),
+            needs=("comm",),
+        ),
+        RuleDoc(
+            id="communication.bandwidth-contention",
+            title="SDMA bandwidth contention with MatMul",
+            what="Finds SDMA transfers slower than bandwidth_contention.threshold x baseline_gbps (0.8 x 18 GB/s) "
+                 "that run while a MatMul task (matmul_patterns on the op type, else name) runs. Saving: their "
+                 "transit time beyond the threshold bandwidth, times the exposed share of communication.",
+            why="MatMul and SDMA share HBM bandwidth; large matrix multiplications running under a collective slow "
+                "the transfer down, and the collective then delays the next step.",
+            how_to_fix="Schedule communication over phases without large MatMuls, or use fused "
+                       "compute-communication ops that pipeline both (torch_npu.npu_mm_all_reduce_base / MC2 for "
+                       "tensor-parallel MatMul + AllReduce).",
+            thresholds=("bandwidth_contention", "severity"),
+            needs=("comm", "ops"),
+        ),
+        RuleDoc(
+            id="communication.byte-alignment",
+            title="Transfers not aligned to 512 bytes",
+            what="Finds HCCL transfer tasks (timeline Memcpy*/Reduce* with args size(Byte), transport type, link "
+                 "type) on SDMA, off-chip, whose size is above and not a multiple of align_bytes (512). Saving: "
+                 "misaligned_penalty of their time (an assumption), times the exposed share of communication.",
+            why="SDMA moves 512-byte-aligned data most efficiently; an odd tail forces extra, smaller transfers.",
+            how_to_fix="Pad communicated tensors to multiples of 512 bytes (256 fp16/bf16 or 128 fp32 elements): "
+                       "hidden sizes, vocabulary and bucket sizes in multiples of 256.",
+            thresholds=("byte_alignment", "severity"),
+            needs=("timeline",),
+        ),
+        RuleDoc(
+            id="communication.rdma-retransmission",
+            title="RDMA retransmission",
+            what="Flags RDMA transfers whose transit time reaches rdma_retransmission.min_transit_ms (4000 ms, the "
+                 "msprof-analyze bound); says so when the profile has no RDMA traffic. Saving: their transit time "
+                 "beyond the size at nominal_gbps.RDMA, times the exposed share of communication.",
+            why="A transfer that slow means packets were lost and retransmitted after a timeout: a network fault "
+                "(link flaps, PFC/ECN misconfiguration, a bad optic), not a tuning matter.",
+            how_to_fix="Check the NIC and switch counters for the affected ranks (hccn_tool -i <dev> -stat -g, "
+                       "retransmission/CNP counters), the optics, and that HCCL_RDMA_TC / HCCL_RDMA_SL match the "
+                       "switch QoS; raise HCCL_RDMA_TIMEOUT only as a stopgap.",
+            thresholds=("rdma_retransmission", "nominal_gbps", "severity"),
+            needs=("comm",),
+        ),
+    )
+
+    def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        rules = ctx.rules
+        comm_cores = list(rules.get("comm_cores") or [])
+        tx, source = transfers(ctx.profile)
+        by_step, overall = uncovered_fraction(ctx.profile, comm_cores)
+        steps, _ = step_buckets(ctx.profile, comm_cores)
+        step_total = float(steps["total_us"].sum()) if len(steps) else float(ctx.profile.busy_time_us())
+        self.denominator = step_total if step_total > 0 else 1.0
+        if len(tx):
+            tx["exposed"] = _frac(tx["step"].to_numpy(dtype="float64"), by_step, overall)
+        findings: list[Finding] = []
+        if not len(tx):
+            ctx.note("communication: small-packets, bandwidth-contention and rdma-retransmission skipped, "
+                     "needs communication.json or communication_matrix.json with transfer sizes")
+        else:
+            findings += self._small_packets(ctx, tx, source)
+            findings += self._contention(ctx, tx)
+            findings += self._rdma(ctx, tx)
+        findings += self._alignment(ctx, overall)
+        return findings
+
+    def _severity(self, ctx: AnalysisContext, saving: float) -> Any:
+        return severity_for(saving / self.denominator, ctx.rules.get("severity", {}))
+
+    # ----------------------------------------------------------------------------------------------------
+    def _small_packets(self, ctx: AnalysisContext, tx: pd.DataFrame, source: str) -> list[Finding]:
+        sp = ctx.rules.get("small_packets") or {}
+        limits = sp.get("min_size_mb" if source == "communication.json" else "matrix_min_size_mb") or {}
+        max_ratio = float(sp.get("max_small_ratio", 0.2))
+        nominal = ctx.rules.get("nominal_gbps") or {}
+        out = []
+        for transport, grp in tx.groupby(tx["transport"].astype(str), sort=True):
+            if transport not in limits:
+                continue
+            limit = float(limits[transport])
+            small = grp["size_mb"] < limit
+            ratio = float(small.mean())
+            if ratio <= max_ratio:
+                continue
+            large = grp.loc[~small, "bandwidth_gbps"]
+            large = large[large > 0]
+            if len(large):
+                ref, ref_basis = float(large.median()), f"median bandwidth of the {len(large)} transfers >= {limit:g} MB"
+            elif transport in nominal:
+                ref, ref_basis = float(nominal[transport]), f"nominal {transport} bandwidth (nominal_gbps)"
+            else:
+                ref, ref_basis = float("nan"), "no reference bandwidth"
+            sm = grp[small]
+            expected = sm["size_mb"] / ref * 1000.0 if ref == ref else sm["transit_us"]
+            per = (sm["transit_us"] - expected).clip(lower=0.0).fillna(0.0) * sm["exposed"]
+            by_op = _attribute(list(sm["op"]), list(per))
+            saving = float(per.sum())
+            rows = [[r.op, round(r.size_mb, 4), round(r.transit_us, 3), _round(r.bandwidth_gbps),
+                     _round(r.large_packet_ratio)] for r in sm.sort_values("transit_us", ascending=False)
+                    .itertuples(index=False)]
+            out.append(ctx.finding(
+                rule="communication.small-packets",
+                title=f"{pct(ratio)} of {transport} transfers are below {limit:g} MB "
+                      f"({int(small.sum())} of {len(grp)} ops)",
+                severity=self._severity(ctx, saving), ops=sorted(by_op, key=lambda k: -by_op[k]) or
+                sorted(set(sm["op"])),
+                evidence={"transport": transport, "source": source, "min_size_mb": limit, "small_ops": int(small.sum()),
+                          "ops": int(len(grp)), "small_ratio": ratio, "max_small_ratio": max_ratio,
+                          "median_small_size_mb": float(sm["size_mb"].median()),
+                          "reference_gbps": ref, "table": table(["op", "size_mb", "transit_us", "bandwidth_gbps",
+                                                                  "large_packet_ratio"], rows)},
+                estimated_saving_us=saving,
+                basis=f"transit time beyond size / {ref:.1f} GB/s ({ref_basis}), times the exposed share of "
+                      "communication in the op's step",
+                recommendation=f"{pct(ratio)} of the {transport} transfers move less than {limit:g} MB (median "
+                               f"{float(sm['size_mb'].median()):.2f} MB) and are latency-bound. Merge them: larger "
+                               "gradient buckets (DDP bucket_cap_mb, Megatron --ddp-bucket-size), coalesced "
+                               "all-reduce of flattened tensors, fewer and larger point-to-point messages.",
+                fix=Fix("code", "merge small collectives into larger buckets",
+                        {"snippet": "model = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=100)\n"
+                                    "# or torch.distributed.all_reduce_coalesced / flatten the tensors first"}),
+                confidence=0.6, saving_by_op=by_op))
+        return out
+
+    # ----------------------------------------------------------------------------------------------------
+    def _contention(self, ctx: AnalysisContext, tx: pd.DataFrame) -> list[Finding]:
+        bc = ctx.rules.get("bandwidth_contention") or {}
+        limit = float(bc.get("threshold", 0.8)) * float(bc.get("baseline_gbps", 18.0))
+        cand = tx[tx["transport"].astype(str).isin(list(bc.get("transports") or []))
+                  & (tx["bandwidth_gbps"] > 0) & (tx["bandwidth_gbps"] < limit)]
+        if not len(cand):
+            return []
+        ops = ctx.profile.ops
+        windows = self._windows(ctx, cand)
+        if not len(ops) or windows is None:
+            ctx.note("communication.bandwidth-contention: skipped, needs op start times in communication.json "
+                     "and the ops table")
+            return []
+        pat = re.compile("|".join(f"(?:{p})" for p in bc.get("matmul_patterns") or ["matmul"]), re.IGNORECASE)
+        label = ops["type"].astype(object).where(ops["type"].notna(), ops["name"].astype(object))
+        uniq = pd.unique(label.dropna())
+        hit = {u for u in uniq if isinstance(u, str) and pat.search(u)}
+        mm = label.isin(hit).to_numpy() & ops["start_us"].notna().to_numpy()
+        if not mm.any():
+            return []
+        s = ops.loc[mm, "start_us"].to_numpy(dtype="float64")
+        e = s + ops.loc[mm, "duration_us"].fillna(0.0).to_numpy(dtype="float64")
+        bs, be = _union(s, e)
+        ws, we = windows
+        over = overlap_with(bs, be, ws, we)
+        hit_rows = cand[over > 0].copy()
+        if not len(hit_rows):
+            return []
+        cs, ce = _union(ws[over > 0], we[over > 0])
+        under = overlap_with(cs, ce, s, e) > 0  # the MatMuls running under a slow transfer
+        names = sorted({str(n) for n in ops.loc[mm, "name"].to_numpy()[under]})
+        hit_rows["overlap_us"] = over[over > 0]
+        per = (hit_rows["transit_us"] * (1.0 - hit_rows["bandwidth_gbps"] / limit)).clip(lower=0.0) * hit_rows["exposed"]
+        by_op = _attribute(list(hit_rows["op"]), list(per))
+        saving = float(per.sum())
+        rows = [[r.op, round(r.bandwidth_gbps, 3), round(r.transit_us, 3), round(r.overlap_us, 3)]
+                for r in hit_rows.sort_values("transit_us", ascending=False).itertuples(index=False)]
+        return [ctx.finding(
+            rule="communication.bandwidth-contention",
+            title=f"{len(hit_rows)} SDMA transfers below {limit:g} GB/s run under MatMul",
+            severity=self._severity(ctx, saving), ops=sorted(by_op, key=lambda k: -by_op[k]) or list(hit_rows["op"]),
+            evidence={"threshold_gbps": limit, "transfers": int(len(hit_rows)),
+                      "median_bandwidth_gbps": float(hit_rows["bandwidth_gbps"].median()),
+                      "matmul_ops": names[:20], "table": table(["op", "bandwidth_gbps", "transit_us",
+                                                                "overlap_with_matmul_us"], rows)},
+            estimated_saving_us=saving,
+            basis=f"transit time beyond the {limit:g} GB/s threshold bandwidth, times the exposed share of "
+                  "communication",
+            recommendation="These SDMA transfers share HBM bandwidth with MatMuls running at the same time and "
+                           "reach less than the threshold bandwidth. Move the collectives to phases without large "
+                           "MatMuls (e.g. overlap them with vector work), or use fused compute-communication ops "
+                           "(torch_npu.npu_mm_all_reduce_base, MC2) that pipeline the two.",
+            fix=Fix("code", "use a fused MatMul + AllReduce for tensor-parallel layers",
+                    {"snippet": "out = torch_npu.npu_mm_all_reduce_base(x, weight, hcom_group_name)"}),
+            confidence=0.5, saving_by_op=by_op)]
+
+    @staticmethod
+    def _windows(ctx: AnalysisContext, cand: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
+        """[start, end) of each candidate transfer's op: communication.json times, else the ops table."""
+        s = cand["start_us"].to_numpy(dtype="float64")
+        e = s + cand["elapse_us"].to_numpy(dtype="float64")
+        if np.isfinite(s).all() and np.isfinite(e).all():
+            return s, e
+        ops = ctx.profile.ops
+        comm_cores = list(ctx.rules.get("comm_cores") or [])
+        sub = ops[isin_mask(ops["core"], comm_cores)]
+        if not len(sub):
+            return None
+        first = sub.groupby(sub["name"].astype(str)).agg(start=("start_us", "min"), dur=("duration_us", "max"))
+        st = cand["op"].map(first["start"]).to_numpy(dtype="float64")
+        du = cand["op"].map(first["dur"]).to_numpy(dtype="float64")
+        s = np.where(np.isfinite(s), s, st)
+        e = np.where(np.isfinite(e), e, st + du)
+        return (np.nan_to_num(s, nan=0.0), np.nan_to_num(e, nan=0.0)) if np.isfinite(st).any() else None
+
+    # ----------------------------------------------------------------------------------------------------
+    def _rdma(self, ctx: AnalysisContext, tx: pd.DataFrame) -> list[Finding]:
+        rdma = tx[tx["transport"].astype(str) == "RDMA"]
+        if not len(rdma):
+            ctx.note("communication.rdma-retransmission: no RDMA traffic in this profile (single-node run); "
+                     "nothing to check")
+            return []
+        limit_us = float((ctx.rules.get("rdma_retransmission") or {}).get("min_transit_ms", 4000)) * 1000.0
+        bad = rdma[rdma["transit_us"] >= limit_us]
+        if not len(bad):
+            return []
+        nominal = float((ctx.rules.get("nominal_gbps") or {}).get("RDMA", 12.5))
+        per = (bad["transit_us"] - bad["size_mb"] / nominal * 1000.0).clip(lower=0.0) * bad["exposed"]
+        by_op = _attribute(list(bad["op"]), list(per))
+        saving = float(per.sum())
+        rows = [[r.op, round(r.size_mb, 4), round(r.transit_us / 1000.0, 3), _round(r.bandwidth_gbps)]
+                for r in bad.itertuples(index=False)]
+        return [ctx.finding(
+            rule="communication.rdma-retransmission",
+            title=f"{len(bad)} RDMA transfers took over {limit_us / 1e6:g} s: likely retransmission",
+            severity="critical" if saving / self.denominator >= 0.05 else self._severity(ctx, saving),
+            ops=sorted(by_op, key=lambda k: -by_op[k]) or list(bad["op"]),
+            evidence={"min_transit_ms": limit_us / 1000.0, "transfers": int(len(bad)),
+                      "table": table(["op", "size_mb", "transit_ms", "bandwidth_gbps"], rows)},
+            estimated_saving_us=saving,
+            basis=f"transit time beyond the size at {nominal:g} GB/s (nominal_gbps.RDMA), times the exposed share",
+            recommendation="RDMA transfers this slow are retransmitting after packet loss. Check the NIC and switch "
+                           "counters of the ranks involved (hccn_tool -i <device> -stat -g), optics and cables, PFC/ECN "
+                           "configuration, and that HCCL_RDMA_TC / HCCL_RDMA_SL match the switch QoS.",
+            fix=Fix("config", "check the RDMA network (NIC/switch counters, PFC/ECN, optics)",
+                    {"commands": ["hccn_tool -i 0 -stat -g", "hccn_tool -i 0 -link -g"]}),
+            confidence=0.7, saving_by_op=by_op)]
+
+    # ----------------------------------------------------------------------------------------------------
+    def _alignment(self, ctx: AnalysisContext, exposed: float) -> list[Finding]:
+        ba = ctx.rules.get("byte_alignment") or {}
+        ev = ctx.profile.events
+        if not len(ev):
+            return []
+        in_comm = isin_mask(ev["process"], COMM_PROCESSES)
+        if not in_comm.any():
+            return []
+        sub = ev.loc[in_comm]
+        names = sub["name"].astype(str)
+        task_pat = re.compile("|".join(f"(?:{p})" for p in ba.get("task_patterns") or [".*"]))
+        op_pat = re.compile(str(ba.get("op_pattern", "hcom_.*")))
+        uniq = pd.unique(names)
+        task_names = {n for n in uniq if task_pat.fullmatch(n)}
+        op_names = {n for n in uniq if op_pat.fullmatch(n)}
+        tasks = sub[names.isin(task_names).to_numpy()]
+        if not len(tasks):
+            return []
+        align = int(ba.get("align_bytes", 512))
+        transports = set(ba.get("transports") or [])
+        skip = set(ba.get("skip_link_types") or [])
+        size, transport, link = [], [], []
+        for a in tasks["args"]:
+            a = a if isinstance(a, dict) else {}
+            try:
+                size.append(float(a.get("size(Byte)")))  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                size.append(np.nan)
+            transport.append(str(a.get("transport type", "")))
+            link.append(str(a.get("link type", "")))
+        sz = np.array(size, dtype="float64")
+        tr = np.array(transport, dtype=object)
+        lk = np.array(link, dtype=object)
+        checked = np.isin(tr, list(transports)) & ~np.isin(lk, list(skip)) & np.isfinite(sz)
+        bad = checked & (sz > align) & (np.mod(np.nan_to_num(sz), align) != 0)
+        if not bad.any():
+            return []
+        t_start = tasks["start_us"].to_numpy(dtype="float64")
+        t_dur = tasks["duration_us"].fillna(0.0).to_numpy(dtype="float64")
+        parents = self._parents(sub[names.isin(op_names).to_numpy()], t_start)
+        penalty = float(ba.get("misaligned_penalty", 0.3))
+        per = t_dur[bad] * penalty * exposed
+        labels = np.where(parents[bad] != "", parents[bad], tasks["name"].astype(str).to_numpy()[bad])
+        by_op = _attribute(list(labels), list(per))
+        saving = float(per.sum())
+        bad_time = float(t_dur[bad].sum())
+        checked_time = float(t_dur[checked].sum())
+        rows = [[str(p), str(n), int(s), str(link_type), round(float(d), 3)] for p, n, s, link_type, d in
+                zip(labels, tasks["name"].astype(str).to_numpy()[bad], sz[bad], lk[bad], t_dur[bad], strict=True)]
+        rows.sort(key=lambda r: -r[4])
+        return [ctx.finding(
+            rule="communication.byte-alignment",
+            title=f"{int(bad.sum())} of {int(checked.sum())} SDMA transfers are not {align}-byte aligned "
+                  f"({pct(bad_time / checked_time) if checked_time else '0%'} of their time)",
+            severity=self._severity(ctx, saving), ops=sorted(by_op, key=lambda k: -by_op[k]),
+            evidence={"align_bytes": align, "misaligned": int(bad.sum()), "checked": int(checked.sum()),
+                      "misaligned_us": bad_time, "checked_us": checked_time,
+                      "table": table(["op", "task", "size_bytes", "link_type", "duration_us"], rows)},
+            estimated_saving_us=saving,
+            basis=f"{penalty:g} of the misaligned transfers' time (misaligned_penalty, an assumption), times the "
+                  "exposed share of communication",
+            recommendation=f"Pad the communicated tensors to multiples of {align} bytes: sizes in multiples of "
+                           f"{align // 2} fp16/bf16 or {align // 4} fp32 elements (hidden size, vocabulary, bucket "
+                           "sizes), so every SDMA transfer moves whole aligned blocks.",
+            fix=Fix("code", f"pad communicated tensors to {align}-byte multiples",
+                    {"snippet": f"pad = (-t.numel() * t.element_size()) % {align} // t.element_size()\n"
+                                "t = torch.nn.functional.pad(t.flatten(), (0, pad))"}),
+            confidence=0.4, saving_by_op=by_op)]
+
+    @staticmethod
+    def _parents(op_events: pd.DataFrame, t_start: np.ndarray) -> np.ndarray:
+        """Name of the HCCL op whose interval contains each task start ("" when none)."""
+        out = np.full(len(t_start), "", dtype=object)
+        if not len(op_events):
+            return out
+        o = op_events.sort_values("start_us")
+        os_ = o["start_us"].to_numpy(dtype="float64")
+        oe = os_ + o["duration_us"].fillna(0.0).to_numpy(dtype="float64")
+        on = o["name"].astype(str).to_numpy()
+        k = np.searchsorted(os_, t_start, side="right") - 1
+        ok = (k >= 0) & (t_start < oe[np.maximum(k, 0)])
+        out[ok] = on[k[ok]]
+        return out
+
+
+def _round(v: float) -> float | None:
+    return None if v is None or not np.isfinite(v) else round(float(v), 4)
+
+
+@hookimpl
+def advisor_knowledge_bases() -> list[type[KnowledgeBase]]:
+    return [CommunicationKB]

@@ -1,0 +1,209 @@
+"""environment KB: environment variables recorded by torch_npu (profiler_metadata.json ENV_VARIABLES)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from advisor import engine, score
+from advisor.errors import RulesError
+from advisor.findings import Finding
+from advisor.ingest import load
+from advisor.ingest.normalize import finalize_ops
+from advisor.kb import AnalysisContext
+from advisor.model import STEPS_COLUMNS, Meta, Profile
+from advisor.platform import resolve_platform
+from advisor.rules import builtin_rules_dir, load_effective_rules
+from knowledge_bases.environment import EnvironmentKB, matches
+from knowledge_bases.overall import FREE_TIME_KEY, OverallKB
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+MSINSIGHT = SHARED / "samples" / "Ascend__msinsight"
+needs_samples = pytest.mark.skipif(not MSINSIGHT.is_dir(), reason="../shared/samples not available")
+
+
+@pytest.fixture(scope="module")
+def rules():
+    return load_effective_rules([builtin_rules_dir()])
+
+
+def run(profile: Profile, rules, kbs=(EnvironmentKB,)) -> list[Finding]:
+    platform = resolve_platform(rules, profile.meta.chip)
+    findings, statuses = engine.run([engine.KBInfo(k, "test", "", "") for k in kbs], profile, None, rules, platform)
+    assert all(s.status == "ok" for s in statuses), [s.reason for s in statuses]
+    return findings
+
+
+def by_var(findings: list[Finding]) -> dict[str, Finding]:
+    return {f.evidence["variable"]: f for f in findings if f.kb == "environment"}
+
+
+def make(env: dict[str, str], *, comm: bool = False, chip: str | None = "Ascend910B2", free_us: float = 200.0,
+         op_state: str | None = None) -> Profile:
+    rows = {"name": ["mm", "add"], "type": ["MatMulV2", "Add"], "core": ["AI_CORE", "AI_VECTOR_CORE"],
+            "start_us": [0.0, 100.0], "duration_us": [90.0, 50.0]}
+    if comm:
+        rows = {k: [*v, x] for (k, v), x in zip(rows.items(), ["hcom_allReduce__1_0_1", "hcom_allReduce_", "HCCL",
+                                                                200.0, 100.0], strict=True)}
+    if op_state:
+        rows["op_state"] = [op_state] * len(rows["name"])
+    p = Profile(ops=finalize_ops(pd.DataFrame(rows)), meta=Meta(source="mem", chip=chip, environment=env))
+    steps = pd.DataFrame({"step": [1.0], "computing_us": [800.0], "comm_not_overlapped_us": [0.0],
+                          "overlapped_us": [0.0], "free_us": [free_us]})
+    for c in STEPS_COLUMNS:
+        if c not in steps.columns:
+            steps[c] = np.nan
+    p.steps = steps[STEPS_COLUMNS]
+    return p
+
+
+def test_conditions():
+    assert matches("1", {"equals": ["1", "true"]}) and matches("TRUE", {"equals": ["1", "true"]})
+    assert not matches("0", {"equals": ["1"]}) and not matches("", {"equals": ["1"]})
+    assert matches("1", {"less_than": 3}) and not matches("3", {"less_than": 3}) and not matches("x", {"less_than": 3})
+    spec = {"missing_token": "expandable_segments:True", "unset_matches": True}
+    assert matches("", spec) and matches("max_split_size_mb:128", spec)
+    assert not matches("expandable_segments: true,max_split_size_mb:128", spec)
+    assert matches("ring", {"is_set": True}) and not matches(" ", {"is_set": True})
+
+
+def test_launch_blocking_and_log_level(rules):
+    p = make({"ASCEND_LAUNCH_BLOCKING": "1", "ASCEND_GLOBAL_LOG_LEVEL": "0", "PYTORCH_NPU_ALLOC_CONF":
+              "expandable_segments:True"})
+    f = by_var(run(p, rules))
+    assert set(f) == {"ASCEND_LAUNCH_BLOCKING", "ASCEND_GLOBAL_LOG_LEVEL"}
+    lb = f["ASCEND_LAUNCH_BLOCKING"]
+    assert lb.rule == "environment.debug" and lb.ops == ["ASCEND_LAUNCH_BLOCKING"]
+    assert lb.estimated_saving_us == pytest.approx(0.5 * 200.0)
+    assert lb.saving_by_op == {FREE_TIME_KEY: pytest.approx(100.0)}
+    assert lb.fix is not None and lb.fix.kind == "env" and lb.fix.data == {"unset": ["ASCEND_LAUNCH_BLOCKING"]}
+    assert "synchronous" in lb.recommendation
+    log = f["ASCEND_GLOBAL_LOG_LEVEL"]
+    assert log.fix is not None and log.fix.command == "export ASCEND_GLOBAL_LOG_LEVEL=3"
+    assert log.estimated_saving_us == pytest.approx(0.2 * 200.0)
+
+
+def test_warning_log_level_is_info_only(rules):
+    f = by_var(run(make({"ASCEND_GLOBAL_LOG_LEVEL": "2"}), rules))["ASCEND_GLOBAL_LOG_LEVEL"]
+    assert f.severity == "info" and f.estimated_saving_us == 0
+
+
+def test_defaults_and_unrecorded_are_not_flagged(rules):
+    """Recorded empty = unset = the default: the peer flags empty ASCEND_GLOBAL_LOG_LEVEL and ACLNN_CACHE_LIMIT; not us."""
+    env = {"ASCEND_GLOBAL_LOG_LEVEL": "", "ACLNN_CACHE_LIMIT": "", "ASCEND_LAUNCH_BLOCKING": "", "HCCL_ALGO": "",
+           "PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True", "TASK_QUEUE_ENABLE": "2", "HCCL_BUFFSIZE": "400"}
+    assert run(make(env, comm=True), rules) == []
+    # TASK_QUEUE_ENABLE=0 flagged only when the profile records it
+    assert "TASK_QUEUE_ENABLE" in by_var(run(make({"TASK_QUEUE_ENABLE": "0"}), rules))
+    assert run(make({"ASCEND_GLOBAL_LOG_LEVEL": "3"}), rules) == []
+
+
+def test_hccl_settings_need_communication(rules):
+    env = {"HCCL_ALGO": "level0:NA;level1:ring", "HCCL_BUFFSIZE": "100"}
+    assert run(make(env, comm=False), rules) == []
+    f = by_var(run(make(env, comm=True), rules))
+    assert set(f) == {"HCCL_ALGO", "HCCL_BUFFSIZE"}
+    assert f["HCCL_ALGO"].severity == "info" and f["HCCL_ALGO"].rule == "environment.communication"
+    assert f["HCCL_BUFFSIZE"].fix is not None and f["HCCL_BUFFSIZE"].fix.data == {"env": {"HCCL_BUFFSIZE": "200"}}
+
+
+def test_rdma_settings_fix_is_configuration(rules):
+    f = by_var(run(make({"HCCL_RDMA_TC": "100"}, comm=True), rules))["HCCL_RDMA_TC"]
+    assert f.fix is not None and f.fix.kind == "config"
+
+
+def test_inf_nan_mode_by_chip(rules):
+    env = {"INF_NAN_MODE_ENABLE": "0"}
+    assert "INF_NAN_MODE_ENABLE" in by_var(run(make(env, chip="Ascend910B2"), rules))
+    assert run(make(env, chip="Ascend910A"), rules) == []
+    ctx = AnalysisContext("environment", make(env, chip=None), None, rules.for_kb("environment"), {})
+    assert list(EnvironmentKB().analyze(ctx)) == [] and "chip is unknown" in ctx.notes[0]
+
+
+def test_host_cache_on_dynamic_shapes(rules):
+    env = {"HOST_CACHE_CAPACITY": ""}
+    assert "HOST_CACHE_CAPACITY" in by_var(run(make(env, op_state="dynamic"), rules))
+    assert run(make(env, op_state="static"), rules) == []
+    assert run(make({"HOST_CACHE_CAPACITY": "20"}, op_state="dynamic"), rules) == []
+
+
+def test_no_environment_is_a_note(rules):
+    ctx = AnalysisContext("environment", make({}), None, rules.for_kb("environment"), {})
+    assert list(EnvironmentKB().analyze(ctx)) == []
+    assert "records no environment" in ctx.notes[0]
+
+
+def test_no_free_time_no_saving(rules):
+    f = by_var(run(make({"ASCEND_LAUNCH_BLOCKING": "1"}, free_us=0.0), rules))["ASCEND_LAUNCH_BLOCKING"]
+    assert f.estimated_saving_us == 0 and f.severity == "major"
+
+
+def test_free_time_savings_counted_once_with_overall(rules):
+    p = make({"ASCEND_LAUNCH_BLOCKING": "1", "TASK_QUEUE_ENABLE": "0"}, free_us=600.0)
+    findings = run(p, rules, kbs=(EnvironmentKB, OverallKB))
+    free = next(f for f in findings if f.rule == "overall.free-time")
+    env_total = sum(f.estimated_saving_us for f in findings if f.kb == "environment")
+    assert env_total > free.estimated_saving_us  # 0.5 x 600 + 0.4 x 600 = 540 > 600 - 0.1 x 1400 = 460
+    assert score.recoverable_us(findings) == pytest.approx(max(free.estimated_saving_us, 0.5 * 600.0, 0.4 * 600.0))
+
+
+def test_schema_rejects_two_conditions(tmp_path):
+    override = tmp_path / "over.yaml"
+    override.write_text("rules:\n  environment:\n    variables:\n      X_VAR:\n        category: debug\n"
+                        "        equals: ['1']\n        less_than: 3\n        recommended: '0'\n        why: 'w'\n")
+    with pytest.raises(RulesError):
+        load_effective_rules([builtin_rules_dir()], override_file=override)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# real profiles
+# ---------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def minimal(tmp_path_factory):
+    script = SHARED / "bench" / "make_min_ascend_pt.py"
+    if not script.is_file():
+        pytest.skip("../shared/bench/make_min_ascend_pt.py not available")
+    out = tmp_path_factory.mktemp("min")
+    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
+    return next(out.glob("*_ascend_pt"))
+
+
+def test_minimal_fixture(minimal, rules):
+    env = json.loads((minimal / "profiler_metadata.json").read_text())["ENV_VARIABLES"]
+    assert env["ASCEND_LAUNCH_BLOCKING"] == "1"
+    f = by_var(run(load(minimal)[0], rules))
+    assert set(f) == {"ASCEND_LAUNCH_BLOCKING", "ASCEND_GLOBAL_LOG_LEVEL", "HCCL_ALGO", "PYTORCH_NPU_ALLOC_CONF"}
+    lb = f["ASCEND_LAUNCH_BLOCKING"]
+    # free time from the Overlap Analysis timeline: 3000 us of 4265 us
+    assert lb.estimated_saving_us == pytest.approx(1500.0) and lb.severity == "critical"
+    assert f["HCCL_ALGO"].estimated_saving_us == 0
+    # ACLNN_CACHE_LIMIT and HOST_CACHE_CAPACITY recorded empty: defaults, not flagged (the peer flags both)
+    assert "ACLNN_CACHE_LIMIT" not in f and "HOST_CACHE_CAPACITY" not in f
+
+
+@needs_samples
+def test_megatron_run_is_clean(rules):
+    """ASCEND_GLOBAL_LOG_LEVEL=3, PYTORCH_NPU_ALLOC_CONF=expandable_segments:True, HCCL_* empty: clean."""
+    for r in range(4):
+        p = load(MSINSIGHT / f"test/st/level2/rank_{r}_ascend_pt")[0]
+        assert p.meta.environment["PYTORCH_NPU_ALLOC_CONF"] == "expandable_segments:True"
+        findings = run(p, rules)
+        # eager ops are all "dynamic": at most the HOST_CACHE_CAPACITY hint (info, no saving) where the rank
+        # recorded OP State (rank 0 has kernel_details.csv; the others were exported without it)
+        expected = [("HOST_CACHE_CAPACITY", "info", 0.0)] if r == 0 else []
+        assert [(f.evidence["variable"], f.severity, f.estimated_saving_us) for f in findings] == expected, r
+
+
+@needs_samples
+def test_level0_unset_allocator_conf(rules):
+    p = load(MSINSIGHT / "test/data/pytorch/text/level0/rank0_ascend_pt")[0]
+    f = by_var(run(p, rules))
+    assert set(f) == {"PYTORCH_NPU_ALLOC_CONF"}
+    assert f["PYTORCH_NPU_ALLOC_CONF"].fix is not None
+    assert f["PYTORCH_NPU_ALLOC_CONF"].fix.data == {"env": {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}}

@@ -1,0 +1,321 @@
+"""overall KB: step breakdown (compute split, uncovered communication split, free) and one finding per bucket.
+
+Real samples: the msinsight Level0 ResNet run where 81.5 ms of a 116 ms step is uncovered communication, the
+4-rank Megatron run (test/st/level2), the server test ranks and the minimal fixture of the peer benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from advisor import engine, score
+from advisor.findings import Finding
+from advisor.ingest import load
+from advisor.ingest.normalize import finalize_ops
+from advisor.kb import AnalysisContext
+from advisor.model import COMM_COLUMNS, STEPS_COLUMNS, Meta, Profile
+from advisor.platform import resolve_platform
+from advisor.rules import builtin_rules_dir, load_effective_rules
+from knowledge_bases.overall import FREE_TIME_KEY, OTHER_COMM_KEY, OverallKB, breakdown, op_categories
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+SAMPLES = SHARED / "samples"
+MSINSIGHT = SAMPLES / "Ascend__msinsight"
+needs_samples = pytest.mark.skipif(not MSINSIGHT.is_dir(), reason="../shared/samples not available")
+
+
+@pytest.fixture(scope="module")
+def rules():
+    return load_effective_rules([builtin_rules_dir()])
+
+
+def run(profile: Profile, rules) -> list[Finding]:
+    """Through the engine, as advisor runs it."""
+    platform = resolve_platform(rules, profile.meta.chip)
+    findings, statuses = engine.run([engine.KBInfo(OverallKB, "test", "", "")], profile, None, rules, platform)
+    assert statuses[0].status == "ok", statuses[0].reason
+    return findings
+
+
+def by_rule(findings: list[Finding]) -> dict[str, Finding]:
+    return {f.rule: f for f in findings}
+
+
+def top(findings: list[Finding]) -> Finding:
+    return max(findings, key=lambda f: f.estimated_saving_us)
+
+
+def steps_frame(rows: list[dict[str, float]]) -> pd.DataFrame:
+    df = pd.DataFrame(rows)
+    for c in STEPS_COLUMNS:
+        if c not in df.columns:
+            df[c] = np.nan
+    return df[STEPS_COLUMNS]
+
+
+def comm_frame(rows: list[dict[str, object]]) -> pd.DataFrame:
+    df = pd.DataFrame(rows)
+    for c in COMM_COLUMNS:
+        if c not in df.columns:
+            df[c] = np.nan
+    return df
+
+
+def ops_frame(rows: list[tuple[str, str | None, str, float]], step: float = 1.0) -> pd.DataFrame:
+    t, recs = 0.0, []
+    for name, typ, core, dur in rows:
+        recs.append({"name": name, "type": typ, "core": core, "start_us": t, "duration_us": dur, "step": step})
+        t += dur + 1.0
+    return finalize_ops(pd.DataFrame(recs))
+
+
+def profile_with(steps: list[dict[str, float]], ops: pd.DataFrame | None = None,
+                 comm: pd.DataFrame | None = None) -> Profile:
+    p = Profile(ops=ops if ops is not None else ops_frame([("MatMulV2_1", "MatMulV2", "AI_CORE", 10.0)]),
+                meta=Meta(source="mem", layout="scenario", chip="Ascend910B2"))
+    p.steps = steps_frame(steps)
+    if comm is not None:
+        p.comm = comm
+    return p
+
+
+# ---------------------------------------------------------------------------------------------------------
+# compute categories
+# ---------------------------------------------------------------------------------------------------------
+def test_categories_by_type_core_and_name(rules):
+    ops = ops_frame([
+        ("aclnnMatmul_MatMulV2", "MatMulV2", "AI_CORE", 1), ("fa", "FlashAttentionScoreGrad", "MIX_AIC", 1),
+        ("add", "Add", "AI_VECTOR_CORE", 1), ("trans", "TransData", "AI_CORE", 1),
+        ("idx", "IndexPut", "AI_CPU", 1), ("sqe", "MemcpyAsync", "DSA_SQE", 1),
+        ("hcom_allReduce__1_0_1", "hcom_allReduce_", "HCCL", 1), ("Conv2D1", None, "N/A", 1),
+        ("relu_unknown", None, "N/A", 1), ("conv_grad", "Conv2DBackpropFilter", "AI_CORE", 1),
+    ])
+    cats = op_categories(ops, rules.for_kb("overall")["compute_categories"], ["HCCL", "COMMUNICATION"])
+    assert list(cats) == ["cube", "fa", "vector", "vector", "aicpu", "other", "", "cube", "other", "cube"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# synthetic steps: one finding per significant bucket
+# ---------------------------------------------------------------------------------------------------------
+def test_free_time_bucket_is_host_bound(rules):
+    p = profile_with([{"step": 1, "computing_us": 600.0, "comm_not_overlapped_us": 0.0, "overlapped_us": 0.0,
+                       "free_us": 400.0}])
+    f = by_rule(run(p, rules))
+    assert "overall.free-time" in f and "overall.uncovered-communication" not in f
+    free = f["overall.free-time"]
+    assert free.estimated_saving_us == pytest.approx(400.0 - 0.1 * 1000.0)
+    assert free.saving_by_op == {FREE_TIME_KEY: pytest.approx(300.0)}
+    assert "host-bound" in free.title and "TASK_QUEUE_ENABLE=2" in free.recommendation
+    assert free.fix is not None and free.fix.data["env"]["TASK_QUEUE_ENABLE"] == "2"
+    assert free.severity == "critical"
+
+
+def test_balanced_step_has_no_bucket_findings(rules):
+    p = profile_with([{"step": 1, "computing_us": 920.0, "comm_not_overlapped_us": 40.0, "overlapped_us": 300.0,
+                       "free_us": 40.0}])
+    f = by_rule(run(p, rules))
+    assert set(f) == {"overall.breakdown", "overall.compute"}
+    assert all(x.estimated_saving_us == 0 for x in f.values())
+    assert f["overall.compute"].severity == "info"
+
+
+def test_uncovered_comm_wait_vs_transmit(rules):
+    step = [{"step": 1, "computing_us": 500.0, "comm_not_overlapped_us": 400.0, "overlapped_us": 0.0,
+             "free_us": 100.0}]
+    waiting = comm_frame([{"step": 1.0, "op": "hcom_allReduce__1_0_1", "group": "g", "elapse_us": 400.0,
+                           "transit_us": 40.0, "wait_us": 360.0, "idle_us": 0.0, "transport": "HCCS", "size_mb": 8.0}])
+    f = by_rule(run(profile_with(step, comm=waiting), rules))["overall.uncovered-communication"]
+    assert f.evidence["dominant"] == "wait"
+    assert f.evidence["split_us"]["wait"] == pytest.approx(360.0)
+    assert "Balance the work" in f.recommendation
+    # 0.5 x 360 wait + 0.8 x min(40, 500 compute) = 212, capped at 400 - 0.1 x 1000 = 300
+    assert f.estimated_saving_us == pytest.approx(0.5 * 360 + 0.8 * 40)
+    assert f.ops == ["hcom_allReduce__1_0_1"]
+    assert sum(f.saving_by_op.values()) == pytest.approx(f.estimated_saving_us)
+
+    moving = comm_frame([{"step": 1.0, "op": "hcom_allReduce__1_0_1", "group": "g", "elapse_us": 400.0,
+                          "transit_us": 380.0, "wait_us": 20.0, "idle_us": 0.0, "transport": "HCCS", "size_mb": 8.0}])
+    f2 = by_rule(run(profile_with(step, comm=moving), rules))["overall.uncovered-communication"]
+    assert f2.evidence["dominant"] == "transmit"
+    assert "Overlap gradient communication" in f2.recommendation
+    # transmit 380 can hide behind 500 us of compute not overlapping: 0.8 x 380 + 0.5 x 20 = 314, capped at 300
+    assert f2.estimated_saving_us == pytest.approx(300.0)
+
+
+def test_uncovered_comm_overlap_room_is_bounded_by_compute(rules):
+    step = [{"step": 1, "computing_us": 100.0, "comm_not_overlapped_us": 800.0, "overlapped_us": 60.0,
+             "free_us": 100.0}]
+    moving = comm_frame([{"step": 1.0, "op": "hcom_x", "group": "g", "elapse_us": 860.0, "transit_us": 860.0,
+                          "wait_us": 0.0, "idle_us": 0.0}])
+    f = by_rule(run(profile_with(step, comm=moving), rules))["overall.uncovered-communication"]
+    # only 100 - 60 = 40 us of compute is left to hide transfers behind
+    assert f.evidence["hideable_by_overlap_us"] == pytest.approx(0.8 * 40)
+    assert f.estimated_saving_us == pytest.approx(32.0)
+
+
+def test_many_comm_ops_are_grouped(rules):
+    n = 80
+    step = [{"step": 1, "computing_us": 100.0, "comm_not_overlapped_us": 800.0, "overlapped_us": 0.0,
+             "free_us": 100.0}]
+    comm = comm_frame([{"step": 1.0, "op": f"hcom_allReduce__1_{i}_1", "group": "g", "elapse_us": 10.0 + i,
+                        "transit_us": 1.0, "wait_us": 9.0 + i, "idle_us": 0.0} for i in range(n)])
+    f = by_rule(run(profile_with(step, comm=comm), rules))["overall.uncovered-communication"]
+    assert len(f.ops) == 51 and f.ops[-1] == OTHER_COMM_KEY
+    assert sum(f.saving_by_op.values()) == pytest.approx(f.estimated_saving_us)
+
+
+def test_no_timing_is_a_note(rules):
+    p = Profile(ops=finalize_ops(pd.DataFrame({"name": pd.Series(dtype=str)})), meta=Meta(source="mem"))
+    p.steps = steps_frame([{"step": 1, "computing_us": np.nan}])
+    ctx = AnalysisContext("overall", p, None, rules.for_kb("overall"), {})
+    assert list(OverallKB().analyze(ctx)) == []
+    assert "no step" in ctx.notes[0]
+
+
+def test_ops_only_profile_uses_device_tasks(rules):
+    ops = finalize_ops(pd.DataFrame({
+        "name": ["mm", "hcom_allReduce__1_0_1", "add"], "type": ["MatMulV2", "hcom_allReduce_", "Add"],
+        "core": ["AI_CORE", "HCCL", "AI_VECTOR_CORE"], "start_us": [0.0, 50.0, 400.0],
+        "duration_us": [100.0, 300.0, 50.0], "step": [3.0, 3.0, 3.0]}))
+    bd = breakdown(Profile(ops=ops, meta=Meta(source="mem")), rules.for_kb("overall"))
+    assert bd is not None and bd.source == "device tasks"
+    row = bd.steps.iloc[0]
+    # compute 150, comm 300 of which 50 overlaps the MatMul; span 450 with a 50 us gap (350-400)
+    assert row["computing_us"] == pytest.approx(150.0)
+    assert row["comm_us"] == pytest.approx(250.0) and row["overlapped_us"] == pytest.approx(50.0)
+    assert row["free_us"] == pytest.approx(50.0)
+    assert row["cube_us"] == pytest.approx(100.0) and row["vector_us"] == pytest.approx(50.0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# real samples
+# ---------------------------------------------------------------------------------------------------------
+@needs_samples
+def test_level0_resnet_uncovered_comm_leads(rules):
+    """81.5 ms of the 116.3 ms step is uncovered communication: that bucket leads, free (25.9 ms) second."""
+    p = load(MSINSIGHT / "test/data/pytorch/text/level0/rank0_ascend_pt")[0]
+    findings = run(p, rules)
+    f = by_rule(findings)
+    bd = f["overall.breakdown"].evidence["breakdown"]
+    assert bd["uncovered_communication"]["us"] == pytest.approx(81515.607, rel=1e-6)
+    assert bd["free"]["us"] == pytest.approx(25908.102, rel=1e-6)
+    assert f["overall.breakdown"].evidence["total_us"] == pytest.approx(116251.182, rel=1e-6)
+    assert top(findings).rule == "overall.uncovered-communication"
+    comm = f["overall.uncovered-communication"]
+    # no communication.json in Level0: the split is estimated from the HCCL op sizes (count x FP32)
+    assert comm.evidence["communication_split_source"].startswith("estimated from op sizes")
+    assert comm.evidence["dominant"] == "wait" and comm.evidence["split_us"]["wait"] > 0.9 * 81515.607
+    assert comm.ops[0] == "hcom_allReduce__868_0_1"  # the 73 ms all-reduce that mostly waits
+    assert f["overall.free-time"].estimated_saving_us == pytest.approx(25908.102 - 0.1 * 116251.182, rel=1e-4)
+    assert comm.estimated_saving_us > f["overall.free-time"].estimated_saving_us
+    for finding in findings:  # the JSON report contract: plain types only
+        json.dumps(finding.to_dict())
+
+
+@needs_samples
+def test_level2_with_communication_json(rules):
+    p = load(MSINSIGHT / "test/data/pytorch/text/level2/rank0_ascend_pt")[0]
+    f = by_rule(run(p, rules))
+    comm = f["overall.uncovered-communication"]
+    assert comm.evidence["communication_split_source"] == "communication.json"
+    split = comm.evidence["split_us"]
+    assert sum(split.values()) == pytest.approx(95962.016, rel=1e-6)
+    assert comm.evidence["dominant"] == "idle"
+    compute = f["overall.breakdown"].evidence["breakdown"]["compute"]["split_us"]
+    assert compute["cube"] > 0 and compute["vector"] > compute["cube"]  # TransData/ForeachAdd-heavy ResNet step
+
+
+@needs_samples
+def test_megatron_4_ranks_uncovered_comm_leads(rules):
+    """Megatron GPT-like, pp=2 dp=2: uncovered communication is the largest bucket on ranks 0 and 1 and the
+    largest saving on every rank; ranks 2 and 3 (no kernel_details) take the compute split from op_statistic."""
+    for r in range(4):
+        p = load(MSINSIGHT / f"test/st/level2/rank_{r}_ascend_pt")[0]
+        findings = run(p, rules)
+        f = by_rule(findings)
+        assert top(findings).rule == "overall.uncovered-communication", r
+        bd = f["overall.breakdown"].evidence["breakdown"]
+        if r in (0, 1):
+            assert bd["uncovered_communication"]["us"] > max(bd["compute"]["us"], bd["free"]["us"])
+            assert f["overall.breakdown"].title.split(": ")[1].split(", ")[0].endswith("uncovered communication")
+        if r == 2:
+            assert bd["compute"]["split_us"]["fa"] > 0 and bd["compute"]["split_us"]["other"] == 0
+        comm = f["overall.uncovered-communication"]
+        assert comm.evidence["dominant"] in ("idle", "wait")
+        assert all(op.startswith("hcom_") for op in comm.ops)
+
+
+@needs_samples
+def test_server_ranks(rules):
+    for r in (0, 1):
+        findings = run(load(MSINSIGHT / f"server/src/test/test_data/test_rank_{r}")[0], rules)
+        assert top(findings).rule == "overall.uncovered-communication"
+        assert by_rule(findings)["overall.uncovered-communication"].evidence["dominant"] == "wait"
+
+
+@pytest.fixture(scope="module")
+def minimal(tmp_path_factory):
+    script = SHARED / "bench" / "make_min_ascend_pt.py"
+    if not script.is_file():
+        pytest.skip("../shared/bench/make_min_ascend_pt.py not available")
+    out = tmp_path_factory.mktemp("min")
+    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
+    return next(out.glob("*_ascend_pt"))
+
+
+def test_minimal_fixture_free_time_from_overlap_timeline(minimal, rules):
+    findings = run(load(minimal)[0], rules)
+    f = by_rule(findings)
+    assert f["overall.breakdown"].evidence["source"] == "overlap analysis timeline"
+    assert top(findings).rule == "overall.free-time"
+    bd = f["overall.breakdown"].evidence["breakdown"]
+    assert bd["free"]["us"] == pytest.approx(3000.0) and bd["compute"]["us"] == pytest.approx(1135.0)
+    # MatMulV2 x2 + MatMulV3 = 440 us cube; IndexPut + NonZero = 395 us AI CPU
+    assert bd["compute"]["split_us"]["cube"] == pytest.approx(440.0)
+    assert bd["compute"]["split_us"]["aicpu"] == pytest.approx(395.0)
+
+
+def test_free_saving_is_counted_once_with_other_kbs(rules):
+    """Other KBs attribute free-time savings to the same key: the score takes the maximum, not the sum."""
+    p = profile_with([{"step": 1, "computing_us": 600.0, "comm_not_overlapped_us": 0.0, "overlapped_us": 0.0,
+                       "free_us": 400.0}])
+    free = by_rule(run(p, rules))["overall.free-time"]
+    other = Finding("environment", "environment.debug", "x", "major", ["ASCEND_LAUNCH_BLOCKING"], {}, 200.0, "b", "r",
+                    saving_by_op={FREE_TIME_KEY: 200.0})
+    assert score.recoverable_us([free, other]) == pytest.approx(free.estimated_saving_us)
+
+
+def test_speed_on_a_large_profile(rules):
+    n = 400_000
+    rng = np.random.default_rng(0)
+    types = np.array(["MatMulV3", "Add", "FlashAttentionScore", "Cast", "hcom_allReduce_"])
+    cores = np.array(["AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "AI_VECTOR_CORE", "HCCL"])
+    k = rng.integers(0, 5, n)
+    dur = rng.uniform(1, 50, n)
+    ops = finalize_ops(pd.DataFrame({"name": [f"op{i % 5000}" for i in range(n)], "type": types[k], "core": cores[k],
+                                     "start_us": np.cumsum(dur + 1.0), "duration_us": dur,
+                                     "step": (np.arange(n) // (n // 10)).astype(float)}))
+    p = Profile(ops=ops, meta=Meta(source="mem"))
+    ctx = AnalysisContext("overall", p, None, rules.for_kb("overall"), {})
+    t = time.perf_counter()
+    findings = list(OverallKB().analyze(ctx))
+    assert time.perf_counter() - t < 10.0
+    assert len(by_rule(findings)["overall.breakdown"].evidence["table"]["rows"]) == 10
+
+
+@needs_samples
+def test_rank_without_op_data_gets_no_compute_split(rules):
+    """Rank 3 of the Megatron run has only step_trace_time and communication files: compute leads, unsplit."""
+    p = load(MSINSIGHT / "test/st/level2/rank_3_ascend_pt")[0]
+    ctx = AnalysisContext("overall", p, None, rules.for_kb("overall"), {})
+    findings = by_rule(list(OverallKB().analyze(ctx)))
+    assert "overall.compute" not in findings and "overall.breakdown" in findings
+    assert any("no per-op data" in n for n in ctx.notes)
