@@ -49,6 +49,10 @@ def build(report: dict[str, Any], top: int = 20) -> Group:
         lines.append(Text(f"graph {graph['source']} · {graph['nodes']:,} nodes · {graph['edges']:,} edges"
                           + (f" · {share:.0%} of device time matched to graph nodes" if share is not None else ""),
                           style="dim"))
+    cluster = report.get("cluster")
+    if cluster:
+        lines.append(Text(f"slowest rank {cluster['slowest_rank']}: {cluster['slowest_reason']} "
+                          f"+{_us(cluster.get('slowest_excess_us', 0))} over the other ranks' median", style="dim"))
     parts.append(Panel(Group(*lines), title="advisor", title_align="left", box=box.ROUNDED))
 
     findings = report["findings"]
@@ -62,7 +66,8 @@ def build(report: dict[str, Any], top: int = 20) -> Group:
         t.add_column("% time", justify="right", no_wrap=True)
         for i, f in enumerate(findings[:top], 1):
             cell = Text(f["title"])
-            cell.append(f"\n{f['rule']} · {len(f['ops'])} op(s)", style="dim")
+            where = f"rank {f['rank']} · " if f.get("rank") is not None else ""
+            cell.append(f"\n{where}{f['rule']} · {len(f['ops'])} op(s)", style="dim")
             t.add_row(str(i), Text(f["severity"], style=_SEVERITY_STYLE[f["severity"]]), cell,
                       _us(f["estimated_saving_us"]), f"{f.get('share_of_device_time', 0) * 100:.1f}")
         if len(findings) > top:
