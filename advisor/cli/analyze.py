@@ -55,9 +55,10 @@ class StderrProgress:
                 self._status.stop()
 
 
-def output_path(out: Path, fmt: str, now: datetime | None = None) -> Path:
+def output_path(out: Path | str, fmt: str, now: datetime | None = None) -> Path:
     """``-o`` naming a directory (existing, or ending in /) gets a timestamped file name inside it."""
     text = str(out)
+    out = Path(out)  # after str(): Path() drops a trailing slash
     if out.is_dir() or text.endswith(("/", "\\")):
         stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
         return out / f"advisor_{stamp}.{EXTENSIONS[fmt]}"
@@ -70,7 +71,7 @@ def output_path(out: Path, fmt: str, now: datetime | None = None) -> Path:
               help="Model graph: atc --mode=1 OM JSON, GE dump ge_proto_*.txt / ge_onnx_*.pbtxt, or .onnx.")
 @click.option("--format", "fmt", type=click.Choice(["terminal", "json", "markdown", "html", "junit"]),
               default="terminal", show_default=True, help="Report format.")
-@click.option("-o", "--output", "out", type=click.Path(path_type=Path),
+@click.option("-o", "--output", "out", type=click.Path(),
               help="Write the report here (a directory gets a timestamped file). Default: stdout for "
                    "terminal/json/markdown, reports/ for html/junit.")
 @click.option("--kb", "only", multiple=True, metavar="ID", help="Run only this knowledge base (repeatable).")
@@ -85,7 +86,7 @@ def output_path(out: Path, fmt: str, now: datetime | None = None) -> Path:
               show_default=True, help="JUnit: a rule's test case fails at this severity or worse.")
 @click.option("--example", is_flag=True, help="Analyze the built-in example (an SSD-like model on Ascend 310P).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
-def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | None, only: tuple[str, ...],
+def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | str | None, only: tuple[str, ...],
             skip: tuple[str, ...], rules_file: Path | None, ecosystem: Path | None, chip: str | None,
             fail_under: float | None, fail_on: str, example: bool, quiet: bool) -> None:
     """Analyze a profile: PROF_xxx, *_ascend_pt, *_ascend_ms, a MindSpore profiler/ dir, a JOB dir, a parent of
@@ -112,7 +113,7 @@ def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | No
 
         print_report(report, Console())
     else:
-        text = render(report, fmt, fail_on=fail_on) if fmt == "junit" else render(report, fmt)
+        text = render(report, fmt, fail_on=fail_on, fail_under=fail_under) if fmt == "junit" else render(report, fmt)
         if out is None:
             click.echo(text, nl=False)
         else:

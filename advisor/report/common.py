@@ -1,0 +1,293 @@
+"""Helpers shared by the Markdown, HTML and JUnit renderers: number formatting and reading finding evidence.
+
+Evidence is free-form (``evidence`` in the report schema): named numbers, a small ``table`` ({columns, rows}),
+and sometimes richer structures (roofline ``points``, a fusion ``subgraph``). These helpers read it tolerantly
+so every renderer shows the same things the same way.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SEVERITIES = ("critical", "major", "minor", "info")
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+
+FUSION_RULE_PREFIXES = ("ub-fusion.", "aipp-fusion.", "mish-leakyrelu.")
+
+
+def fmt_us(value: float | None) -> str:
+    """A duration in microseconds, in the unit a person reads fastest."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    sign = "-" if value < 0 else ""
+    v = abs(float(value))
+    if v >= 1_000_000:
+        return f"{sign}{v / 1_000_000:.2f} s"
+    if v >= 1000:
+        return f"{sign}{v / 1000:.2f} ms"
+    return f"{sign}{v:.1f} µs"
+
+
+def fmt_pct(share: float | None, digits: int = 1) -> str:
+    """A 0..1 share as a percentage."""
+    if share is None:
+        return "–"
+    return f"{share * 100:.{digits}f} %"
+
+
+def fmt_value(value: Any) -> str:
+    """An evidence value as short text (floats rounded, lists shortened)."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "–"
+        if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
+            return f"{value:.3g}"
+        return f"{value:,.3f}".rstrip("0").rstrip(".")
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, (list, tuple)):
+        shown = ", ".join(fmt_value(v) for v in value[:8])
+        return shown + (f", … (+{len(value) - 8})" if len(value) > 8 else "")
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={fmt_value(v)}" for k, v in list(value.items())[:8])
+    return str(value)
+
+
+def is_table(value: Any) -> bool:
+    return isinstance(value, Mapping) and isinstance(value.get("columns"), list) and isinstance(value.get("rows"), list)
+
+
+def records_as_table(records: list[Mapping[str, Any]], limit: int = 20) -> dict[str, Any]:
+    """A list of dicts (e.g. roofline points) as an evidence table, columns in first-seen order."""
+    columns: list[str] = []
+    for r in records:
+        for k in r:
+            if k not in columns:
+                columns.append(str(k))
+    rows = [[r.get(c) for c in columns] for r in records[:limit]]
+    out: dict[str, Any] = {"columns": columns, "rows": rows}
+    if len(records) > limit:
+        out["more_rows"] = len(records) - limit
+    return out
+
+
+@dataclass
+class Evidence:
+    """A finding's evidence split by how it is shown."""
+
+    scalars: list[tuple[str, Any]] = field(default_factory=list)
+    tables: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    other: list[tuple[str, str]] = field(default_factory=list)
+
+
+def split_evidence(evidence: Mapping[str, Any] | None) -> Evidence:
+    """Named numbers/strings, tables ({columns, rows} or lists of records) and a one-line summary of the rest."""
+    out = Evidence()
+    for key, value in (evidence or {}).items():
+        if key == "subgraph":
+            nodes = value.get("nodes", []) if isinstance(value, Mapping) else []
+            out.other.append((key, f"{len(nodes)} nodes (drawn in the HTML report)"))
+        elif is_table(value):
+            out.tables.append((key, dict(value)))
+        elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+            out.tables.append((key, records_as_table(value)))
+        elif isinstance(value, Mapping):
+            out.other.append((key, fmt_value(value)))
+        else:
+            out.scalars.append((key, value))
+    return out
+
+
+# --- roofline points -------------------------------------------------------------------------------------------
+
+_INTENSITY = ("intensity", "arithmetic_intensity", "intensity_flop_per_byte", "flop_per_byte", "ai")
+_ATTAINED = ("attained_tflops", "achieved_tflops", "tflops", "attained")
+_BOUND = ("bound", "bound_class", "class", "limit")
+_LABEL = ("op", "name", "op_name", "type", "op_type")
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    label: str
+    intensity: float
+    attained_tflops: float
+    bound: str
+
+
+def _pick(row: Mapping[str, Any], names: Iterable[str]) -> Any:
+    lower = {str(k).lower().replace(" ", "_"): v for k, v in row.items()}
+    for n in names:
+        if n in lower and lower[n] is not None:
+            return lower[n]
+    return None
+
+
+def _positive(value: Any) -> float | None:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) and v > 0 else None
+
+
+def _point(row: Mapping[str, Any]) -> RooflinePoint | None:
+    intensity = _positive(_pick(row, _INTENSITY))
+    attained = _positive(_pick(row, _ATTAINED))
+    if intensity is None or attained is None:
+        return None
+    bound = _pick(row, _BOUND)
+    label = _pick(row, _LABEL)
+    return RooflinePoint(str(label) if label is not None else "", intensity, attained,
+                         str(bound).lower() if bound is not None else "unknown")
+
+
+def _rows_of(value: Any) -> list[Mapping[str, Any]]:
+    if is_table(value):
+        cols = [str(c) for c in value["columns"]]
+        return [dict(zip(cols, r, strict=False)) for r in value["rows"] if isinstance(r, (list, tuple))]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, Mapping)]
+    return []
+
+
+POINT_KEYS = ("points", "roofline_points")
+
+
+def roofline_points(findings: Iterable[Mapping[str, Any]]) -> list[RooflinePoint]:
+    """Every (intensity, attained TFLOPS, bound) the findings carry: ``evidence["points"]`` (or
+    ``roofline_points``) rows when present, else any evidence table with those columns, else a finding's own
+    named numbers. An op seen in several findings is plotted once."""
+    seen: set[object] = set()
+    out: list[RooflinePoint] = []
+    for f in findings:
+        ev = f.get("evidence") or {}
+        dedicated = [ev[k] for k in POINT_KEYS if k in ev]
+        rows: list[Mapping[str, Any]] = []
+        for value in dedicated or [v for v in ev.values() if v is not ev]:
+            rows.extend(_rows_of(value))
+        if not dedicated:
+            rows.append(ev)
+        for row in rows:
+            p = _point(row)
+            if p is None:
+                continue
+            if not p.label and row is ev and f.get("ops"):
+                p = RooflinePoint(str(f["ops"][0]), p.intensity, p.attained_tflops, p.bound)
+            key: object = p.label or (round(p.intensity, 6), round(p.attained_tflops, 6))
+            if key not in seen:
+                seen.add(key)
+                out.append(p)
+    return out
+
+
+# --- fusion subgraphs ------------------------------------------------------------------------------------------
+
+@dataclass
+class Subgraph:
+    nodes: list[str]
+    edges: list[tuple[str, str]]
+    types: dict[str, str] = field(default_factory=dict)
+    source: str = "subgraph"
+    """Where the drawing comes from: ``subgraph`` (evidence), ``chains`` (op chains such as "A > B > C" in an
+    evidence table) or ``ops`` (the finding's ops in order, a last resort)."""
+
+    @property
+    def drawn_as_chain(self) -> bool:
+        return self.source == "ops"
+
+
+def is_fusion_finding(f: Mapping[str, Any]) -> bool:
+    ev = f.get("evidence") or {}
+    return str(f.get("rule", "")).startswith(FUSION_RULE_PREFIXES) or isinstance(ev.get("subgraph"), Mapping)
+
+
+def _from_subgraph(sg: Mapping[str, Any], max_nodes: int) -> Subgraph:
+    names: list[str] = []
+    types: dict[str, str] = {}
+    for n in sg["nodes"]:
+        if isinstance(n, Mapping):
+            name = str(n.get("name") or n.get("id") or "")
+            if n.get("type"):
+                types[name] = str(n["type"])
+        else:
+            name = str(n)
+        if name and name not in names:
+            names.append(name)
+    names = names[:max_nodes]
+    keep = set(names)
+    edges = []
+    for e in sg.get("edges") or []:
+        if isinstance(e, Mapping):
+            src, dst = e.get("src", e.get("source")), e.get("dst", e.get("target"))
+        elif isinstance(e, (list, tuple)) and len(e) >= 2:
+            src, dst = e[0], e[1]
+        else:
+            continue
+        if str(src) in keep and str(dst) in keep:
+            edges.append((str(src), str(dst)))
+    return Subgraph(names, edges, types, "subgraph")
+
+
+_CHAIN_SEP = re.compile(r"\s*(?:->|>|→)\s*")
+
+
+def _from_chains(ev: Mapping[str, Any], ops: Sequence[str], max_nodes: int) -> Subgraph | None:
+    """Chains written as "A > B > C" or "A -> B" in evidence table cells, when every name is one of the ops."""
+    known = set(ops)
+    nodes: list[str] = []
+    edges: list[tuple[str, str]] = []
+    for value in ev.values():
+        if not is_table(value):
+            continue
+        for row in value["rows"]:
+            for cell in row if isinstance(row, (list, tuple)) else []:
+                if not isinstance(cell, str) or not _CHAIN_SEP.search(cell):
+                    continue
+                names = [n for n in _CHAIN_SEP.split(cell.strip()) if n]
+                if len(names) < 2 or not all(n in known for n in names):
+                    continue
+                if len(nodes) + len(names) > max_nodes:
+                    return Subgraph(nodes, edges, {}, "chains") if nodes else None
+                nodes.extend(n for n in names if n not in nodes)
+                edges.extend(zip(names[:-1], names[1:], strict=True))
+    return Subgraph(nodes, edges, {}, "chains") if edges else None
+
+
+def finding_subgraph(f: Mapping[str, Any], max_nodes: int = 24, max_chain: int = 8) -> Subgraph | None:
+    """What to draw for a fusion finding: ``evidence["subgraph"]`` (nodes as names or {name, type}, edges as
+    [src, dst]); else op chains its evidence tables spell out; else its first ops as a chain. None when there
+    is nothing to draw."""
+    ev = f.get("evidence") or {}
+    sg = ev.get("subgraph")
+    if isinstance(sg, Mapping) and sg.get("nodes"):
+        return _from_subgraph(sg, max_nodes)
+    ops = [str(o) for o in (f.get("ops") or [])]
+    chains = _from_chains(ev, ops, max_nodes)
+    if chains is not None:
+        return chains
+    ops = ops[:max_chain]
+    if len(ops) < 2:
+        return None
+    return Subgraph(ops, list(zip(ops[:-1], ops[1:], strict=True)), {}, "ops")
+
+
+def kb_notes(report: Mapping[str, Any]) -> list[str]:
+    """Notes from the input and from each knowledge base, de-duplicated, in report order."""
+    notes: list[str] = []
+    for n in list(report.get("input", {}).get("notes", [])):
+        if n not in notes:
+            notes.append(n)
+    for kb in report.get("knowledge_bases", []):
+        for n in kb.get("notes", []):
+            text = f"{kb['id']}: {n}"
+            if text not in notes:
+                notes.append(text)
+    return notes
