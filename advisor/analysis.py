@@ -308,6 +308,8 @@ def _summary(ranks: list[RankSummary]) -> dict[str, Any]:
         "op_types": int(len(by_type)),
         "by_core": {str(k): round(float(v), 3) for k, v in by_core.items()},
         "top_op_types": top,
+        "op_types_detail": [{"type": str(t), "count": int(row["count"]), "total_us": round(float(row["sum"]), 3)}
+                            for t, row in by_type.iterrows()],
     }
     if len(ranks) > 1:
         summary["ranks"] = [{"rank": r.meta.rank, "path": r.meta.source, "ops": r.ops,

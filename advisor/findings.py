@@ -67,7 +67,7 @@ class Finding:
         d = asdict(self)
         d["fix"] = self.fix.to_dict() if self.fix else None
         d["evidence"] = _jsonable(self.evidence)
-        d["saving_by_op"] = {k: round(float(v), 3) for k, v in self.saving_by_op.items()}
+        d["saving_by_op"] = {k: round(float(v), 3) for k, v in sorted(self.saving_by_op.items())}
         d["estimated_saving_us"] = round(self.estimated_saving_us, 3)
         if self.rank is None:
             d.pop("rank")

@@ -117,3 +117,23 @@ def test_builtin_example_end_to_end() -> None:
     assert report["score"] < 100 and rc == 1, err
     rc, _, _ = _run("analyze", "--example", "--format", "json", "--fail-under", str(report["score"]), "-q")
     assert rc == 0
+
+
+def test_saved_report_renders_in_every_format(tmp_path: Path) -> None:
+    """Analyze once, render many: `advisor report saved.json --format X`."""
+    from click.testing import CliRunner
+
+    from advisor.cli import main
+
+    runner = CliRunner()
+    saved = tmp_path / "saved.json"
+    result = runner.invoke(main, ["analyze", "--example", "--format", "json", "--quiet", "-o", str(saved)])
+    assert result.exit_code == 0, result.output
+    md = runner.invoke(main, ["report", str(saved), "--format", "markdown"])
+    assert md.exit_code == 0 and "advisor score" in md.stdout
+    xml = runner.invoke(main, ["report", str(saved), "--format", "junit", "-o", str(tmp_path / "r.xml")])
+    assert xml.exit_code == 0 and (tmp_path / "r.xml").read_text().startswith("<?xml")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"not": "a report"}')
+    err = runner.invoke(main, ["report", str(bad)])
+    assert err.exit_code == 2 and "not an advisor report" in err.stderr

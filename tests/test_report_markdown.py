@@ -37,7 +37,7 @@ def test_score_and_key_numbers_come_first() -> None:
     first = md.splitlines()[0]
     assert first.startswith("## ") and f"**{report['score']:.1f}** / 100" in first
     assert md.index("Estimated recoverable") < md.index("### Top findings") < md.index("### Details")
-    assert "545.0 µs of 2.35 ms device busy time" in md
+    assert "545.0 µs of 2.35 ms analyzed" in md
 
 
 def test_findings_table_in_rank_order_with_details_per_finding() -> None:

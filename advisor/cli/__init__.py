@@ -22,6 +22,7 @@ _COMMAND_MODULES = (
     "explain_cmd",
     "fix_cmd",
     "compare_cmd",
+    "report_cmd",
 )
 
 

@@ -59,11 +59,11 @@ def _score_line(report: Mapping[str, Any]) -> str:
 def _key_numbers(report: Mapping[str, Any]) -> str:
     inp, summ = report["input"], report["summary"]
     detail = report.get("score_detail") or {}
-    busy = detail.get("device_busy_us", summ.get("device_busy_us"))
+    busy = detail.get("window_us", detail.get("device_busy_us", summ.get("device_busy_us")))
     rec = detail.get("recoverable_us")
     rows: list[list[Any]] = []
     if rec is not None and busy:
-        rows.append(["Estimated recoverable", f"{fmt_us(rec)} of {fmt_us(busy)} device busy time ({fmt_pct(rec / busy)})"])
+        rows.append(["Estimated recoverable", f"{fmt_us(rec)} of {fmt_us(busy)} analyzed ({fmt_pct(rec / busy)})"])
     rows.append(["Device time (sum of ops)", fmt_us(summ["device_time_us"])])
     rows.append(["Ops", f"{summ['ops']:,} in {summ['op_types']} op types"
                  + (f" · {inp['ranks']} ranks" if inp.get("ranks", 1) > 1 else "")])
@@ -210,7 +210,7 @@ def _footer(report: Mapping[str, Any]) -> str:
     tool = report.get("tool", {})
     when = report.get("generated_at")
     return (f"<sub>advisor {tool.get('version', '')}" + (f" · {when}" if when else "")
-            + " · score = 100 × (1 − S/T), S = estimated recoverable time, T = device busy time</sub>")
+            + " · score = 100 × (1 − S/T), S = estimated recoverable time, T = analyzed time (step time, else device busy time)</sub>")
 
 
 def render(report: dict[str, Any], max_chars: int = MAX_CHARS, top: int = 25, **_: Any) -> str:

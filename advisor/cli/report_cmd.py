@@ -1,0 +1,51 @@
+"""``advisor report SAVED.json``: render a saved JSON report in another format (analyze once, render many)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import jsonschema
+
+from advisor.cli.common import write_atomic
+from advisor.errors import InputError
+from advisor.report import render
+from advisor.report.json_report import validate
+
+
+def load_report(path: Path) -> dict:
+    """A saved ``advisor analyze --format json`` report, checked against the report schema."""
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InputError(path, f"cannot be read ({e.strerror})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(path, f"not a JSON report ({e})") from None
+    try:
+        validate(report)
+    except jsonschema.ValidationError as e:
+        where = ".".join(str(p) for p in e.absolute_path) or "top level"
+        raise InputError(path, f"not an advisor report (at {where}: {e.message})") from None
+    return report
+
+
+@click.command("report")
+@click.argument("saved", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["terminal", "json", "markdown", "html", "junit"]),
+              default="markdown", show_default=True)
+@click.option("-o", "--output", "out", type=click.Path(), help="Write here (a directory gets a timestamped name).")
+@click.option("--fail-on", type=click.Choice(["critical", "major", "minor", "info"]), default="major",
+              show_default=True, help="JUnit: a rule's test case fails at this severity or worse.")
+def command(saved: Path, fmt: str, out: str | None, fail_on: str) -> None:
+    """Render a saved JSON report (from `advisor analyze --format json`) as another format."""
+    from advisor.cli.analyze import output_path
+
+    report = load_report(saved)
+    text = render(report, fmt, fail_on=fail_on) if fmt == "junit" else render(report, fmt)
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    target = output_path(out, fmt)
+    write_atomic(target, text)
+    click.echo(f"advisor: wrote {target}", err=True)
