@@ -225,7 +225,9 @@ def _walk(mg: Any, dg: nx.DiGraph, start: str, rank: int, r: Mapping[str, Any]) 
     desc = (mg.node(start).get("outputs") or [{}])[0] or {}
     layout, c, h, w = _image_dims(desc, [dg.nodes[n].get("type") for n in order], r)
     value = _compose(mg, dg, start, order, c, roles, consts) if c else None
-    edges = sorted((u, v) for u, v in dg.subgraph(inside | set(convs)).edges())  # deterministic order
+    sub = dg.subgraph(inside | set(convs))
+    pos = {n: i for i, n in enumerate(nx.lexicographical_topological_sort(sub))}
+    edges = sorted(sub.edges(), key=lambda e: (pos[e[0]], pos[e[1]]))  # data flow order, deterministic
     types = {n: str(dg.nodes[n].get("type")) for n in [start, *order, *convs]}
     return _Preprocess(
         input=start, rank=rank, ops=order, convs=convs, channels=c, height=h, width=w,
