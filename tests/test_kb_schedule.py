@@ -1,0 +1,360 @@
+"""The schedule knowledge base: one positive and one negative case per rule, real samples, and scale."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from advisor import engine, ingest
+from advisor.findings import Finding
+from advisor.ingest.normalize import finalize_ops
+from advisor.model import API_COLUMNS, EVENTS_COLUMNS, Meta, Profile, empty_frame
+from advisor.platform import resolve_platform
+from advisor.rules import builtin_rules_dir, load_effective_rules
+from knowledge_bases.schedule import ScheduleKB, compile_pattern, find_sequences
+from tests.scenarios.builder import OpRow, make_profile
+
+SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"
+MSINSIGHT = SAMPLES / "Ascend__msinsight" / "test"
+RULES = load_effective_rules([builtin_rules_dir()])
+CFG = RULES.for_kb("schedule")
+T0 = 1_000_000.0
+
+
+def ev(name: str, start: float, dur: float, process: str = "CANN", category: str | None = None, tid: int = 1,
+       args: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"process": process, "name": name, "category": category, "start_us": T0 + start, "duration_us": dur,
+            "tid": tid, "args": args}
+
+
+def profile_with(events: list[dict[str, Any]], ops: list[OpRow] | None = None, **meta: Any) -> Profile:
+    p = make_profile(ops or [], **meta) if ops else Profile(ops=finalize_ops(pd.DataFrame()),
+                                                            meta=Meta(source="<scenario>", layout="scenario", **meta))
+    if events:
+        frame = pd.DataFrame(events, columns=EVENTS_COLUMNS)
+        for c in ("process", "name", "category"):
+            frame[c] = frame[c].astype("category")
+        p.events = frame
+    return p
+
+
+def run(profile: Profile) -> tuple[list[Finding], engine.KBStatus]:
+    platform = resolve_platform(RULES, profile.meta.chip)
+    findings, statuses = engine.run([engine.KBInfo(ScheduleKB, "test", "", "")], profile, None, RULES, platform)
+    assert statuses[0].status == "ok", statuses[0].reason
+    return findings, statuses[0]
+
+
+def rules_of(findings: list[Finding]) -> list[str]:
+    return sorted(f.rule for f in findings)
+
+
+def only(findings: list[Finding], rule: str) -> Finding:
+    found = [f for f in findings if f.rule == rule]
+    assert len(found) == 1, rules_of(findings)
+    return found[0]
+
+
+def step(dur: float = 1_000_000.0) -> dict[str, Any]:
+    """A ProfilerStep wrapping the test: a long window, so host savings are not capped."""
+    return ev("ProfilerStep#1", -10.0, dur, process="Python", category="cpu_op")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# schedule.op-compile
+# ---------------------------------------------------------------------------------------------------------
+def test_op_compile_from_events() -> None:
+    n = CFG["op_compile"]["min_count"]
+    f = only(run(profile_with([step()] + [ev("AscendCL@aclopCompileAndExecute", i * 400, 300) for i in range(n)]))[0],
+             "schedule.op-compile")
+    assert f.evidence["calls"] == n and f.evidence["time_us"] == 300 * n
+    assert f.estimated_saving_us == pytest.approx(300 * n * CFG["op_compile"]["saving_fraction"])
+    assert "jit_compile=False" in f.fix.data["snippet"]
+
+
+def test_op_compile_below_threshold_and_from_api_statistics() -> None:
+    n = CFG["op_compile"]["min_count"]
+    events = [step()] + [ev("AscendCL@aclopCompileAndExecute", i * 400, 300) for i in range(n - 1)]
+    assert not run(profile_with(events))[0]
+    p = profile_with([])
+    p.api = pd.DataFrame([["AscendCL", "aclopCompileAndExecute", 50_000.0, 40, 1250.0, 900.0, 2000.0]],
+                         columns=API_COLUMNS)
+    f = only(run(p)[0], "schedule.op-compile")
+    assert f.evidence["source"] == "API statistics" and f.evidence["calls"] == 40
+
+
+# ---------------------------------------------------------------------------------------------------------
+# schedule.sync-stream
+# ---------------------------------------------------------------------------------------------------------
+def test_sync_after_each_launch() -> None:
+    events = [step()]
+    for i in range(3):
+        events += [ev("Node@launch", i * 100, 10), ev("AscendCL@aclrtSynchronizeStream", i * 100 + 20, 50)]
+    p = profile_with(events)
+    p.meta.environment = {"ASCEND_LAUNCH_BLOCKING": "1"}
+    f = only(run(p)[0], "schedule.sync-stream")
+    assert f.evidence["syncs_after_launch"] == 3 and f.evidence["co_occurrence_ratio"] == 1.0
+    assert f.fix.kind == "env" and f.fix.data == {"ASCEND_LAUNCH_BLOCKING": "0"}
+
+
+def test_occasional_sync_is_fine() -> None:
+    events = [step()] + [ev("Node@launch", i * 100, 10) for i in range(10)]
+    events += [ev("AscendCL@aclrtSynchronizeStream", 1020, 50)]
+    # a sync on another thread right after a launch does not pair with it
+    events += [ev("Node@launch", 2000, 10, tid=1), ev("AscendCL@aclrtSynchronizeStream", 2015, 50, tid=2)]
+    assert not run(profile_with(events))[0]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# schedule.syncbn / schedule.dataloader / schedule.gc
+# ---------------------------------------------------------------------------------------------------------
+def test_syncbn_count() -> None:
+    n = CFG["syncbn"]["min_count"]
+    make = [ev("SyncBatchNorm", i * 10, 5, process="Python") for i in range(n)]
+    assert only(run(profile_with([step()] + make))[0], "schedule.syncbn").evidence["calls"] == n
+    assert not run(profile_with([step()] + make[:-1]))[0]
+
+
+def test_slow_dataloader() -> None:
+    name = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    f = only(run(profile_with([step(), ev(name, 0, 25_000, process="Python")]))[0], "schedule.dataloader")
+    assert f.estimated_saving_us == pytest.approx(25_000 - CFG["dataloader"]["expected_us"])
+    assert "num_workers" in f.fix.data["snippet"] and "main process" in f.recommendation
+    assert not run(profile_with([step(), ev(name, 0, 5_000, process="Python")]))[0]
+
+
+def test_slow_dataloader_from_operator_details_without_trace() -> None:
+    p = make_profile([OpRow("a", "Add", 100)])  # kernel_details.csv but no trace_view.json
+    p.extras["operator_details"] = pd.DataFrame({
+        "name": ["enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", "aten::add"],
+        "host_total_us": [40_000.0, 90_000.0], "call_stack": ["main.py(3): train", "x.py(1): f"]})
+    f = only(run(p)[0], "schedule.dataloader")
+    assert f.evidence["source"] == "operator_details.csv" and f.evidence["iterations"] == 1
+    assert "prefetch_factor" in f.fix.data["snippet"]
+
+
+def test_gc_pauses() -> None:
+    f = only(run(profile_with([step(), ev("GC", 0, 5_000, process="Python", category="GC")]))[0], "schedule.gc")
+    assert f.evidence["pauses"] == 1 and "gc.freeze()" in f.fix.data["snippet"]
+    assert not run(profile_with([step(), ev("GC", 0, 500, process="Python", category="GC")]))[0]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# schedule.conjectured-gc
+# ---------------------------------------------------------------------------------------------------------
+def _gap_ops(gap: float) -> list[OpRow]:
+    return [OpRow("a", "Add", 100, start_us=T0), OpRow("b", "Add", 100, start_us=T0 + 100 + gap)]
+
+
+def test_conjectured_gc_even_when_gc_is_recorded() -> None:
+    gap = 300_000.0
+    events = [step(2_000_000), ev("AscendCL@aclrtMemcpy", 150, 10),
+              # a recorded GC pause elsewhere (the peer skips the conjecture whenever one exists)
+              ev("GC", 800_000, 2_000, process="Python", category="GC")]
+    findings = run(profile_with(events, _gap_ops(gap)))[0]
+    f = only(findings, "schedule.conjectured-gc")
+    assert f.evidence["gaps"] == 1 and f.evidence["gap_time_us"] == pytest.approx(gap)
+    assert f.evidence["gc_events_recorded"] is True
+    assert "schedule.gc" in rules_of(findings)
+
+
+def test_busy_host_or_explained_gap_is_not_conjectured() -> None:
+    gap = 300_000.0
+    busy_host = [step(2_000_000)] + [ev("AscendCL@aclnnAdd", 200 + i * 1000, 500) for i in range(290)]
+    assert "schedule.conjectured-gc" not in rules_of(run(profile_with(busy_host, _gap_ops(gap)))[0])
+    gc_inside = [step(2_000_000), ev("GC", 150, 290_000, process="Python", category="GC")]
+    assert "schedule.conjectured-gc" not in rules_of(run(profile_with(gc_inside, _gap_ops(gap)))[0])
+    short = [step(2_000_000)]
+    assert "schedule.conjectured-gc" not in rules_of(run(profile_with(short, _gap_ops(1_000.0)))[0])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# schedule.affinity-api
+# ---------------------------------------------------------------------------------------------------------
+def _aten(name: str, start: float, dur: float = 5.0, tid: int = 7, stack: str | None = "train.py(42): forward") \
+        -> dict[str, Any]:
+    return ev(f"aten::{name}", start, dur, process="Python", category="cpu_op", tid=tid,
+              args={"Call stack": stack} if stack else None)
+
+
+def test_pattern_compiles_tokens() -> None:
+    pat = compile_pattern(["pow?", "mean?", "add?", "rsqrt", "mul", "type_as?"])
+    assert pat.fullmatch("-pow--mean--add--rsqrt--mul-")
+    assert pat.fullmatch("-rsqrt--mul--type_as-")
+    assert not pat.fullmatch("-pow--mean--add--mul-")
+    assert compile_pattern(["chunk|slice", "neg", "cat", "mul{0,2}", "add"]).fullmatch("-slice--neg--cat--add-")
+    with pytest.raises(ValueError):
+        compile_pattern(["bad token!"])
+
+
+def test_rms_norm_and_optimizer_with_stacks() -> None:
+    events = [step()] + [_aten(n, i * 10) for i, n in enumerate(["pow", "mean", "add", "rsqrt", "mul"])]
+    events += [ev("Optimizer.step#AdamW.step", 500, 800, process="Python", category="cpu_op",
+                  args={"Call stack": "train.py(60): step"})]
+    findings = run(profile_with(events))[0]
+    apis = {f.evidence["api"]: f for f in findings if f.rule == "schedule.affinity-api"}
+    assert set(apis) == {"torch_npu.npu_rms_norm", "torch_npu.optim.NpuFusedAdamW"}
+    rms = apis["torch_npu.npu_rms_norm"]
+    assert rms.evidence["sequences"] == {"pow-mean-add-rsqrt-mul": 1}
+    assert rms.evidence["call_stacks"] == ["train.py(42): forward"] and "train.py(42)" in rms.recommendation
+    assert apis["torch_npu.optim.NpuFusedAdamW"].estimated_saving_us == pytest.approx(
+        800 * CFG["affinity_api"]["saving_fraction"])
+
+
+def test_nested_or_split_sequences_do_not_match() -> None:
+    # gelu called inside another aten op is its implementation, not user code
+    nested = [step(), _aten("linear", 0, dur=100), _aten("gelu", 10, dur=20)]
+    assert not run(profile_with(nested))[0]
+    # an rms_norm sequence split across two threads is not one sequence
+    split = [step()] + [_aten(n, i * 10, tid=1 + i % 2) for i, n in enumerate(["pow", "mean", "add", "rsqrt", "mul"])]
+    assert "torch_npu.npu_rms_norm" not in {f.evidence.get("api") for f in run(profile_with(split))[0]}
+
+
+def test_affinity_stack_from_operator_details() -> None:
+    p = profile_with([step(), _aten("gelu", 0, stack=None)])
+    p.extras["operator_details"] = pd.DataFrame({"name": ["aten::gelu"], "call_stack": ["model.py(7): mlp;\nrun.py"],
+                                                 "host_total_us": [20.0]})
+    f = only(run(p)[0], "schedule.affinity-api")
+    assert f.evidence["stack_source"] == "operator_details.csv" and "model.py(7)" in f.recommendation
+
+
+# ---------------------------------------------------------------------------------------------------------
+# schedule.fusible-ops
+# ---------------------------------------------------------------------------------------------------------
+def _vec(name: str, op_type: str, start: float, dur: float, mte2: float = 0.3, core: str = "AI_VECTOR_CORE") -> OpRow:
+    return OpRow(name, op_type, dur, core=core, start_us=T0 + start, input_shapes="4096,4096;4096,4096",
+                 output_shapes="4096,4096",
+                 metrics={"aiv_time_us": dur, "aiv_mte2_ratio": mte2, "aiv_mte3_ratio": 0.05, "aiv_vec_ratio": 0.3})
+
+
+def test_host_bound_sequence() -> None:
+    rows = []
+    for i in range(8):  # Add 5 us, 30 us launch gap, Mul 10 us: the device mostly waits
+        rows += [_vec(f"add{i}", "Add", i * 200, 5), _vec(f"mul{i}", "Mul", i * 200 + 35, 10)]
+    f = only(run(make_profile(rows))[0], "schedule.fusible-ops")
+    assert set(f.evidence["sequence"]) == {"Add", "Mul"} and f.evidence["occurrences"] > 5
+    assert f.evidence["kernel_over_wall"] < CFG["fusible"]["host_bound_ratio"]
+    assert set(f.ops) <= {r.name for r in rows} and f.saving_by_op
+
+
+def test_mte_bound_sequence_and_breaks() -> None:
+    rows = []
+    for i in range(8):  # back to back, 90 % of the time moving data
+        rows += [_vec(f"add{i}", "Add", i * 40, 20, mte2=0.85), _vec(f"mul{i}", "Mul", i * 40 + 20, 20, mte2=0.85)]
+    f = only(run(make_profile(rows))[0], "schedule.fusible-ops")
+    assert f.evidence["mte_over_aicore"] > CFG["fusible"]["mte_bound_ratio"]
+    # an AI CPU task after every op breaks the sequences: no two kernels follow each other any more
+    broken = []
+    for i in range(8):
+        broken += [_vec(f"add{i}", "Add", i * 80, 20, mte2=0.85), _vec(f"cpu{i}", "NonZero", i * 80 + 20, 10,
+                                                                        core="AI_CPU"),
+                   _vec(f"mul{i}", "Mul", i * 80 + 40, 20, mte2=0.85), _vec(f"cpu{i}b", "NonZero", i * 80 + 60, 10,
+                                                                           core="AI_CPU")]
+    assert "schedule.fusible-ops" not in rules_of(run(make_profile(broken))[0])
+
+
+def test_compute_bound_sequence_is_not_fusible() -> None:
+    rows = []
+    for i in range(8):
+        rows += [_vec(f"add{i}", "Add", i * 40, 20, mte2=0.1), _vec(f"mul{i}", "Mul", i * 40 + 20, 20, mte2=0.1)]
+    assert "schedule.fusible-ops" not in rules_of(run(make_profile(rows))[0])
+
+
+def test_find_sequences_counts_non_overlapping_occurrences() -> None:
+    rows = [_vec(f"add{i}", "Add", i * 100, 5) for i in range(12)]  # Add Add Add ... with launch gaps
+    seqs = find_sequences(make_profile(rows).ops, CFG["fusible"], step_us=1200.0)
+    two = [s for s in seqs if s.length == 2]
+    assert two and len(two[0].positions) == 6  # (0,1) (2,3) ... not 11 overlapping windows
+
+
+# ---------------------------------------------------------------------------------------------------------
+# host savings are capped at the device idle time
+# ---------------------------------------------------------------------------------------------------------
+def test_host_savings_capped_at_idle_time() -> None:
+    ops = [OpRow("a", "Add", 900, start_us=T0), OpRow("b", "Add", 50, start_us=T0 + 950)]
+    events = [ev("GC", 0, 60_000, process="Python", category="GC"),
+              ev("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 0, 80_000, process="Python")]
+    findings = run(profile_with(events, ops))[0]
+    # window = span of the ops (1000 us), busy 950 us: at most 50 us of host time can be recovered
+    assert sum(f.estimated_saving_us for f in findings) == pytest.approx(50.0)
+    assert all("scaled" in f.basis for f in findings)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# real samples
+# ---------------------------------------------------------------------------------------------------------
+def test_sample_trace_with_sgd_optimizer() -> None:
+    path = MSINSIGHT / "data" / "pytorch" / "text" / "level2" / "rank0_ascend_pt"
+    if not path.is_dir():
+        pytest.skip("../shared/samples is not available")
+    findings, _ = run(ingest.load(path)[0])
+    f = only(findings, "schedule.affinity-api")
+    assert f.evidence["api"] == "torch_npu.optim.NpuFusedSGD"
+    assert any("optimizer.py" in s for s in f.evidence["call_stacks"])
+
+
+def test_sample_kernel_details_only_runs_fusible_and_notes_the_rest() -> None:
+    path = MSINSIGHT / "st" / "level2" / "rank_0_ascend_pt"
+    if not path.is_dir():
+        pytest.skip("../shared/samples is not available")
+    findings, status = run(ingest.load(path)[0])
+    assert {f.rule for f in findings} == {"schedule.fusible-ops"}
+    assert len(findings) <= CFG["fusible"]["top_num"]
+    assert any("no trace events" in n for n in status.notes)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# scale
+# ---------------------------------------------------------------------------------------------------------
+def test_large_profile_in_seconds() -> None:
+    n_ops, n_layers = 200_000, 12_500
+    rng = np.random.default_rng(1)
+    layer = np.array(["MatMulV2", "Add", "Mul", "Gelu", "LayerNormV3", "Cast", "SoftmaxV2", "Transpose",
+                      "MatMulV3", "Add", "Mul", "TransData", "ReduceMean", "Pow", "Sqrt", "RealDiv"])
+    types = np.tile(layer, n_ops // len(layer))
+    dur = rng.uniform(5, 50, n_ops)
+    start = T0 + np.cumsum(dur + rng.uniform(30, 80, n_ops))  # launch gaps: host bound
+    ops = pd.DataFrame({"name": types, "type": types, "core": "AI_VECTOR_CORE", "start_us": start,
+                        "duration_us": dur, "input_shapes": "4096,4096", "output_shapes": "4096,4096",
+                        "aiv_time_us": dur, "aiv_mte2_ratio": rng.uniform(0.3, 0.9, n_ops),
+                        "aiv_mte3_ratio": 0.1})
+    aten = np.tile(np.array(["aten::pow", "aten::mean", "aten::add", "aten::rsqrt", "aten::mul", "aten::gelu",
+                             "aten::linear", "aten::softmax"]), n_layers * 2)
+    m = len(aten)
+    hs = T0 + np.arange(m) * 40.0
+    events = pd.DataFrame({"process": "Python", "name": aten, "category": "cpu_op", "start_us": hs,
+                           "duration_us": 10.0, "tid": 1, "args": [{"Call stack": "m.py(1): f"}] * m})
+    launches = pd.DataFrame({"process": "CANN", "name": "Node@launch", "category": None, "start_us": hs + 15,
+                             "duration_us": 3.0, "tid": 1, "args": None})
+    frame = pd.concat([events, launches], ignore_index=True)
+    for c in ("process", "name", "category"):
+        frame[c] = frame[c].astype("category")
+    profile = Profile(ops=finalize_ops(ops), meta=Meta(layout="scenario"), events=frame,
+                      api=empty_frame(API_COLUMNS))
+    t = time.perf_counter()
+    findings, _ = run(profile)
+    elapsed = time.perf_counter() - t
+    assert {"schedule.affinity-api", "schedule.fusible-ops"} <= {f.rule for f in findings}
+    assert elapsed < 60, f"schedule KB took {elapsed:.1f} s on {n_ops} ops and {len(frame)} events"
+
+
+def test_findings_contract_on_the_peer_fixture(tmp_path: Path) -> None:
+    """Every finding names its ops or events and carries a saving with its basis and a fix."""
+    import subprocess
+    import sys
+
+    make = SAMPLES.parent / "bench" / "make_min_ascend_pt.py"
+    if not make.is_file():
+        pytest.skip("../shared/bench/make_min_ascend_pt.py is not available")
+    subprocess.run([sys.executable, str(make), str(tmp_path)], check=True, capture_output=True)
+    findings, _ = run(ingest.load(next(tmp_path.glob("*_ascend_pt")))[0])
+    assert {f.rule for f in findings} == {r.id for r in ScheduleKB.rules} - {"schedule.conjectured-gc"}
+    for f in findings:
+        assert f.ops or f.evidence.get("events"), f.rule
+        assert f.estimated_saving_us > 0 and f.basis and f.fix is not None and f.recommendation, f.rule
+        assert not f.saving_by_op or sum(f.saving_by_op.values()) == pytest.approx(f.estimated_saving_us)
