@@ -6,7 +6,8 @@ Writes ``DIR/PROF_000001_20260101000000000_BENCHMARK/`` with ``mindstudio_profil
 (header V3, PipeUtilization ``aic_``/``aiv_`` metrics, trailing TABs on start times, quoted shape cells),
 ``op_statistic_*.csv``, ``api_statistic_*.csv`` and ``msprof_*.json`` (Chrome trace: process metadata, one
 "Ascend Hardware" X event per task and one CANN ``Node@launch`` event per task), plus ``device_0/info.json.0``.
-A transformer-like layer repeats; some layers carry TransData, AI CPU int64 ops and decomposed GELU.
+A transformer-like layer repeats (42 layers an iteration, op names repeating every iteration as in graph mode);
+layers carry a TransData and a decomposed GELU, every 7th an AI CPU int64 op.
 Deterministic for a given seed. Columns are built vectorized, so 2M rows take well under a minute.
 """
 
@@ -49,23 +50,26 @@ LAYER = [
 ]
 AICPU = ("NonZero", "AI_CPU", 60.0, 1, "4096", "INT64", "4096,1", None)
 AICPU_EVERY = 7  # one AI CPU op after every 7th layer
+LAYERS_PER_ITERATION = 42  # op names repeat every iteration, as in graph mode
 
 
 def _layer_plan(n_ops: int) -> list[tuple]:
+    """(kind..., layer index, position in layer) rows, ``n_ops`` of them."""
     plan: list[tuple] = []
     layer = 0
     while len(plan) < n_ops:
-        plan.extend(LAYER)
+        plan.extend((*k, layer, i) for i, k in enumerate(LAYER))
+        if (layer + 1) % AICPU_EVERY == 0:
+            plan.append((*AICPU, layer, len(LAYER)))
         layer += 1
-        if layer % AICPU_EVERY == 0:
-            plan.append(AICPU)
     return plan[:n_ops]
 
 
 def build_table(n_ops: int, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     plan = _layer_plan(n_ops)
-    kinds = pd.DataFrame(plan, columns=["type", "core", "mean", "block", "ishape", "idtype", "oshape", "ratios"])
+    kinds = pd.DataFrame(plan, columns=["type", "core", "mean", "block", "ishape", "idtype", "oshape", "ratios",
+                                        "layer", "position"])
     n = len(kinds)
     dur = kinds["mean"].to_numpy() * rng.uniform(0.9, 1.1, n)
     wait = rng.uniform(0.5, 2.5, n)
@@ -80,8 +84,9 @@ def build_table(n_ops: int, seed: int = 0) -> pd.DataFrame:
     def fmt(a: np.ndarray) -> np.ndarray:
         return np.where(np.isnan(a), "N/A", np.char.mod("%.3f", np.nan_to_num(a)))
 
-    names = kinds["type"] + "_" + pd.Series(np.arange(n) % len(LAYER)).astype(str) + "_" + \
-        pd.Series(np.arange(n) // len(LAYER)).astype(str)
+    # graph-mode names repeat every iteration: "layer<k>/<Type>_<position in layer>"
+    names = ("layer" + (kinds["layer"] % LAYERS_PER_ITERATION).astype(str) + "/" + kinds["type"] + "_"
+             + kinds["position"].astype(str))
     zeros = np.zeros(n)
     aic_mac = np.where(is_cube, r1, np.where(is_cpu, np.nan, 0.0))
     aic_mte2 = np.where(is_cube, r2, np.where(is_cpu, np.nan, 0.0))
