@@ -312,7 +312,9 @@ def test_failing_kb_cli_still_writes_the_report(tmp_path: Path, monkeypatch: pyt
 
     monkeypatch.setattr(engine, "discover", discover)
     res = CliRunner().invoke(main, ["analyze", str(pt), "--format", "json", "--quiet"])
-    assert res.exit_code != 2, res.output  # a knowledge base's bug is not bad input
+    # not 2 (a knowledge base's bug is not bad input) and not 0 (the peer's mistake): 3, incomplete analysis
+    assert res.exit_code == 3, res.output
+    assert "knowledge base(s) failed: broken" in res.stderr
     report = json.loads(res.stdout)
     kbs = {k["id"]: k for k in report["knowledge_bases"]}
     assert kbs["broken"]["status"] == "failed"

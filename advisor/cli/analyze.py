@@ -16,6 +16,8 @@ from advisor.errors import UsageError
 from advisor.report import EXTENSIONS, render
 
 _STDOUT_FORMATS = ("terminal", "json", "markdown")
+EXIT_KB_FAILED = 3
+"""The report was written but a knowledge base failed: the analysis is incomplete (see docs/ci.md)."""
 
 
 class StderrProgress:
@@ -121,6 +123,11 @@ def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | st
             write_atomic(target, text)
             click.echo(f"advisor: wrote {target}", err=True)
 
+    failed = [k for k in report["knowledge_bases"] if k["status"] == "failed"]
+    if failed:
+        click.echo("advisor: incomplete analysis, knowledge base(s) failed: "
+                   + "; ".join(f"{k['id']} ({k['reason']})" for k in failed), err=True)
+        sys.exit(EXIT_KB_FAILED)
     if fail_under is not None and report["score"] < fail_under:
         click.echo(f"advisor: score {report['score']:.1f} is below --fail-under {fail_under:g}", err=True)
         sys.exit(1)
