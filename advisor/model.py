@@ -207,29 +207,15 @@ class Profile:
 
 
 def busy_time_us(ops: pd.DataFrame) -> float:
-    """Length of the union of [start, start+duration) intervals; falls back to the sum without start times."""
+    """Length of the union of [start, start+duration) intervals; rows without a start time add their duration."""
+    from advisor.intervals import union_length
+
     if not len(ops):
         return 0.0
     starts = ops["start_us"].to_numpy(dtype="float64")
     durs = ops["duration_us"].to_numpy(dtype="float64")
-    ok = ~(np.isnan(starts) | np.isnan(durs))
-    if not ok.any():
-        return float(np.nansum(durs))
-    s = starts[ok]
-    e = s + durs[ok]
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    # running maximum of ends; a new block starts where start > max end so far
-    run_end = np.maximum.accumulate(e)
-    new_block = np.empty(len(s), dtype=bool)
-    new_block[0] = True
-    new_block[1:] = s[1:] > run_end[:-1]
-    block_ids = np.cumsum(new_block) - 1
-    block_start = s[new_block]
-    block_end = np.zeros(len(block_start))
-    np.maximum.at(block_end, block_ids, e)
-    total = float((block_end - block_start).sum()) + float(np.nansum(durs[~ok]))
-    return total
+    no_start = np.isnan(starts)
+    return union_length(starts, starts + durs) + float(np.nansum(durs[no_start]))
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import pandas as pd
 
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
+from advisor.intervals import covered_before, union
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 from knowledge_bases._common import (
     atc_option,
@@ -219,34 +220,8 @@ class AicoreReference:
 # ---------------------------------------------------------------------------------------------------------
 # serialization (AI Core idle while AI CPU runs)
 # ---------------------------------------------------------------------------------------------------------
-def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    if not len(starts):
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    run_end = np.maximum.accumulate(e)
-    new = np.empty(len(s), bool)
-    new[0] = True
-    new[1:] = s[1:] > run_end[:-1]
-    ids = np.cumsum(new) - 1
-    bs = s[new]
-    be = np.zeros(len(bs))
-    np.maximum.at(be, ids, e)
-    return bs, be
 
 
-def covered(bs: np.ndarray, be: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Length of the union [bs, be) lying before each time ``t`` (blocks sorted, disjoint)."""
-    if not len(bs):
-        return np.zeros(len(t))
-    lengths = be - bs
-    cum = np.concatenate([[0.0], np.cumsum(lengths)])
-    k = np.searchsorted(bs, t, side="right")  # blocks starting at or before t
-    full = cum[np.maximum(k - 1, 0)]
-    last_start = bs[np.maximum(k - 1, 0)]
-    last_end = be[np.maximum(k - 1, 0)]
-    partial = np.clip(t - last_start, 0, last_end - last_start)
-    return np.where(k > 0, full + partial, 0.0)
 
 
 def exposed_aicpu(ops: pd.DataFrame, cores: Sequence[str]) -> pd.DataFrame:
@@ -256,9 +231,9 @@ def exposed_aicpu(ops: pd.DataFrame, cores: Sequence[str]) -> pd.DataFrame:
     ok = np.isfinite(start) & np.isfinite(dur)
     cpu = type_mask(ops["core"], ["AI_CPU"]) & ok
     aic = type_mask(ops["core"], cores) & ok
-    bs, be = _union(start[aic], start[aic] + dur[aic])
+    bs, be = union(start[aic], start[aic] + dur[aic])
     s, e = start[cpu], start[cpu] + dur[cpu]
-    overlap = covered(bs, be, e) - covered(bs, be, s)
+    overlap = covered_before(bs, be, e) - covered_before(bs, be, s)
     return pd.DataFrame({"name": ops["name"][cpu].astype(str).to_numpy(), "duration_us": dur[cpu],
                          "exposed_us": np.maximum(dur[cpu] - overlap, 0.0)})
 

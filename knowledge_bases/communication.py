@@ -18,6 +18,7 @@ import pandas as pd
 
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
+from advisor.intervals import overlap, union
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 from advisor.model import Profile
 from knowledge_bases._common import pct, severity_for
@@ -94,35 +95,10 @@ def _frac(steps: np.ndarray, by_step: Mapping[float, float], overall: float) -> 
     return np.array([by_step.get(-1.0 if np.isnan(s) else float(s), overall) for s in steps], dtype="float64")
 
 
-def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted, disjoint blocks covering the intervals."""
-    if not len(starts):
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    run_end = np.maximum.accumulate(e)
-    new = np.r_[True, s[1:] > run_end[:-1]]
-    block = np.cumsum(new) - 1
-    bs = s[new]
-    be = np.zeros(len(bs))
-    np.maximum.at(be, block, e)
-    return bs, be
 
 
-def _covered_before(bs: np.ndarray, be: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Length of the blocks lying before each time t."""
-    if not len(bs):
-        return np.zeros(len(t))
-    cum = np.r_[0.0, np.cumsum(be - bs)]
-    k = np.searchsorted(bs, t, side="right") - 1
-    kk = np.maximum(k, 0)
-    inside = np.clip(t - bs[kk], 0.0, be[kk] - bs[kk])
-    return np.where(k >= 0, cum[kk] + inside, 0.0)
 
 
-def overlap_with(bs: np.ndarray, be: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """How long each interval [s, e) overlaps the blocks."""
-    return _covered_before(bs, be, e) - _covered_before(bs, be, s)
 
 
 def _attribute(ops: Sequence[str], savings: Sequence[float]) -> dict[str, float]:
@@ -305,14 +281,14 @@ class CommunicationKB(KnowledgeBase):
             return []
         s = ops.loc[mm, "start_us"].to_numpy(dtype="float64")
         e = s + ops.loc[mm, "duration_us"].fillna(0.0).to_numpy(dtype="float64")
-        bs, be = _union(s, e)
+        bs, be = union(s, e)
         ws, we = windows
-        over = overlap_with(bs, be, ws, we)
+        over = overlap(bs, be, ws, we)
         hit_rows = cand[over > 0].copy()
         if not len(hit_rows):
             return []
-        cs, ce = _union(ws[over > 0], we[over > 0])
-        under = overlap_with(cs, ce, s, e) > 0  # the MatMuls running under a slow transfer
+        cs, ce = union(ws[over > 0], we[over > 0])
+        under = overlap(cs, ce, s, e) > 0  # the MatMuls running under a slow transfer
         names = sorted({str(n) for n in ops.loc[mm, "name"].to_numpy()[under]})
         hit_rows["overlap_us"] = over[over > 0]
         per = (hit_rows["transit_us"] * (1.0 - hit_rows["bandwidth_gbps"] / limit)).clip(lower=0.0) * hit_rows["exposed"]

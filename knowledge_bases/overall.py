@@ -20,6 +20,7 @@ import pandas as pd
 
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
+from advisor.intervals import union_length
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 from advisor.model import Profile
 from knowledge_bases._common import pct, severity_for
@@ -88,9 +89,9 @@ def step_buckets(profile: Profile, comm_cores: Sequence[str]) -> tuple[pd.DataFr
     keys = np.where(np.isnan(steps), -np.inf, steps)  # tasks without a step id form one bucket
     for key, pos in pd.Series(np.arange(len(keys))).groupby(keys, sort=True).indices.items():
         c = is_comm[pos]
-        compute_u = _union_length(starts[pos][~c], ends[pos][~c])
-        comm_u = _union_length(starts[pos][c], ends[pos][c])
-        all_u = _union_length(starts[pos], ends[pos])
+        compute_u = union_length(starts[pos][~c], ends[pos][~c])
+        comm_u = union_length(starts[pos][c], ends[pos][c])
+        all_u = union_length(starts[pos], ends[pos])
         span = float(np.nanmax(ends[pos]) - np.nanmin(starts[pos]))
         overlapped = max(0.0, compute_u + comm_u - all_u)
         rows.append({"step": np.nan if np.isinf(key) else float(key), "computing_us": compute_u,
@@ -99,17 +100,6 @@ def step_buckets(profile: Profile, comm_cores: Sequence[str]) -> tuple[pd.DataFr
     return _with_total(pd.DataFrame(rows)), "device tasks"
 
 
-def _union_length(starts: np.ndarray, ends: np.ndarray) -> float:
-    """Total length of the union of [start, end) intervals (NaN starts ignored)."""
-    ok = np.isfinite(starts) & np.isfinite(ends)
-    if not ok.any():
-        return 0.0
-    order = np.argsort(starts[ok], kind="stable")
-    s, e = starts[ok][order], ends[ok][order]
-    run_end = np.maximum.accumulate(e)
-    new = np.r_[True, s[1:] > run_end[:-1]]
-    block_end = np.maximum.reduceat(e, np.flatnonzero(new))
-    return float((block_end - s[new]).sum())
 
 
 def _with_total(df: pd.DataFrame) -> pd.DataFrame:

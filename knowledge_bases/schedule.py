@@ -30,6 +30,7 @@ import pandas as pd
 
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, Severity, table
+from advisor.intervals import overlap, union
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 from advisor.model import Profile
 
@@ -63,39 +64,10 @@ def _f(frame: pd.DataFrame, col: str) -> np.ndarray:
     return frame[col].to_numpy(dtype="float64") if col in frame.columns else np.full(len(frame), np.nan)
 
 
-def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint sorted blocks covering the intervals [starts, ends)."""
-    ok = np.isfinite(starts) & np.isfinite(ends)
-    starts, ends = starts[ok], ends[ok]
-    if not len(starts):
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    run_end = np.maximum.accumulate(e)
-    new = np.empty(len(s), bool)
-    new[0] = True
-    new[1:] = s[1:] > run_end[:-1]
-    ids = np.cumsum(new) - 1
-    bs = s[new]
-    be = np.full(len(bs), -np.inf)
-    np.maximum.at(be, ids, e)
-    return bs, be
 
 
-def _covered(bs: np.ndarray, be: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Length of the blocks [bs, be) lying before each time ``t``."""
-    if not len(bs):
-        return np.zeros(len(t))
-    cum = np.concatenate([[0.0], np.cumsum(be - bs)])
-    k = np.searchsorted(bs, t, side="right")
-    j = np.maximum(k - 1, 0)
-    partial = np.clip(t - bs[j], 0, be[j] - bs[j])
-    return np.where(k > 0, cum[j] + partial, 0.0)
 
 
-def _overlap(bs: np.ndarray, be: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Length of [s, e) covered by the blocks."""
-    return _covered(bs, be, e) - _covered(bs, be, s)
 
 
 @dataclass
@@ -120,13 +92,13 @@ def profiled_window(profile: Profile, step_pattern: str) -> Window | None:
         steps = _codes_map(ev["name"], lambda c: bool(pat.match(str(c))), False, bool)
         if steps.any():
             s = _f(ev, "start_us")[steps]
-            bs, be = _union(s, s + _f(ev, "duration_us")[steps])
+            bs, be = union(s, s + _f(ev, "duration_us")[steps])
             if len(bs):
                 length = float((be - bs).sum())
                 if len(ops):
                     os_ = _f(ops, "start_us")
-                    obs, obe = _union(os_, os_ + _f(ops, "duration_us"))
-                    inside = float(sum(_overlap(bs, be, obs, obe))) if len(obs) else 0.0
+                    obs, obe = union(os_, os_ + _f(ops, "duration_us"))
+                    inside = float(sum(overlap(bs, be, obs, obe))) if len(obs) else 0.0
                     busy = inside if inside > 0 else busy
                 return Window(length, min(busy, length), "ProfilerStep events")
     if len(ops):
@@ -576,7 +548,7 @@ def device_gaps(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
     gs, ge = np.zeros(0), np.zeros(0)
     if len(ops):
         s = _f(ops, "start_us")
-        bs, be = _union(s, s + _f(ops, "duration_us"))
+        bs, be = union(s, s + _f(ops, "duration_us"))
         if len(bs) > 1:
             gs, ge = be[:-1], bs[1:]
     ev = profile.events
@@ -589,7 +561,7 @@ def device_gaps(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
             ge = np.concatenate([ge, fs + _f(ev, "duration_us")[free]])
     if not len(gs):
         return gs, ge
-    return _union(gs, ge)
+    return union(gs, ge)
 
 
 def conjectured_gc(ctx: AnalysisContext) -> list[HostIssue]:
@@ -609,8 +581,8 @@ def conjectured_gc(ctx: AnalysisContext) -> list[HostIssue]:
         _codes_map(ev["name"], lambda c: str(c).startswith(prefixes), False, bool)
     hs = _f(ev, "start_us")[host]
     he = hs + np.nan_to_num(_f(ev, "duration_us")[host])
-    hbs, hbe = _union(hs, he)
-    busy = _overlap(hbs, hbe, gs, ge)
+    hbs, hbe = union(hs, he)
+    busy = overlap(hbs, hbe, gs, ge)
     hs_sorted = np.sort(hs[np.isfinite(hs)])
     count = np.searchsorted(hs_sorted, ge) - np.searchsorted(hs_sorted, gs)
     length = ge - gs
@@ -621,8 +593,8 @@ def conjectured_gc(ctx: AnalysisContext) -> list[HostIssue]:
         _codes_map(ev["name"], lambda c: str(ctx.rules.get("dataloader", {}).get("name_contains", "dataloader"))
                    .lower() in str(c).lower(), False, bool)
     es = _f(ev, "start_us")[explained_by]
-    ebs, ebe = _union(es, es + _f(ev, "duration_us")[explained_by])
-    explained = _overlap(ebs, ebe, gs, ge) / length >= float(cfg.get("explained_ratio", 0.5))
+    ebs, ebe = union(es, es + _f(ev, "duration_us")[explained_by])
+    explained = overlap(ebs, ebe, gs, ge) / length >= float(cfg.get("explained_ratio", 0.5))
     sel = quiet & ~explained
     if not sel.any():
         return []

@@ -110,3 +110,12 @@ def test_unknown_chip_falls_back_to_the_default_and_says_so() -> None:
 
     p = resolve_platform(load_effective_rules([builtin_rules_dir()]), "SS928V100")
     assert p["soc"] == "Ascend910B2" and "SS928V100 not in rules/platforms.yaml" in p["soc_source"]
+
+
+def test_interval_union_and_overlap() -> None:
+    from advisor.intervals import overlap, union, union_length
+
+    bs, be = union(np.array([10.0, 0.0, 3.0, np.nan]), np.array([20.0, 5.0, 4.0, 1.0]))
+    assert bs.tolist() == [0.0, 10.0] and be.tolist() == [5.0, 20.0]
+    assert union_length(np.array([0.0, 2.0]), np.array([3.0, 4.0])) == 4.0
+    assert overlap(bs, be, np.array([4.0, 6.0]), np.array([12.0, 8.0])).tolist() == [3.0, 0.0]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from knowledge_bases.aicpu import AicpuKB, covered, exposed_aicpu
+from advisor.intervals import covered_before as covered
+from knowledge_bases.aicpu import AicpuKB, exposed_aicpu
 from tests.scenarios.builder import OpRow, make_profile
 from tests.scenarios.cases_a import (
     ALL_CASES,
