@@ -26,8 +26,9 @@ def _run(*args: str) -> tuple[int, str, str]:
 
 @pytest.fixture
 def fixed_report(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """`advisor analyze` analyzing anything yields the sample report (score 76.8)."""
+    """`advisor analyze` analyzing anything yields the sample report (score 76.8), all its KBs having run."""
     report = sample_report()
+    report["knowledge_bases"] = [k for k in report["knowledge_bases"] if k["status"] != "failed"]
     monkeypatch.setattr(analyze_cmd, "run_analysis", lambda *a, **k: SimpleNamespace(report=report))
     return report
 
@@ -40,6 +41,14 @@ def test_fail_under(fixed_report: dict, tmp_path: Path, threshold: str, code: in
     assert json.loads(out)["score"] == 76.8  # the report is printed either way
     if code:
         assert f"score 76.8 is below --fail-under {threshold}" in err
+
+
+def test_failed_knowledge_base_exits_3_whatever_the_score(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    report = sample_report()  # has a failed KB
+    monkeypatch.setattr(analyze_cmd, "run_analysis", lambda *a, **k: SimpleNamespace(report=report))
+    rc, out, err = _run("analyze", str(tmp_path), "--format", "json", "-q", "--fail-under", "10")
+    assert rc == 3 and "broken-kb" in err
+    assert json.loads(out)["score"] == report["score"]  # the report is still written
 
 
 def test_no_gate_without_fail_under(fixed_report: dict, tmp_path: Path) -> None:
