@@ -121,8 +121,13 @@ def read_columns(
         return "skip"
 
     include = list(dict.fromkeys(wanted.values()))
+    # streamed block by block: each block's text cells are converted and dropped before the next is read, so the
+    # peak is the converted columns plus one block of text, not the whole file as text
+    text_chunks: dict[str, list[pa.Array]] = {c: [] for c in wanted if c in text}
+    num_chunks: dict[str, list[np.ndarray]] = {c: [] for c in wanted if c not in text}
+    n_rows = 0
     try:
-        table = pa_csv.read_csv(
+        reader = pa_csv.open_csv(
             path,
             read_options=pa_csv.ReadOptions(column_names=names, skip_rows=1, block_size=_BLOCK_SIZE),
             parse_options=pa_csv.ParseOptions(newlines_in_values=multiline, invalid_row_handler=on_invalid),
@@ -134,6 +139,14 @@ def read_columns(
                 quoted_strings_can_be_null=True,
             ),
         )
+        for batch in reader:
+            n_rows += batch.num_rows
+            for canonical, col in wanted.items():
+                arr = batch.column(col)
+                if canonical in text:
+                    text_chunks[canonical].append(arr)
+                else:
+                    num_chunks[canonical].append(_to_float64(pa.chunked_array([arr], type=pa.string())))
     except pa.ArrowInvalid as e:
         raise InputError(path, _arrow_reason(path, str(e), len(header))) from None
 
@@ -150,10 +163,16 @@ def read_columns(
         return _read_with_pandas(path, names, wanted, text), notes
 
     data: dict[str, object] = {}
-    for canonical, col in wanted.items():
-        arr = table.column(col)
-        data[canonical] = arr.to_pandas() if canonical in text else _to_float64(arr)
-    frame = pd.DataFrame(data, index=pd.RangeIndex(table.num_rows))
+    for canonical in wanted:
+        if canonical in text:
+            # dictionary-encoded: a million-row column repeats a few hundred strings (categorical, not objects)
+            data[canonical] = (pa.chunked_array(text_chunks.pop(canonical), type=pa.string()).dictionary_encode()
+                               .to_pandas())
+        else:
+            chunks = num_chunks.pop(canonical)
+            data[canonical] = np.concatenate(chunks) if chunks else np.empty(0)
+    pa.default_memory_pool().release_unused()  # hand the raw text buffers back to the OS now, not at exit
+    frame = pd.DataFrame(data, index=pd.RangeIndex(n_rows))
     return frame, notes
 
 
