@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import sys
 import threading
-from datetime import datetime
 from pathlib import Path
 
 import click
 from rich.console import Console
 
 from advisor.analysis import AnalysisOptions, run_analysis
-from advisor.cli.common import write_atomic
+from advisor.cli.common import output_path, write_atomic
 from advisor.errors import UsageError
 from advisor.report import EXTENSIONS, render
 
@@ -57,14 +56,6 @@ class StderrProgress:
                 self._status.stop()
 
 
-def output_path(out: Path | str, fmt: str, now: datetime | None = None) -> Path:
-    """``-o`` naming a directory (existing, or ending in /) gets a timestamped file name inside it."""
-    text = str(out)
-    out = Path(out)  # after str(): Path() drops a trailing slash
-    if out.is_dir() or text.endswith(("/", "\\")):
-        stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
-        return out / f"advisor_{stamp}.{EXTENSIONS[fmt]}"
-    return out
 
 
 @click.command("analyze")
@@ -119,7 +110,7 @@ def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | st
         if out is None:
             click.echo(text, nl=False)
         else:
-            target = output_path(out, fmt)
+            target = output_path(out, EXTENSIONS[fmt])
             write_atomic(target, text)
             click.echo(f"advisor: wrote {target}", err=True)
 

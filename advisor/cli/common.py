@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 
@@ -25,3 +26,13 @@ def write_atomic(path: Path, text: str | bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def output_path(out: Path | str, extension: str, prefix: str = "advisor", now: datetime | None = None) -> Path:
+    """``-o`` naming a directory (existing, or ending in /) gets a timestamped file name inside it."""
+    text = str(out)
+    out = Path(out)  # after str(): Path() drops a trailing slash
+    if out.is_dir() or text.endswith(("/", "\\")):
+        stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+        return out / f"{prefix}_{stamp}.{extension}"
+    return out

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from advisor.analysis import AnalysisOptions, run_analysis
-from advisor.cli.common import write_atomic
+from advisor.cli.common import output_path, write_atomic
 from advisor.compare import Side, compare, op_types_from_frame, op_types_from_report
 from advisor.errors import InputError, UsageError
 from advisor.report.common import fmt_us
@@ -167,14 +166,6 @@ def render(cmp: dict[str, Any], fmt: str) -> str:
     return buf.getvalue()
 
 
-def output_path(out: Path | str, fmt: str, now: datetime | None = None) -> Path:
-    """A directory (existing, or ending in /) gets a timestamped file name inside it."""
-    text = str(out)
-    out = Path(out)  # after str(): Path() drops a trailing slash
-    if out.is_dir() or text.endswith(("/", "\\")):
-        stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
-        return out / f"advisor_compare_{stamp}.{_EXT[fmt]}"
-    return out
 
 
 @click.command("compare")
@@ -214,7 +205,7 @@ def command(base: Path, new: Path, graph_base: Path | None, graph_new: Path | No
         if out is None:
             click.echo(text, nl=False)
         else:
-            target = output_path(out, fmt)
+            target = output_path(out, _EXT[fmt], prefix="advisor_compare")
             write_atomic(target, text)
             click.echo(f"advisor: wrote {target}", err=True)
     if cmp["regression"]["regressed"]:

@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 import jsonschema
 
-from advisor.cli.common import write_atomic
+from advisor.cli.common import output_path, write_atomic
 from advisor.errors import InputError
-from advisor.report import render
+from advisor.report import EXTENSIONS, render
 from advisor.report.json_report import validate
 
 
@@ -39,13 +39,11 @@ def load_report(path: Path) -> dict:
               show_default=True, help="JUnit: a rule's test case fails at this severity or worse.")
 def command(saved: Path, fmt: str, out: str | None, fail_on: str) -> None:
     """Render a saved JSON report (from `advisor analyze --format json`) as another format."""
-    from advisor.cli.analyze import output_path
-
     report = load_report(saved)
     text = render(report, fmt, fail_on=fail_on) if fmt == "junit" else render(report, fmt)
     if out is None:
         click.echo(text, nl=False)
         return
-    target = output_path(out, fmt)
+    target = output_path(out, EXTENSIONS[fmt])
     write_atomic(target, text)
     click.echo(f"advisor: wrote {target}", err=True)
