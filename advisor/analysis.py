@@ -22,6 +22,7 @@ from advisor.errors import InputError
 from advisor.findings import Finding
 from advisor.graph.model import ModelGraph
 from advisor.hookspecs import API_VERSION
+from advisor.intervals import union_length
 from advisor.kb import RankData
 from advisor.model import OPS_COLUMNS, Profile, empty_frame
 from advisor.platform import resolve_platform
@@ -136,12 +137,21 @@ class RankSummary:
 
 
 def _window_us(profile: Profile) -> float:
+    """The analyzed time: step time (step table, else the Overlap Analysis timeline's extent) when longer than the
+    device busy time, so that findings recovering free or communication time are measured against it."""
     busy = profile.busy_time_us()
     st = profile.steps
     if len(st):
         total = st[["computing_us", "comm_not_overlapped_us", "free_us"]].sum(axis=1, min_count=1).sum()
         if pd.notna(total) and total > busy:
             return float(total)
+        return busy
+    ev = profile.events
+    if len(ev):
+        overlap = ev[ev["process"].astype(str) == "Overlap Analysis"]
+        if len(overlap):
+            start = overlap["start_us"].to_numpy(dtype="float64")
+            return max(busy, union_length(start, start + overlap["duration_us"].to_numpy(dtype="float64")))
     return busy
 
 

@@ -264,7 +264,9 @@ def _classify(agg: pd.DataFrame, ratios: Mapping[str, pd.Series], bw_per_us: flo
     latency = (agg["duration_us"].to_numpy(dtype="float64") < float(rules["latency_max_us"])) & (
         np.nan_to_num(agg["pct_of_roof"].to_numpy(dtype="float64")) < float(rules["latency_max_pct_of_roof"]))
     bound = np.where(latency, "latency", bound).astype(object)
-    unplaced = agg["flops"].isna().to_numpy()
+    # not placed: no FLOPs, or no bytes and no pipe ratios (the op's intensity is unknown: neither its roof nor
+    # its bound can be told, and measuring it against the compute peak would claim almost all its time)
+    unplaced = agg["flops"].isna().to_numpy() | (np.isnan(intensity) & ~has_pipes)
     bound[unplaced] = np.nan
     return bound, pipe
 

@@ -119,3 +119,15 @@ def test_interval_union_and_overlap() -> None:
     assert bs.tolist() == [0.0, 10.0] and be.tolist() == [5.0, 20.0]
     assert union_length(np.array([0.0, 2.0]), np.array([3.0, 4.0])) == 4.0
     assert overlap(bs, be, np.array([4.0, 6.0]), np.array([12.0, 8.0])).tolist() == [3.0, 0.0]
+
+
+@needs_samples
+def test_score_window_includes_free_time_recorded_only_in_the_overlap_timeline() -> None:
+    """msprof .db with no step table: the overlap-analysis timeline gives the step; a 99.5 %-idle step must not
+    score 0 because free time was measured against device busy time only."""
+    from advisor.analysis import run_analysis
+
+    report = run_analysis(SAMPLES / "Ascend__msinsight/server/src/test/test_data/full_db").report
+    detail = report["score_detail"]
+    assert detail["window_us"] > 100 * detail["device_busy_us"]
+    assert 0 < report["score"] < 20
