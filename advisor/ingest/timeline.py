@@ -22,8 +22,8 @@ What becomes what:
 * flows (``s``/``t``/``f``) and other phases are skipped (counted in a note).
 
 ``ts`` is a float (msprof <= 7.x, MindSpore) or a string with 3 decimals (torch_npu, msprof >= 8.x): both are
-microseconds and are parsed, never scaled. ``args`` are kept as a dict (string values interned, so the same
-call stack repeated on 200k events is stored once) when they hold at most :data:`MAX_ARGS` entries, else None.
+microseconds and are parsed, never scaled. ``args`` are kept as a dict (string values interned; events whose args
+are equal share one dict, treat them as read-only) when they hold at most :data:`MAX_ARGS` entries, else None.
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ from ijson.common import JSONError
 DEVICE_PROCESS = "Ascend Hardware"
 MAX_ARGS = 16
 """Events whose args hold more entries than this keep ``args=None`` (the table stays light)."""
+_VOLATILE_ARGS = frozenset({"Sequence number"})
+"""Per-event counters no analysis reads: dropped so that events with equal args can share one dict (2M Python
+ops of a 2M-kernel trace then hold ~one dict per call stack instead of 2M dicts)."""
 COUNTER_COLUMNS = ["process", "name", "key", "ts_us", "value"]
 STEP_EXTRA_COLUMNS = ["start_us", "duration_us", "fp_bp_us", "refresh_us"]
 """Columns beyond ``STEPS_COLUMNS`` filled from msprof step trace: iteration start/length, FP->BP, refresh (tail)."""
@@ -204,6 +207,8 @@ def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:
     # pids, tids and model ids repeat on every event: keep one object per distinct value (not one per row)
     canon_values: dict[Any, Any] = {}
     canon = canon_values.setdefault
+    shared_args: dict[tuple[Any, ...], dict[str, Any]] = {}
+    share_args = shared_args.setdefault
     skipped_phases: dict[str, int] = {}
     n_dropped_device = 0
 
@@ -274,9 +279,16 @@ def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:
                     if len(args) > MAX_ARGS:
                         args = None
                     else:
+                        for k in _VOLATILE_ARGS.intersection(args):
+                            del args[k]
                         for k, v in args.items():
                             if type(v) is str:
                                 args[k] = intern(v)
+                        # events with the same args share one dict (one per distinct call stack, not per event)
+                        try:  # noqa: SIM105 - a hot loop: suppress() costs a context manager per event
+                            args = share_args(tuple(args.items()), args)
+                        except TypeError:  # an unhashable value (list, nested dict): keep this event's own
+                            pass
                 x_args(args)
             elif ph == "C":
                 args = ev.get("args")
