@@ -151,7 +151,10 @@ def roofline_points(ops: pd.DataFrame, platform: Mapping[str, Any], rules: Mappi
     if not len(ops):
         return pd.DataFrame(columns=POINT_COLUMNS)
     mask = ops["core"].isin(COMPUTE_CORES).to_numpy(dtype=bool) & (ops["duration_us"].to_numpy(dtype="float64") > 0)
-    df = ops.loc[mask]
+    wanted = {"name", "duration_us", "aicore_time_us", *_SHAPE_KEYS, *(f"{p}_ratio" for p in _PIPES)}
+    # only the columns used here: a row subset of the whole table would copy all ~60 columns (0.8 GB at 2M rows)
+    df = ops.loc[mask, [c for c in ops.columns if c in wanted or c.endswith(("_fops", "main_mem_read_bw",
+                                                                               "main_mem_write_bw"))]]
     if not len(df):
         return pd.DataFrame(columns=POINT_COLUMNS)
     dur = df["duration_us"].to_numpy(dtype="float64")
