@@ -55,9 +55,10 @@ from ijson.common import JSONError
 DEVICE_PROCESS = "Ascend Hardware"
 MAX_ARGS = 16
 """Events whose args hold more entries than this keep ``args=None`` (the table stays light)."""
-_VOLATILE_ARGS = frozenset({"Sequence number"})
-"""Per-event counters no analysis reads: dropped so that events with equal args can share one dict (2M Python
-ops of a 2M-kernel trace then hold ~one dict per call stack instead of 2M dicts)."""
+_VOLATILE_ARGS = frozenset({"Sequence number", "connection_id", "id", "item_id"})
+"""Per-event counters and flow ids no analysis reads (torch_npu Python ``Sequence number``, msprof CANN
+``connection_id``/``id``/``item_id``): dropped so that events with equal args share one dict (the 2M Python ops and
+2M CANN launches of a 2M-kernel trace then hold one dict per call stack / API level, not 4M dicts)."""
 COUNTER_COLUMNS = ["process", "name", "key", "ts_us", "value"]
 STEP_EXTRA_COLUMNS = ["start_us", "duration_us", "fp_bp_us", "refresh_us"]
 """Columns beyond ``STEPS_COLUMNS`` filled from msprof step trace: iteration start/length, FP->BP, refresh (tail)."""
