@@ -12,7 +12,6 @@ from typing import Any
 
 import click
 import ijson
-import jsonschema
 import pandas as pd
 from rich import box
 from rich.console import Console, Group
@@ -24,6 +23,7 @@ from advisor.cli.common import output_path, write_atomic
 from advisor.compare import Side, compare, op_types_from_frame, op_types_from_report
 from advisor.errors import InputError, UsageError
 from advisor.report.common import fmt_us
+from advisor.report.json_report import load as load_saved_report
 
 _REPORT_KEYS = {"schema_version", "tool", "generated_at", "input", "platform", "summary", "graph", "score",
                 "score_detail", "knowledge_bases", "findings", "waived", "cluster"}
@@ -47,24 +47,6 @@ def is_saved_report(path: Path) -> bool:
         return False
 
 
-def load_report(path: Path) -> dict[str, Any]:
-    """A saved ``advisor analyze --format json`` report, validated against the schema."""
-    from advisor.report.json_report import validate
-
-    try:
-        report = json.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(path, f"not a readable JSON report: {e}") from e
-    if not isinstance(report, dict) or "schema_version" not in report:
-        raise InputError(path, "JSON without schema_version: not an advisor report")
-    if str(report["schema_version"]) != "1":
-        raise InputError(path, f"report schema_version {report['schema_version']} is not supported (expected 1)")
-    try:
-        validate(report)
-    except jsonschema.ValidationError as e:
-        where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
-        raise InputError(path, f"not a valid advisor report at {where}: {e.message}") from e
-    return report
 
 
 def load_side(path: Path, graph: Path | None, options: AnalysisOptions, label: str) -> Side:
@@ -74,7 +56,7 @@ def load_side(path: Path, graph: Path | None, options: AnalysisOptions, label: s
     if is_saved_report(path):
         if graph is not None:
             raise UsageError(f"--graph-{label} applies to a profile, but {path} is a saved report")
-        report = load_report(path)
+        report = load_saved_report(path)
         return Side(report, op_types_from_report(report), "report")
     result = run_analysis(path, graph, options)
     ranks = getattr(result, "ranks", None) or []

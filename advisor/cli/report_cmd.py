@@ -2,32 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
-import jsonschema
 
 from advisor.cli.common import output_path, write_atomic
-from advisor.errors import InputError
 from advisor.report import EXTENSIONS, render
-from advisor.report.json_report import validate
-
-
-def load_report(path: Path) -> dict:
-    """A saved ``advisor analyze --format json`` report, checked against the report schema."""
-    try:
-        report = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InputError(path, f"cannot be read ({e.strerror})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(path, f"not a JSON report ({e})") from None
-    try:
-        validate(report)
-    except jsonschema.ValidationError as e:
-        where = ".".join(str(p) for p in e.absolute_path) or "top level"
-        raise InputError(path, f"not an advisor report (at {where}: {e.message})") from None
-    return report
+from advisor.report.json_report import load
 
 
 @click.command("report")
@@ -39,7 +20,7 @@ def load_report(path: Path) -> dict:
               show_default=True, help="JUnit: a rule's test case fails at this severity or worse.")
 def command(saved: Path, fmt: str, out: str | None, fail_on: str) -> None:
     """Render a saved JSON report (from `advisor analyze --format json`) as another format."""
-    report = load_report(saved)
+    report = load(saved)
     text = render(report, fmt, fail_on=fail_on) if fmt == "junit" else render(report, fmt)
     if out is None:
         click.echo(text, nl=False)

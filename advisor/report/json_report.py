@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jsonschema
+
+from advisor.errors import InputError
 
 SCHEMA_VERSION = "1"
 
@@ -25,3 +28,22 @@ def validate(report: dict[str, Any]) -> None:
 def render(report: dict[str, Any], **_: Any) -> str:
     validate(report)
     return json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def load(path: Path) -> dict[str, Any]:
+    """A saved ``advisor analyze --format json`` report, checked against the schema (InputError otherwise)."""
+    try:
+        report = json.loads(Path(path).read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(path, f"not a readable JSON report: {e}") from None
+    if not isinstance(report, dict) or "schema_version" not in report:
+        raise InputError(path, "JSON without schema_version: not an advisor report")
+    if str(report["schema_version"]) != SCHEMA_VERSION:
+        raise InputError(path, f"report schema_version {report['schema_version']} is not supported "
+                               f"(expected {SCHEMA_VERSION})")
+    try:
+        validate(report)
+    except jsonschema.ValidationError as e:
+        where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
+        raise InputError(path, f"not an advisor report: invalid at {where}: {e.message}") from None
+    return report
