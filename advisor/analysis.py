@@ -130,16 +130,16 @@ class RankSummary:
         join_ops = (ops.groupby("name", observed=True)
                     .agg(type=("type", "first"), duration_us=("duration_us", "sum"), count=("duration_us", "size"))
                     .reset_index())
-        return cls(profile.meta, len(ops), profile.device_time_us(), profile.busy_time_us(), by_type, by_core,
+        busy = profile.busy_time_us()
+        return cls(profile.meta, len(ops), profile.device_time_us(), busy, by_type, by_core,
                    profile.steps, join_ops, profile.comm, profile.extras.get("communication_matrix"),
-                   set(profile.available), _window_us(profile),
+                   set(profile.available), _window_us(profile, busy),
                    {k: v for k, v in profile.extras.items() if k in ("profiler_metadata",)})
 
 
-def _window_us(profile: Profile) -> float:
+def _window_us(profile: Profile, busy: float) -> float:
     """The analyzed time: step time (step table, else the Overlap Analysis timeline's extent) when longer than the
-    device busy time, so that findings recovering free or communication time are measured against it."""
-    busy = profile.busy_time_us()
+    device busy time (``busy``), so that findings recovering free or communication time are measured against it."""
     st = profile.steps
     if len(st):
         total = st[["computing_us", "comm_not_overlapped_us", "free_us"]].sum(axis=1, min_count=1).sum()
