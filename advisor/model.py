@@ -3,7 +3,8 @@
 Ingest (``advisor.ingest``) is the only code that knows file layouts; everything downstream reads a
 :class:`Profile`. Column names below are the contract; see ``docs/model.md`` for their meaning.
 
-Times are microseconds (float). Absent metrics are NaN, never 0. Tensor descriptions (shapes, dtypes,
+Times are microseconds (float); time stamps (``start_us``...) are offsets from the rank's origin
+``Meta.time_origin_ns``, parsed without loss (``advisor.ingest.timebase``). Absent metrics are NaN, never 0. Tensor descriptions (shapes, dtypes,
 formats) are kept as canonical strings -- tensors separated by ``;``, dims by ``,`` (``"1,3,224,224;64,3,7,7"``)
 -- stored as categoricals because a million-row profile repeats a few hundred distinct values; use
 :func:`parse_shapes` / :func:`parse_list` to get them as lists (cached per distinct value).
@@ -158,6 +159,9 @@ class Meta:
     """Environment variables recorded by the profiler (profiler_metadata.json ENV_VARIABLES...)."""
     config: dict[str, Any] = field(default_factory=dict)
     """Profiler configuration (profiler_info ``config``) when recorded."""
+    time_origin_ns: int | None = None
+    """Absolute time (ns) that every ``*_us`` time stamp of this rank is an offset from (``advisor.ingest.timebase``):
+    absolute ns = ``time_origin_ns + start_us * 1000``. None when the profile holds no time stamps."""
 
     def read(self, path: object) -> None:
         self.files_read.append(str(path))

@@ -25,6 +25,7 @@ from advisor.ingest.columns import (
     resolve_header,
 )
 from advisor.ingest.detect import RankSource
+from advisor.ingest.timebase import absolute_ns, absolute_us
 from advisor.model import COMM_COLUMNS, MEMORY_COLUMNS, OP_STATS_COLUMNS, OPS_COLUMNS, STEPS_COLUMNS, parse_shapes
 
 DATA = Path(__file__).resolve().parent / "data" / "ingest_text"
@@ -113,7 +114,7 @@ def test_v1_unprefixed_metrics_and_unitless_start_time() -> None:
     assert set(OPS_COLUMNS) <= set(ops.columns)
     conv = ops[ops["name"] == "Conv2D_1"].iloc[0]
     assert conv["type"] == "Conv2D" and conv["core"] == "AI_CORE"
-    assert conv["start_us"] == 1665480000001020.0  # numeric start time is not rescaled
+    assert absolute_ns(p.meta, conv["start_us"])[0] == 1665480000001020_000  # not rescaled, exact to the ns
     assert conv["duration_us"] == 250.5 and conv["block_dim"] == 32
     assert conv["mac_ratio"] == pytest.approx(0.767) and conv["memory_bound"] == pytest.approx(0.421)
     assert conv["aicore_time_us"] == pytest.approx(248.1)
@@ -132,7 +133,7 @@ def test_v2_step_id_and_memory_l0_metrics() -> None:
     p = _one(V2_FILE)
     first = p.ops.iloc[0]
     assert first["name"] == "ZerosLike" and first["core"] == "AI_CORE"
-    assert first["start_us"] == 1695115378713661.0
+    assert absolute_ns(p.meta, first["start_us"])[0] == 1695115378713661_000
     assert first["duration_us"] == pytest.approx(496.8508)
     assert first["step"] == 2 and math.isnan(first["model_id"])  # 4294967295 = eager
     assert first["aicore_time_us"] == pytest.approx(982.72) and first["aiv_time_us"] == pytest.approx(491.36)
@@ -151,7 +152,7 @@ def test_v3_op_state_mix_block_dim_and_split_metrics() -> None:
     first = p.ops.iloc[0]
     assert first["core"] == "MIX_AIC" and first["op_state"] == "dynamic"
     assert first["block_dim"] == 256 and first["mix_block_dim"] == 512
-    assert first["start_us"] == 1000000.0 and first["duration_us"] == pytest.approx(42399.12)
+    assert absolute_ns(p.meta, first["start_us"])[0] == 1000000_000 and first["duration_us"] == pytest.approx(42399.12)
     assert first["aic_scalar_ratio"] == pytest.approx(0.841) and first["aiv_scalar_ratio"] == pytest.approx(0.995)
     assert first["cube_utilization"] == pytest.approx(0.00029)
     assert p.meta.cann_version == "8.x (header V3)"
@@ -163,7 +164,7 @@ def test_v4_block_num_trailing_tab_and_quoted_shapes() -> None:
     _, rows = _raw_rows(V4_FILE)
     first = p.ops.iloc[0]
     assert rows[0][8].endswith("\t")
-    assert first["start_us"] == pytest.approx(1788186112069418.015, abs=0.01)
+    assert absolute_ns(p.meta, first["start_us"])[0] == 1788186112069418_015
     assert first["block_dim"] == 40  # header says "Block Num"
     assert first["core"] == "AI_VECTOR_CORE"
     assert parse_shapes(first["input_shapes"]) == ((9216, 7168),)
@@ -211,7 +212,7 @@ def test_kernel_details_variant1_level0_na_types_are_missing() -> None:
     assert p.ops.iloc[0]["step"] == 50
     assert "metrics" not in p.available
     q = _one(KD1_NOSTEP_FILE)
-    assert q.ops.iloc[0]["start_us"] == 1702866902796675.0  # purely numeric start time: no x1000
+    assert absolute_ns(q.meta, q.ops.iloc[0]["start_us"])[0] == 1702866902796675_000  # numeric start time: no x1000
     assert q.ops.iloc[0]["duration_us"] == pytest.approx(932.0498)
     assert q.ops["step"].isna().all()
 
@@ -239,7 +240,7 @@ def test_kernel_details_variant4_quoted_tab_start_and_matmul_metrics() -> None:
     p = _one(KD4_FILE)
     mm = p.ops.iloc[0]
     assert mm["type"] == "MatMulV2" and mm["op_state"] == "dynamic"
-    assert mm["start_us"] == pytest.approx(1736413971558972.912, abs=0.01)
+    assert absolute_ns(p.meta, mm["start_us"])[0] == 1736413971558972_912
     assert parse_shapes(mm["input_shapes"]) == ((81920, 4096), (8192, 512))
     assert mm["mac_ratio"] == pytest.approx(0.824) and mm["mte2_ratio"] == pytest.approx(0.964)
     assert mm["cube_utilization"] == pytest.approx(0.79295)
@@ -260,8 +261,8 @@ def test_kernel_details_variant6_block_num_and_absent_metrics() -> None:
     assert ops["block_dim"].tolist()[:3] == [24, 20, 48]
     assert ops.loc[1, "mix_block_dim"] == 40 and ops.loc[1, "core"] == "MIX_AIC"
     assert math.isnan(ops.loc[3, "block_dim"])  # HCCL: N/A
-    assert ops.loc[0, "start_us"] == pytest.approx(1780000000000100.25)
-    assert ops.loc[2, "start_us"] == 1780000000001630.0
+    assert absolute_ns(p.meta, ops.loc[0, "start_us"])[0] == 1780000000000100_250
+    assert absolute_ns(p.meta, ops.loc[2, "start_us"])[0] == 1780000000001630_000
     # no PMU columns at all: metrics are NaN, never 0
     for col in ("aicore_time_us", "mac_ratio", "vec_ratio", "mte2_ratio", "memory_bound", "cube_utilization"):
         assert ops[col].isna().all(), col
@@ -431,7 +432,7 @@ def test_torch_npu_meta_and_side_tables() -> None:
 @needs_samples
 def test_excel_mangled_memory_timestamps_and_multiline_call_stacks() -> None:
     p = _one(MSINSIGHT / "server/src/test/test_data/test_rank_1")
-    assert p.memory.loc[0, "timestamp_us"] == pytest.approx(1.69512e15)
+    assert absolute_us(p.meta, p.memory.loc[0, "timestamp_us"])[0] == pytest.approx(1.69512e15)
     assert p.memory.loc[0, "reserved_mb"] == pytest.approx(10750.375) and math.isnan(p.memory.loc[0, "allocated_mb"])
     q = _one(MSINSIGHT / "test/data/pytorch/text/level1/rank1_ascend_pt")
     details = q.extras["operator_details"]

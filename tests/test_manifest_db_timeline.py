@@ -19,6 +19,7 @@ import pytest
 from advisor.ingest import read_source
 from advisor.ingest.detect import RankSource
 from advisor.ingest.sqlite_db import read_analysis_db
+from advisor.ingest.timebase import absolute_ns, ns_of
 from advisor.ingest.timeline import TraceTables, read_trace
 from advisor.model import Meta, Profile
 
@@ -86,8 +87,9 @@ def test_db_ops_match_raw_tables(entry: Entry) -> None:
         JOIN STRING_IDS core ON core.id = c.taskType
         ORDER BY t.globalTaskId""")
     ops = profile.ops
+    starts_ns = absolute_ns(profile.meta, ops["start_us"].to_numpy())
     for name, op_type, core, dur_ns, start_ns, task_id in sample[:: max(1, len(sample) // 7)]:
-        row = ops[(ops["task_id"] == task_id) & ((ops["start_us"] - start_ns / 1000.0).abs() < 1.0)]
+        row = ops[(ops["task_id"] == task_id).to_numpy() & (starts_ns == start_ns)]  # time stamps exact to the ns
         assert len(row) == 1, (name, task_id)
         row = row.iloc[0]
         assert row["name"] == name and row["type"] == op_type and row["core"] == core
@@ -109,7 +111,9 @@ def test_db_pmu_metrics_match_raw_rows(entry: Entry) -> None:
     if "TASK_PMU_INFO" not in tables:
         pytest.skip("no PMU table in this export")
     layout = "msprof-db" if entry.kind.startswith("msprof") else "torch_npu-db"
-    ops = read_source(RankSource(entry.path, layout)).ops
+    profile = read_source(RankSource(entry.path, layout))
+    ops = profile.ops
+    starts_ns = absolute_ns(profile.meta, ops["start_us"].to_numpy())
     rows = _sql(entry.path, """
         SELECT t.taskId, t.startNs, s.value, p.value FROM TASK_PMU_INFO p
         JOIN TASK t ON t.globalTaskId = p.globalTaskId JOIN STRING_IDS s ON s.id = p.name
@@ -119,7 +123,7 @@ def test_db_pmu_metrics_match_raw_rows(entry: Entry) -> None:
     column = {"aic_mac_ratio": ("aic_mac_ratio", 1.0), "aiv_vec_ratio": ("aiv_vec_ratio", 1.0),
               "aic_total_time": ("aicore_time_us", 1e-3), "aiv_mte2_ratio": ("aiv_mte2_ratio", 1.0)}
     for task_id, start_ns, metric, value in rows[:: max(1, len(rows) // 25)]:
-        row = ops[(ops["task_id"] == task_id) & ((ops["start_us"] - start_ns / 1000.0).abs() < 1.0)].iloc[0]
+        row = ops[(ops["task_id"] == task_id).to_numpy() & (starts_ns == start_ns)].iloc[0]
         col, scale = column[metric]
         assert row[col] == pytest.approx(value * scale, rel=1e-9, abs=1e-12), (task_id, metric)
 
@@ -181,23 +185,28 @@ def _raw_trace(path: Path) -> RawTrace:
 
 
 @cache
+def _trace_with_meta(path: Path, device_ops: bool) -> tuple[TraceTables, Meta]:
+    meta = Meta()
+    return read_trace(path, meta, device_ops=device_ops), meta
+
+
 def _trace(path: Path, device_ops: bool) -> TraceTables:
-    return read_trace(path, Meta(), device_ops=device_ops)
+    return _trace_with_meta(path, device_ops)[0]
 
 
 @pytest.mark.parametrize("entry", _params(TRACE_KINDS))
 def test_trace_tables_match_raw_events(entry: Entry) -> None:
     raw = _raw_trace(entry.path)
-    tables = _trace(entry.path, True)
+    tables, meta = _trace_with_meta(entry.path, True)
     assert tables.ops is not None
     assert len(tables.ops) == len(raw.device)
     assert len(tables.events) == raw.other_x
     assert len(tables.counters) == raw.counters
     assert len(tables.steps) == raw.iterations
     ops = tables.ops
+    starts_ns = absolute_ns(meta, ops["start_us"].to_numpy())
     for e in raw.device[:: max(1, len(raw.device) // 9)]:
-        start = float(e["ts"])
-        row = ops[(ops["name"] == e["name"]) & ((ops["start_us"] - start).abs() < 1e-3)]
+        row = ops[(ops["name"] == e["name"]).to_numpy() & (starts_ns == ns_of(e["ts"]))]  # exact to the ns
         assert len(row) >= 1, e["name"]
         row = row.iloc[0]
         assert row["duration_us"] == pytest.approx(float(e["dur"]))
@@ -212,7 +221,7 @@ def test_trace_tables_match_raw_events(entry: Entry) -> None:
 @pytest.mark.parametrize("entry", _params(TRACE_KINDS))
 def test_trace_without_device_ops_keeps_everything_else(entry: Entry) -> None:
     raw = _raw_trace(entry.path)
-    tables = _trace(entry.path, False)
+    tables, meta = _trace_with_meta(entry.path, False)
     assert tables.ops is None
     assert len(tables.events) == raw.other_x
     assert len(tables.counters) == raw.counters
@@ -220,7 +229,8 @@ def test_trace_without_device_ops_keeps_everything_else(entry: Entry) -> None:
         ev = tables.events
         first = next(e for e in json.loads(entry.path.read_text(encoding="utf-8"))
                      if e.get("ph") == "X" and not any(e is d for d in raw.device))
-        match = ev[(ev["name"] == first["name"]) & ((ev["start_us"] - float(first["ts"])).abs() < 1e-3)]
+        match = ev[(ev["name"] == first["name"]).to_numpy()
+                   & (absolute_ns(meta, ev["start_us"].to_numpy()) == ns_of(first["ts"]))]
         assert len(match) >= 1
         assert match["duration_us"].iloc[0] == pytest.approx(float(first.get("dur", "nan")), nan_ok=True)
 

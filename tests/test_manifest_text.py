@@ -9,6 +9,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,10 @@ import pytest
 
 from advisor.errors import InputError
 from advisor.ingest import load, read_source
+from advisor.ingest.columns import TIMESTAMP_COLUMNS
 from advisor.ingest.detect import RankSource
-from advisor.model import Profile
+from advisor.ingest.timebase import absolute_ns
+from advisor.model import Meta, Profile
 
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"
 MANIFEST = SAMPLES / "MANIFEST.tsv"
@@ -84,9 +87,16 @@ def _sample_rows(rows: list[list[str]], width: int) -> list[int]:
     return sorted({full[0], full[len(full) // 2], full[-1]}) if full else []
 
 
+def _exact_ns(raw: str) -> int | None:
+    text = _cell(raw)
+    return None if text is None else int(Decimal(text) * 1000)
+
+
 def _check_cells(table: pd.DataFrame, header: list[str], rows: list[list[str]],
-                 checks: dict[str, tuple[str, ...]], scale: dict[str, float] | None = None) -> None:
-    """Compare canonical columns to the first raw header spelling present, on sampled rows."""
+                 checks: dict[str, tuple[str, ...]], scale: dict[str, float] | None = None,
+                 meta: Meta | None = None) -> None:
+    """Compare canonical columns to the first raw header spelling present, on sampled rows. Time stamps must come
+    back exactly (to the nanosecond) from the rank's origin plus the stored offset."""
     assert len(table) == len(rows)
     for canonical, spellings in checks.items():
         pos = next((header.index(s) for s in spellings if s in header), None)
@@ -95,7 +105,14 @@ def _check_cells(table: pd.DataFrame, header: list[str], rows: list[list[str]],
         for i in _sample_rows(rows, len(header)):
             got = table[canonical].iloc[i]
             raw = rows[i][pos]
-            if pd.api.types.is_numeric_dtype(table[canonical]):
+            if canonical in TIMESTAMP_COLUMNS and meta is not None:
+                want_ns = _exact_ns(raw)
+                # exact to the ns; a stamp far from the origin (a fixture stitched from two captures) keeps
+                # float64's relative resolution of its offset
+                slack = max(1, int(abs(got) * 1000 * 2.0**-51))
+                assert (want_ns is None and math.isnan(got)) or abs(int(absolute_ns(meta, got)[0]) - want_ns) <= slack, \
+                    (canonical, i, raw, got)
+            elif pd.api.types.is_numeric_dtype(table[canonical]):
                 want = _number(raw) * (scale or {}).get(canonical, 1.0)
                 assert (math.isnan(got) and math.isnan(want)) or got == pytest.approx(want, rel=1e-9, abs=1e-9), \
                     (canonical, i, raw, got)
@@ -129,7 +146,7 @@ def test_op_tables_load_every_row(entry: Entry) -> None:
     if entry.kind == "derived.op_summary_subset":  # no name/type/duration columns: derived from the file
         checks = {"aicore_time_us": ("aicore_time(us)",), "block_dim": ("Block Dim",),
                   "duration_us": ("aicore_time(us)",), "input_shapes": ("Input Shapes",)}
-    _check_cells(profile.ops, header, rows, checks)
+    _check_cells(profile.ops, header, rows, checks, meta=profile.meta)
 
 
 @dataclass(frozen=True)
@@ -181,7 +198,7 @@ def test_summary_tables_load_every_row(entry: Entry) -> None:
     profile = _profile(_holder(entry, spec.layout), spec.layout)
     assert entry.rows in ("", str(len(rows)))
     assert str(entry.path) in profile.meta.files_read
-    _check_cells(spec.table(profile), header, rows, spec.checks, spec.scale)
+    _check_cells(spec.table(profile), header, rows, spec.checks, spec.scale, meta=profile.meta)
 
 
 def _comm_ops(data: dict[str, Any]) -> list[tuple[str, str, str, dict[str, Any]]]:

@@ -19,6 +19,7 @@ import pytest
 from advisor import engine, ingest
 from advisor.analysis import AnalysisOptions, run_analysis
 from advisor.findings import Finding
+from advisor.ingest.timebase import absolute_ns
 from advisor.kb import AnalysisContext, KnowledgeBase
 from advisor.model import Profile
 from advisor.platform import resolve_platform
@@ -218,7 +219,7 @@ def test_start_time_without_trailing_tab_keeps_its_unit(tmp_path: Path) -> None:
     a = ingest.load(write_profile(tmp_path / "tab", tabbed))[0]
     b = ingest.load(write_profile(tmp_path / "plain", plain))[0]
     assert b.ops["start_us"].tolist() == a.ops["start_us"].tolist()
-    assert b.ops["start_us"].iloc[0] == pytest.approx(T0, abs=1e-3)
+    assert absolute_ns(b.meta, b.ops["start_us"].iloc[0])[0] == int(T0) * 1000 + round((T0 % 1) * 1000)
     assert b.ops["start_us"].iloc[1] - b.ops["start_us"].iloc[0] == pytest.approx(150.0, abs=1e-3)
     assert b.busy_time_us() == pytest.approx(a.busy_time_us())
 

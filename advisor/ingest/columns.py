@@ -112,6 +112,11 @@ OP_STATS_ALIASES: dict[str, tuple[str, ...]] = {
 }
 """op_statistic (torch_npu <=2025-01, msprof 8.x/9.x with ``Device_id``, msprof ``Model Name`` variant).
 ``ratio`` is stored as a 0-1 fraction (the file writes a percentage)."""
+TIMESTAMP_COLUMNS = frozenset({"start_us", "stop_us", "timestamp_us", "fp_start_us", "bp_end_us",
+                               "iteration_end_us", "alloc_us", "release_us"})
+"""Canonical columns holding absolute time stamps: parsed exactly into offsets from the rank's origin
+(``advisor.ingest.timebase``), never as plain floats."""
+
 OP_STATS_TEXT = frozenset({"type", "core", "model_name"})
 
 API_ALIASES: dict[str, tuple[str, ...]] = {

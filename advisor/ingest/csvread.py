@@ -28,8 +28,10 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from advisor.errors import InputError
-from advisor.ingest.columns import Aliases, ResolvedHeader, describe_missing, resolve_header
+from advisor.ingest import timebase
+from advisor.ingest.columns import TIMESTAMP_COLUMNS, Aliases, ResolvedHeader, describe_missing, resolve_header
 from advisor.ingest.normalize import to_number
+from advisor.model import Meta
 
 NULL_CELLS = ["N/A", ""]
 """Cells that mean "no value" in every Ascend CSV (``NULL`` is a real format name and is kept)."""
@@ -84,15 +86,17 @@ def read_table(
     extra: Callable[[str], str | None] | None = None,
     required: Sequence[str] = (),
     multiline: bool = False,
+    meta: Meta | None = None,
 ) -> CsvTable:
     """Read the columns of ``path`` that ``aliases`` (or ``extra``) name; canonical names not in ``text`` become
-    float64. Raises InputError when a ``required`` canonical column is absent."""
+    float64, time stamps (:data:`TIMESTAMP_COLUMNS`) offsets from ``meta``'s time origin, parsed exactly. Raises
+    InputError when a ``required`` canonical column is absent."""
     header = sniff_header(path)
     resolved = resolve_header(header, aliases, extra=extra)
     missing = [c for c in required if not resolved.has(c)]
     if missing:
         raise InputError(path, f"no {describe_missing(missing, aliases)} column; found: {found_list(header)}")
-    frame, notes = read_columns(path, header, resolved.columns, text=text, multiline=multiline)
+    frame, notes = read_columns(path, header, resolved.columns, text=text, multiline=multiline, meta=meta)
     return CsvTable(path, frame, resolved, notes)
 
 
@@ -110,8 +114,12 @@ def read_columns(
     *,
     text: Collection[str],
     multiline: bool = False,
+    meta: Meta | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
-    """Read the raw columns at ``columns`` (canonical name -> position) into a DataFrame with canonical names."""
+    """Read the raw columns at ``columns`` (canonical name -> position) into a DataFrame with canonical names.
+
+    With ``meta``, time stamp columns are parsed exactly into offsets from the rank's origin."""
+    stamps = {c for c in columns if c in TIMESTAMP_COLUMNS and c not in text} if meta is not None else set()
     names = [f"c{i}" for i in range(len(header))]
     wanted = {canonical: names[pos] for canonical, pos in columns.items()}
     bad_rows: list[tuple[int, int]] = []
@@ -145,6 +153,8 @@ def read_columns(
                 arr = batch.column(col)
                 if canonical in text:
                     text_chunks[canonical].append(arr)
+                elif canonical in stamps:
+                    num_chunks[canonical].append(timebase.us_from_text(meta, arr))  # type: ignore[arg-type]
                 else:
                     num_chunks[canonical].append(_to_float64(pa.chunked_array([arr], type=pa.string())))
     except pa.ArrowInvalid as e:
@@ -160,7 +170,7 @@ def read_columns(
         if widest > len(header):
             notes.append(f"{path.name}: rows end with empty cells beyond the header; ignored")
         names += [f"x{i}" for i in range(len(header), widest)]
-        return _read_with_pandas(path, names, wanted, text), notes
+        return _read_with_pandas(path, names, wanted, text, stamps, meta), notes
 
     data: dict[str, object] = {}
     for canonical in wanted:
@@ -185,7 +195,8 @@ def _to_float64(arr: pa.ChunkedArray) -> np.ndarray:
         return to_number(pd.Series(trimmed.to_pandas(), dtype="string")).to_numpy(dtype="float64")
 
 
-def _read_with_pandas(path: Path, names: list[str], wanted: dict[str, str], text: Collection[str]) -> pd.DataFrame:
+def _read_with_pandas(path: Path, names: list[str], wanted: dict[str, str], text: Collection[str],
+                      stamps: Collection[str] = (), meta: Meta | None = None) -> pd.DataFrame:
     """Slow path for files with short rows: pandas' C parser pads them with missing cells."""
     include = list(dict.fromkeys(wanted.values()))
     raw = pd.read_csv(
@@ -203,7 +214,12 @@ def _read_with_pandas(path: Path, names: list[str], wanted: dict[str, str], text
     )
     data: dict[str, object] = {}
     for canonical, col in wanted.items():
-        data[canonical] = raw[col] if canonical in text else to_number(raw[col]).to_numpy()
+        if canonical in text:
+            data[canonical] = raw[col]
+        elif canonical in stamps and meta is not None:
+            data[canonical] = timebase.us_from_text(meta, pa.array(raw[col].to_numpy(dtype=object), type=pa.string()))
+        else:
+            data[canonical] = to_number(raw[col]).to_numpy()
     return pd.DataFrame(data).reset_index(drop=True)
 
 

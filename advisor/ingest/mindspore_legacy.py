@@ -52,6 +52,7 @@ import pandas as pd
 
 from advisor.errors import InputError
 from advisor.ingest.normalize import finalize_ops
+from advisor.ingest.timebase import us_from_float, us_from_ns
 from advisor.model import (
     COMM_COLUMNS,
     OP_STATS_COLUMNS,
@@ -266,9 +267,11 @@ def _read_timeline(root: Path, dev: int, meta: Meta, known_names: set[str]) -> t
     return None
 
 
-def _aicpu_ops(df: pd.DataFrame) -> pd.DataFrame:
+def _aicpu_ops(df: pd.DataFrame, meta: Meta) -> pd.DataFrame:
     start = _num(df["run_start"]) if "run_start" in df else pd.Series(np.nan, index=df.index)
     end = _num(df["run_end"]) if "run_end" in df else pd.Series(np.nan, index=df.index)
+    duration = end - start
+    start = pd.Series(us_from_float(meta, start.to_numpy(dtype="float64")), index=df.index)
     name_col = _first_col(df, "kernel_type", "op_type", "node_type_name")
     names = df[name_col].str.strip() if name_col else pd.Series(None, index=df.index, dtype=object)
     return pd.DataFrame({
@@ -276,7 +279,7 @@ def _aicpu_ops(df: pd.DataFrame) -> pd.DataFrame:
         "type": names,
         "core": "AI_CPU",
         "start_us": start,
-        "duration_us": end - start,
+        "duration_us": duration,
         "aicpu_total_us": _num(df["total_time"]) * 1000.0 if "total_time" in df else np.nan,
         "aicpu_dispatch_us": _num(df["dispatch_time"]) * 1000.0 if "dispatch_time" in df else np.nan,
     })
@@ -310,7 +313,7 @@ def read_step_trace(path: Path, meta: Meta) -> pd.DataFrame | None:
         "step": _num(df["step_num"]),
         "computing_us": us("fp_and_bp"),
         "preparing_us": us("iteration_interval"),
-        "start_us": us("start_point"),
+        "start_us": _stamp_us(df, "start_point", meta),
         "duration_us": us("total"),
         "fp_bp_us": us("fp_and_bp"),
         "tail_us": us("tail"),
@@ -318,8 +321,8 @@ def read_step_trace(path: Path, meta: Meta) -> pd.DataFrame | None:
     comm_fields = [c for c in df.columns if _COMM_FIELD.match(c)
                    and f"{c}_start_point" in df and f"{c}_end_point" in df]
     if comm_fields:
-        starts = np.column_stack([_num(df[f"{c}_start_point"]).to_numpy() for c in comm_fields]) / SYSCNT_PER_US
-        ends = np.column_stack([_num(df[f"{c}_end_point"]).to_numpy() for c in comm_fields]) / SYSCNT_PER_US
+        starts = np.column_stack([_stamp_us(df, f"{c}_start_point", meta) for c in comm_fields])
+        ends = np.column_stack([_stamp_us(df, f"{c}_end_point", meta) for c in comm_fields])
         unions = []
         for s, e in zip(starts, ends, strict=True):
             ok = (s > 0) & (e >= s)
@@ -330,6 +333,15 @@ def read_step_trace(path: Path, meta: Meta) -> pd.DataFrame | None:
         if col not in out:
             out[col] = np.nan
     return out[[*STEPS_COLUMNS, *STEP_EXTRA_COLUMNS]].astype("float64").reset_index(drop=True)
+
+
+def _stamp_us(df: pd.DataFrame, col: str, meta: Meta) -> np.ndarray:
+    """A step-trace time stamp column (integer 10 ns cycles) -> exact offsets from the rank's time origin."""
+    if col not in df:
+        return np.full(len(df), np.nan)
+    cycles = _num(df[col]).to_numpy(dtype="float64")
+    ns = np.where(np.isfinite(cycles) & (cycles > 0), cycles, np.nan) * (1000.0 / SYSCNT_PER_US)
+    return us_from_ns(meta, ns)
 
 
 def read_hccl_raw(path: Path, meta: Meta) -> pd.DataFrame | None:
@@ -437,7 +449,7 @@ def read(root: Path, meta: Meta) -> Profile:
     if not known and framework is not None:
         known = set(framework.index)
     aicpu_df = _csv(root / f"aicpu_intermediate_{dev}.csv", meta)
-    aicpu = _aicpu_ops(aicpu_df) if aicpu_df is not None else pd.DataFrame()
+    aicpu = _aicpu_ops(aicpu_df, meta) if aicpu_df is not None else pd.DataFrame()
 
     timeline = _read_timeline(root, dev, meta, known)
     if timeline is not None:

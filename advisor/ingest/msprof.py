@@ -138,7 +138,7 @@ def _read_ops_csv(path: Path, meta: Meta) -> pd.DataFrame:
     if not resolved.has("duration_us") and not derived:
         raise InputError(path, f"no {C.describe_missing(['duration_us'], C.OPS_ALIASES)} column; "
                                f"found: {found_list(header)}")
-    frame, notes = read_columns(path, header, resolved.columns, text=C.OPS_TEXT_ALIASES.keys())
+    frame, notes = read_columns(path, header, resolved.columns, text=C.OPS_TEXT_ALIASES.keys(), meta=meta)
     meta.notes.extend(notes)
     # "(%)" metrics are percentages: make them fractions here, where the unit is known (finalize_ops can only
     # guess from the values, which fails for a file whose utilizations are all below 1 %)
@@ -227,7 +227,7 @@ def read_api_stats(path: Path, meta: Meta) -> pd.DataFrame:
 
 def read_task_time(path: Path, meta: Meta) -> pd.DataFrame:
     """msprof task_time CSV -> name, core, stream_id, task_id, duration_us, start_us, stop_us, device_id."""
-    t = read_table(path, C.TASK_TIME_ALIASES, text=C.TASK_TIME_TEXT, required=["core", "duration_us"])
+    t = read_table(path, C.TASK_TIME_ALIASES, text=C.TASK_TIME_TEXT, required=["core", "duration_us"], meta=meta)
     meta.notes.extend(t.notes)
     df = t.frame
     for col in ("name", "core"):
@@ -245,7 +245,7 @@ def read_step_trace_time(path: Path, meta: Meta) -> pd.DataFrame:
 
 def read_msprof_step_trace(path: Path, meta: Meta) -> pd.DataFrame:
     """msprof step_trace CSV (graph mode) -> STEPS_COLUMNS plus iteration/FP/BP columns."""
-    t = read_table(path, C.MSPROF_STEP_TRACE_ALIASES, text=(), required=["step", "iteration_us"])
+    t = read_table(path, C.MSPROF_STEP_TRACE_ALIASES, text=(), required=["step", "iteration_us"], meta=meta)
     meta.notes.extend(t.notes)
     return _complete(t.frame, STEPS_COLUMNS)
 

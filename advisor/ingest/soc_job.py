@@ -67,7 +67,7 @@ def read(root: Path, meta: Meta) -> Profile:
 
 
 def _read_file(path: Path, meta: Meta) -> pd.DataFrame:
-    t = read_table(path, C.SOC_JOB_ALIASES, text=C.SOC_JOB_TEXT, required=["name", "duration_us"])
+    t = read_table(path, C.SOC_JOB_ALIASES, text=C.SOC_JOB_TEXT, required=["name", "duration_us"], meta=meta)
     meta.notes.extend(t.notes)
     meta.read(path)
     df = t.frame

@@ -52,6 +52,7 @@ import pandas as pd
 from advisor.errors import InputError
 from advisor.ingest.columns import metric_name
 from advisor.ingest.normalize import finalize_ops
+from advisor.ingest.timebase import us_from_float, us_from_ns
 from advisor.model import (
     API_COLUMNS,
     COMM_COLUMNS,
@@ -247,7 +248,7 @@ def read(root: Path, meta: Meta) -> Profile:
         if "TASK" not in tables:
             if tables & set(_ANALYSIS_TABLES):  # an analysis.db given on its own
                 meta.read(db_path)
-                steps, comm = _analysis_tables(con, tables, db_path)
+                steps, comm = _analysis_tables(con, tables, db_path, meta)
                 return Profile(ops=finalize_ops(pd.DataFrame()), meta=meta, steps=steps, comm=comm)
             raise InputError(db_path, "no TASK table: not an msprof/torch_npu/MindSpore profiler database")
         meta.read(db_path)
@@ -273,35 +274,54 @@ def read_analysis_db(path: Path, meta: Meta) -> tuple[pd.DataFrame, pd.DataFrame
         tables = table_names(con)
         if not tables & set(_ANALYSIS_TABLES):
             raise InputError(path, "no StepTraceTime/CommAnalyzer tables: not a torch_npu analysis.db")
-        out = _analysis_tables(con, tables, path)
+        out = _analysis_tables(con, tables, path, meta)
     meta.read(path)
     return out
 
 
+def _set_origin(con: sqlite3.Connection, path: Path, meta: Meta) -> None:
+    """Fix the rank's time origin from the first device task, so every query can select ``startNs - origin``:
+    small integers that float64 holds exactly (absolute ns near 1.7e18 would lose 256 ns)."""
+    if meta.time_origin_ns is not None:
+        return
+    try:
+        row = con.execute("SELECT MIN(startNs) FROM TASK").fetchone()
+    except sqlite3.DatabaseError as e:
+        raise InputError(path, f"cannot read the database ({str(e).splitlines()[0]})") from None
+    first = row[0] if row and isinstance(row[0], int) else 0
+    meta.time_origin_ns = (first // 1_000_000_000) * 1_000_000_000
+
+
+def _rel(meta: Meta, column: str) -> str:
+    """SQL for a time stamp column as ns since the rank's origin (see :func:`_set_origin`)."""
+    return f"({column} - {int(meta.time_origin_ns or 0)})"
+
+
 def _read_main(con: sqlite3.Connection, tables: set[str], path: Path, meta: Meta) -> Profile:
     strings = StringIds(con, tables)
-    step_ranges = _step_ranges(con, tables, path)
+    _set_origin(con, path, meta)
+    step_ranges = _step_ranges(con, tables, path, meta)
     _read_db_meta(con, tables, meta)
 
     ops = _compute_ops(con, tables, strings, step_ranges, path, meta)
-    comm_ops = _communication_ops(con, tables, strings, step_ranges, path)
+    comm_ops = _communication_ops(con, tables, strings, step_ranges, path, meta)
     if len(comm_ops):
         ops = pd.concat([ops, comm_ops], ignore_index=True)
         ops = ops.sort_values("start_us", kind="stable", ignore_index=True)
     ops = finalize_ops(ops)
 
-    events = _events(con, tables, strings, path)
+    events = _events(con, tables, strings, path, meta)
     profile = Profile(
         ops=ops,
         meta=meta,
         api=_api(con, tables, strings, path),
-        steps=_steps_from_overlap(con, tables, step_ranges, path),
+        steps=_steps_from_overlap(con, tables, step_ranges, path, meta),
         events=events,
         comm=_comm_from_ops(comm_ops),
-        memory=_memory(con, tables, strings, path),
-        tx=_tx(con, tables, strings, path),
+        memory=_memory(con, tables, strings, path, meta),
+        tx=_tx(con, tables, strings, path, meta),
     )
-    session = _session(con, tables)
+    session = _session(con, tables, meta)
     if session:
         profile.extras["session"] = session
     return profile
@@ -327,7 +347,7 @@ def _compute_ops(con: sqlite3.Connection, tables: set[str], strings: StringIds, 
         return pd.DataFrame()
     ccols = table_columns(con, "COMPUTE_TASK_INFO")
     tcols = table_columns(con, "TASK")
-    select = ["t.globalTaskId AS gid", "t.startNs AS start_ns", "(t.endNs - t.startNs) AS dur_ns"]
+    select = ["t.globalTaskId AS gid", f"{_rel(meta, 't.startNs')} AS start_ns", "(t.endNs - t.startNs) AS dur_ns"]
     for src, dst in (("deviceId", "device_id"), ("streamId", "stream_id"), ("taskId", "task_id"),
                      ("modelId", "model_id"), ("contextId", "context_id")):
         if src in tcols:
@@ -445,12 +465,12 @@ def _time_scale(per_op: np.ndarray, columns: list[str], durations_us: np.ndarray
 
 
 def _communication_ops(con: sqlite3.Connection, tables: set[str], strings: StringIds, step_ranges: pd.DataFrame,
-                       path: Path) -> pd.DataFrame:
+                       path: Path, meta: Meta) -> pd.DataFrame:
     """COMMUNICATION_OP rows as ops (core HCCL) -- keeps group/wait for the comm table too."""
     if "COMMUNICATION_OP" not in tables:
         return pd.DataFrame()
     cols = table_columns(con, "COMMUNICATION_OP")
-    select = ["startNs AS start_ns", "(endNs - startNs) AS dur_ns"]
+    select = [f"{_rel(meta, 'startNs')} AS start_ns", "(endNs - startNs) AS dur_ns"]
     for src, dst in (("opName", "name"), ("opType", "type"), ("groupName", "group_name"), ("waitNs", "wait_ns")):
         if src in cols:
             select.append(f"{src} AS {dst}")
@@ -491,10 +511,12 @@ def _comm_from_ops(comm_ops: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------------------
 # steps
 # ---------------------------------------------------------------------------------------------------------
-def _step_ranges(con: sqlite3.Connection, tables: set[str], path: Path) -> pd.DataFrame:
+def _step_ranges(con: sqlite3.Connection, tables: set[str], path: Path, meta: Meta) -> pd.DataFrame:
+    """STEP_TIME ranges in ns since the rank's origin."""
     if "STEP_TIME" not in tables:
         return pd.DataFrame({"id": [], "start": [], "end": []})
-    df = _numeric(con, "SELECT id, startNs AS start, endNs AS \"end\" FROM STEP_TIME ORDER BY startNs", path)
+    df = _numeric(con, f"SELECT id, {_rel(meta, 'startNs')} AS start, {_rel(meta, 'endNs')} AS \"end\" "
+                       "FROM STEP_TIME ORDER BY startNs", path)
     return df.dropna()
 
 
@@ -512,11 +534,13 @@ def _assign_steps(start_ns: np.ndarray, ranges: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def _steps_from_overlap(con: sqlite3.Connection, tables: set[str], ranges: pd.DataFrame, path: Path) -> pd.DataFrame:
+def _steps_from_overlap(con: sqlite3.Connection, tables: set[str], ranges: pd.DataFrame, path: Path,
+                        meta: Meta) -> pd.DataFrame:
     """Per-step computing/communication/free from OVERLAP_ANALYSIS inside STEP_TIME ranges."""
     if not len(ranges) or "OVERLAP_ANALYSIS" not in tables:
         return empty_frame(STEPS_COLUMNS)
-    ov = _numeric(con, "SELECT startNs, endNs - startNs AS dur_ns, type FROM OVERLAP_ANALYSIS", path)
+    ov = _numeric(con, f"SELECT {_rel(meta, 'startNs')} AS startNs, endNs - startNs AS dur_ns, type "
+                       "FROM OVERLAP_ANALYSIS", path)
     step = _assign_steps(ov["startNs"].to_numpy(), ranges)
     ov["dur_us"] = ov["dur_ns"].to_numpy() / 1000.0
     ov["step"] = step
@@ -555,7 +579,8 @@ def _step_number(values: pd.Series) -> pd.Series:
     return pd.to_numeric(text, errors="coerce").astype("float64")
 
 
-def _analysis_tables(con: sqlite3.Connection, tables: set[str], path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _analysis_tables(con: sqlite3.Connection, tables: set[str], path: Path,
+                     meta: Meta) -> tuple[pd.DataFrame, pd.DataFrame]:
     steps = empty_frame(STEPS_COLUMNS)
     if "StepTraceTime" in tables:
         raw = _query(con, "SELECT * FROM StepTraceTime", path)
@@ -566,7 +591,7 @@ def _analysis_tables(con: sqlite3.Connection, tables: set[str], path: Path) -> t
         for col in STEPS_COLUMNS:
             if col not in steps:
                 steps[col] = np.nan
-    comm = _analysis_comm(con, tables, path)
+    comm = _analysis_comm(con, tables, path, meta)
     return steps, comm
 
 
@@ -575,7 +600,7 @@ COMM_EXTRA_COLUMNS = ["kind", "start_us", "wait_ratio", "sync_ratio", "transport
 sync ratios, and the transport's own transit time (``transit_us`` is the op's)."""
 
 
-def _analysis_comm(con: sqlite3.Connection, tables: set[str], path: Path) -> pd.DataFrame:
+def _analysis_comm(con: sqlite3.Connection, tables: set[str], path: Path, meta: Meta) -> pd.DataFrame:
     keys = ["step", "op", "group"]
     if not {"CommAnalyzerTime", "CommAnalyzerBandwidth"} & tables:
         return empty_frame(COMM_COLUMNS)
@@ -623,7 +648,7 @@ def _analysis_comm(con: sqlite3.Connection, tables: set[str], path: Path) -> pd.
         "bandwidth_gbps": num("bandwidth"),
         "large_packet_ratio": num("large_packet_ratio"),
         "kind": merged["kind"].fillna(merged["bw_kind"]),
-        "start_us": num("start_timestamp"),
+        "start_us": us_from_float(meta, num("start_timestamp").to_numpy()),
         "wait_ratio": wait_ratio,
         "sync_ratio": sync_ratio,
         "transport_transit_us": num("bw_transit_time") * 1000.0,
@@ -656,40 +681,41 @@ def _api(con: sqlite3.Connection, tables: set[str], strings: StringIds, path: Pa
     return out[API_COLUMNS].sort_values("total_us", ascending=False, ignore_index=True)
 
 
-def _events(con: sqlite3.Connection, tables: set[str], strings: StringIds, path: Path) -> pd.DataFrame:
+def _events(con: sqlite3.Connection, tables: set[str], strings: StringIds, path: Path, meta: Meta) -> pd.DataFrame:
     frames: list[pd.DataFrame] = []
     levels = _enum(con, tables, "ENUM_API_TYPE")
     if "CANN_API" in tables:
-        raw = _sorted(_numeric(con, "SELECT startNs, endNs - startNs AS dur, type, globalTid & 4294967295 AS tid, "
-                                    "name FROM CANN_API", path), "startNs")
+        raw = _sorted(_numeric(con, f"SELECT {_rel(meta, 'startNs')} AS startNs, endNs - startNs AS dur, type, "
+                                    "globalTid & 4294967295 AS tid, name FROM CANN_API", path), "startNs")
         level = _categorical_map(raw["type"], levels)
         names = pd.Series(strings.decode(raw["name"]))
         prefix = level.map(lambda lv: _API_PREFIX.get(str(lv))).astype(object)
         full = (prefix.fillna("") + np.where(prefix.notna(), "@", "") + names.astype(str)).astype("category")
-        frames.append(_event_frame("CANN", full, level.astype(object), raw))
+        frames.append(_event_frame("CANN", full, level.astype(object), raw, meta))
     if "PYTORCH_API" in tables:
-        raw = _numeric(con, "SELECT CAST(startNs AS INTEGER) AS startNs, "
+        raw = _numeric(con, f"SELECT {_rel(meta, 'CAST(startNs AS INTEGER)')} AS startNs, "
                             "CAST(endNs AS INTEGER) - CAST(startNs AS INTEGER) AS dur, type, "
                             "globalTid & 4294967295 AS tid, name FROM PYTORCH_API", path)
         raw = _sorted(raw, "startNs")
         level = _categorical_map(raw["type"], levels).astype(object)
         category = level.map(lambda lv: _PYTORCH_CATEGORY.get(lv, lv))
-        frames.append(_event_frame("Python", pd.Series(strings.decode(raw["name"])), category, raw))
+        frames.append(_event_frame("Python", pd.Series(strings.decode(raw["name"])), category, raw, meta))
     if "OVERLAP_ANALYSIS" in tables:
-        raw = _sorted(_numeric(con, "SELECT startNs, endNs - startNs AS dur, type, type AS tid "
-                                    "FROM OVERLAP_ANALYSIS", path), "startNs")
-        frames.append(_event_frame("Overlap Analysis", _categorical_map(raw["type"], OVERLAP_TYPES), None, raw))
+        raw = _sorted(_numeric(con, f"SELECT {_rel(meta, 'startNs')} AS startNs, endNs - startNs AS dur, type, "
+                                    "type AS tid FROM OVERLAP_ANALYSIS", path), "startNs")
+        frames.append(_event_frame("Overlap Analysis", _categorical_map(raw["type"], OVERLAP_TYPES), None, raw, meta))
     if "TASK" in tables:
         cond = "WHERE globalTaskId NOT IN (SELECT globalTaskId FROM COMPUTE_TASK_INFO)" \
             if "COMPUTE_TASK_INFO" in tables else ""
-        raw = _sorted(_numeric(con, f"SELECT startNs, endNs - startNs AS dur, taskType, streamId AS tid "
-                                    f"FROM TASK {cond}", path), "startNs")
+        raw = _sorted(_numeric(con, f"SELECT {_rel(meta, 'startNs')} AS startNs, endNs - startNs AS dur, taskType, "
+                                    f"streamId AS tid FROM TASK {cond}", path), "startNs")
         frames.append(_event_frame("Ascend Hardware", pd.Series(strings.decode(raw["taskType"])), "device_task",
-                                   raw))
-    frames += _hccl_events(con, tables, strings, path)
+                                   raw, meta))
+    frames += _hccl_events(con, tables, strings, path, meta)
     if "GC_RECORD" in tables and {"startNs", "endNs"} <= set(table_columns(con, "GC_RECORD")):
-        raw = _numeric(con, "SELECT startNs, endNs - startNs AS dur, NULL AS tid FROM GC_RECORD", path)
-        frames.append(_event_frame("Python", pd.Series(["GC"] * len(raw)), "GC", raw))
+        raw = _numeric(con, f"SELECT {_rel(meta, 'startNs')} AS startNs, endNs - startNs AS dur, NULL AS tid "
+                            "FROM GC_RECORD", path)
+        frames.append(_event_frame("Python", pd.Series(["GC"] * len(raw)), "GC", raw, meta))
     frames = [f for f in frames if len(f)]
     if not frames:
         return empty_frame(EVENTS_COLUMNS)
@@ -703,15 +729,16 @@ def _events(con: sqlite3.Connection, tables: set[str], strings: StringIds, path:
 _HCCL_TASK_ARGS = (("size", "size(Byte)"), ("srcRank", "src rank"), ("dstRank", "dst rank"))
 
 
-def _hccl_events(con: sqlite3.Connection, tables: set[str], strings: StringIds, path: Path) -> list[pd.DataFrame]:
+def _hccl_events(con: sqlite3.Connection, tables: set[str], strings: StringIds, path: Path,
+                 meta: Meta) -> list[pd.DataFrame]:
     """Process ``HCCL`` events as the trace has them: one per ``COMMUNICATION_OP`` (named by the op) and one per
     ``COMMUNICATION_TASK_INFO`` task (timed by its ``TASK`` row) with args ``size(Byte)``, ``transport type``,
     ``link type``, ``src rank``, ``dst rank``. The tasks stay ``Ascend Hardware`` events too (additive)."""
     frames: list[pd.DataFrame] = []
     if "COMMUNICATION_OP" in tables and {"opName", "startNs", "endNs"} <= set(table_columns(con, "COMMUNICATION_OP")):
-        raw = _sorted(_numeric(con, "SELECT startNs, endNs - startNs AS dur, opName, 0 AS tid FROM COMMUNICATION_OP",
-                               path), "startNs")
-        frames.append(_event_frame("HCCL", pd.Series(strings.decode(raw["opName"])), None, raw))
+        raw = _sorted(_numeric(con, f"SELECT {_rel(meta, 'startNs')} AS startNs, endNs - startNs AS dur, opName, "
+                                    "0 AS tid FROM COMMUNICATION_OP", path), "startNs")
+        frames.append(_event_frame("HCCL", pd.Series(strings.decode(raw["opName"])), None, raw, meta))
     if "COMMUNICATION_TASK_INFO" not in tables or "TASK" not in tables:
         return frames
     cols = set(table_columns(con, "COMMUNICATION_TASK_INFO"))
@@ -719,10 +746,11 @@ def _hccl_events(con: sqlite3.Connection, tables: set[str], strings: StringIds, 
         return frames
     extra = [c for c, _ in _HCCL_TASK_ARGS if c in cols] + [c for c in ("transportType", "linkType") if c in cols]
     select = ", ".join([f"c.{c}" for c in extra] + ["c.taskType AS task_type"])
-    raw = _sorted(_numeric(con, f"SELECT t.startNs, t.endNs - t.startNs AS dur, c.planeId + 1 AS tid, {select} "
+    raw = _sorted(_numeric(con, f"SELECT {_rel(meta, 't.startNs')} AS startNs, t.endNs - t.startNs AS dur, "
+                                f"c.planeId + 1 AS tid, {select} "
                                 f"FROM COMMUNICATION_TASK_INFO c JOIN TASK t ON t.globalTaskId = c.globalTaskId"
                            if "planeId" in cols else
-                           f"SELECT t.startNs, t.endNs - t.startNs AS dur, 1 AS tid, {select} "
+                           f"SELECT {_rel(meta, 't.startNs')} AS startNs, t.endNs - t.startNs AS dur, 1 AS tid, {select} "
                            f"FROM COMMUNICATION_TASK_INFO c JOIN TASK t ON t.globalTaskId = c.globalTaskId", path),
                   "startNs")
     if not len(raw):
@@ -735,7 +763,7 @@ def _hccl_events(con: sqlite3.Connection, tables: set[str], strings: StringIds, 
                            ("linkType", "link type", "ENUM_HCCL_LINK_TYPE")):
         if col in raw:
             args[key] = list(_categorical_map(raw[col], _enum(con, tables, enum)).astype(object))
-    frame = _event_frame("HCCL", pd.Series(strings.decode(raw["task_type"])), None, raw)
+    frame = _event_frame("HCCL", pd.Series(strings.decode(raw["task_type"])), None, raw, meta)
     keys = list(args)
     frame["args"] = [dict(zip(keys, vals, strict=True)) for vals in zip(*(args[k] for k in keys), strict=True)] \
         if keys else [None] * len(frame)
@@ -743,8 +771,8 @@ def _hccl_events(con: sqlite3.Connection, tables: set[str], strings: StringIds, 
     return frames
 
 
-def _event_frame(process: str, names: Any, category: Any, raw: pd.DataFrame) -> pd.DataFrame:
-    """``raw``: startNs, dur (ns) and tid columns of a numeric query."""
+def _event_frame(process: str, names: Any, category: Any, raw: pd.DataFrame, meta: Meta) -> pd.DataFrame:
+    """``raw``: startNs (ns since the rank's origin), dur (ns) and tid columns of a numeric query."""
     n = len(raw)
     return pd.DataFrame({
         "process": [process] * n,
@@ -758,11 +786,11 @@ def _event_frame(process: str, names: Any, category: Any, raw: pd.DataFrame) -> 
     })
 
 
-def _tx(con: sqlite3.Connection, tables: set[str], strings: StringIds, path: Path) -> pd.DataFrame:
+def _tx(con: sqlite3.Connection, tables: set[str], strings: StringIds, path: Path, meta: Meta) -> pd.DataFrame:
     if "MSTX_EVENTS" not in tables:
         return empty_frame(TX_COLUMNS)
-    raw = _sorted(_numeric(con, "SELECT startNs, endNs - startNs AS dur, eventType, message FROM MSTX_EVENTS",
-                           path), "startNs")
+    raw = _sorted(_numeric(con, f"SELECT {_rel(meta, 'startNs')} AS startNs, endNs - startNs AS dur, eventType, "
+                                "message FROM MSTX_EVENTS", path), "startNs")
     kinds = _enum(con, tables, "ENUM_MSTX_EVENT_TYPE")
     return pd.DataFrame({
         "name": pd.Series(strings.decode(raw["message"])).astype(object),
@@ -772,10 +800,11 @@ def _tx(con: sqlite3.Connection, tables: set[str], strings: StringIds, path: Pat
     })
 
 
-def _memory(con: sqlite3.Connection, tables: set[str], strings: StringIds, path: Path) -> pd.DataFrame:
+def _memory(con: sqlite3.Connection, tables: set[str], strings: StringIds, path: Path, meta: Meta) -> pd.DataFrame:
     if "MEMORY_RECORD" not in tables:
         return empty_frame(MEMORY_COLUMNS)
-    raw = _numeric(con, "SELECT component, timestamp, totalAllocated, totalReserved, totalActive "
+    raw = _numeric(con, f"SELECT component, {_rel(meta, 'timestamp')} AS timestamp, totalAllocated, totalReserved, "
+                        "totalActive "
                         "FROM MEMORY_RECORD", path)
     raw = _sorted(raw, "timestamp")
     return pd.DataFrame({
@@ -790,7 +819,7 @@ def _memory(con: sqlite3.Connection, tables: set[str], strings: StringIds, path:
 # ---------------------------------------------------------------------------------------------------------
 # meta
 # ---------------------------------------------------------------------------------------------------------
-def _session(con: sqlite3.Connection, tables: set[str]) -> dict[str, float]:
+def _session(con: sqlite3.Connection, tables: set[str], meta: Meta) -> dict[str, float]:
     if "SESSION_TIME_INFO" not in tables:
         return {}
     cols = table_columns(con, "SESSION_TIME_INFO")
@@ -799,7 +828,8 @@ def _session(con: sqlite3.Connection, tables: set[str]) -> dict[str, float]:
     row = con.execute("SELECT startTimeNs, endTimeNs FROM SESSION_TIME_INFO LIMIT 1").fetchone()
     if not row or row[0] is None or row[1] is None:
         return {}
-    return {"start_us": row[0] / 1000.0, "end_us": row[1] / 1000.0, "duration_us": (row[1] - row[0]) / 1000.0}
+    start, end = us_from_ns(meta, np.array([row[0], row[1]], dtype=np.int64))
+    return {"start_us": float(start), "end_us": float(end), "duration_us": (row[1] - row[0]) / 1000.0}
 
 
 def _read_db_meta(con: sqlite3.Connection, tables: set[str], meta: Meta) -> None:

@@ -43,6 +43,7 @@ import pandas as pd
 from advisor.errors import InputError
 from advisor.ingest.jsonstream import StreamError, iter_array_batches
 from advisor.ingest.normalize import finalize_ops
+from advisor.ingest.timebase import ns_of, us_from_ns
 from advisor.model import EVENTS_COLUMNS, STEPS_COLUMNS, Meta, Profile, empty_frame
 
 try:  # the C backend is ~10x faster; pure-python fallback keeps the reader working everywhere
@@ -132,24 +133,32 @@ def _num(value: Any) -> float:
 
 
 _intern = sys.intern
-_FLOAT_FIELDS = frozenset({"ts", "dur", "value"})
+_FLOAT_FIELDS = frozenset({"dur", "value"})
+_NS_FIELDS = frozenset({"ts"})
+"""Time stamps are buffered as exact integer nanoseconds (``advisor.ingest.timebase.ns_of``)."""
 
 
 class _Columns:
-    """Column buffers for the rows being kept: float columns in ``array('d')`` (8 bytes a value, not 32),
-    the rest in lists (cheaper than a list of dicts)."""
+    """Column buffers for the rows being kept: float columns in ``array('d')`` (8 bytes a value, not 32), time
+    stamps in ``array('q')`` (integer ns), the rest in lists (cheaper than a list of dicts)."""
 
     def __init__(self, names: tuple[str, ...]) -> None:
         self.names = names
-        self.cols: dict[str, Any] = {n: array("d") if n in _FLOAT_FIELDS else [] for n in names}
+        self.cols: dict[str, Any] = {n: array("d") if n in _FLOAT_FIELDS else array("q") if n in _NS_FIELDS
+                                     else [] for n in names}
 
-    def frame(self) -> pd.DataFrame:
-        """Hand the buffers to a DataFrame one column at a time, freeing each as it goes (lower peak)."""
+    def frame(self, meta: Meta) -> pd.DataFrame:
+        """Hand the buffers to a DataFrame one column at a time, freeing each as it goes (lower peak); time stamps
+        become microsecond offsets from the rank's origin."""
         data: dict[str, Any] = {}
         for n in self.names:
             buf = self.cols.pop(n)
-            data[n] = np.frombuffer(buf, dtype="float64").copy() if n in _FLOAT_FIELDS \
-                else np.array(buf, dtype=object) if buf else np.array([], dtype=object)
+            if n in _FLOAT_FIELDS:
+                data[n] = np.frombuffer(buf, dtype="float64").copy()
+            elif n in _NS_FIELDS:
+                data[n] = us_from_ns(meta, np.frombuffer(buf, dtype="int64"))
+            else:
+                data[n] = np.array(buf, dtype=object) if buf else np.array([], dtype=object)
             del buf
         self.cols = {}
         return pd.DataFrame(data)
@@ -237,10 +246,7 @@ def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:
                     tid = ev.get("tid")
                     d_tid(canon(tid, tid))
                     d_name(intern(name) if type(name) is str else str(name))
-                    try:
-                        d_ts(float(ev["ts"]))
-                    except (KeyError, TypeError, ValueError):
-                        d_ts(nan)
+                    d_ts(ns_of(ev.get("ts")))
                     try:
                         d_dur(float(ev["dur"]))
                     except (KeyError, TypeError, ValueError):
@@ -268,10 +274,7 @@ def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:
                 x_name(intern(name) if type(name) is str else str(name))
                 cat = ev.get("cat")
                 x_cat(intern(cat) if type(cat) is str else None)
-                try:
-                    x_ts(float(ev["ts"]))
-                except (KeyError, TypeError, ValueError):
-                    x_ts(nan)
+                x_ts(ns_of(ev.get("ts")))
                 try:
                     x_dur(float(ev["dur"]))
                 except (KeyError, TypeError, ValueError):
@@ -298,7 +301,7 @@ def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:
                 pid = ev.get("pid")
                 name = ev.get("name")
                 name = intern(name) if type(name) is str else str(name)
-                ts = _num(ev.get("ts"))
+                ts = ns_of(ev.get("ts"))
                 for key, value in args.items():
                     if type(value) is not float and type(value) is not int:
                         value = _num(value) if type(value) is str else nan
@@ -361,7 +364,7 @@ def _thread_names(frame: pd.DataFrame, threads: dict[tuple[Any, Any], str]) -> p
 def _assemble(x: _Columns, dev: _Columns, cnt: _Columns, proc: dict[Any, str],
               threads: dict[tuple[Any, Any], str], *, device_ops: bool, n_dropped: int, meta: Meta,
               path: Path) -> TraceTables:
-    xf = x.frame()
+    xf = x.frame(meta)
     late_device = np.zeros(len(xf), dtype=bool)
     if len(xf):
         xf["process"] = _process_column(xf["pid"], proc)
@@ -374,7 +377,7 @@ def _assemble(x: _Columns, dev: _Columns, cnt: _Columns, proc: dict[Any, str],
     if len(xf) and late_device.any():
         late = _late_device_rows(xf[late_device]) if device_ops else None
         xf = xf[~late_device]
-    devf = dev.frame()
+    devf = dev.frame(meta)
     if late is not None and len(late):
         devf = pd.concat([devf, late], ignore_index=True) if len(devf) else late.reset_index(drop=True)
 
@@ -396,7 +399,7 @@ def _assemble(x: _Columns, dev: _Columns, cnt: _Columns, proc: dict[Any, str],
 
     steps = _steps_frame(xf)
     events = _events_frame(xf)
-    counters = _counters_frame(cnt, proc)
+    counters = _counters_frame(cnt, proc, meta)
     return TraceTables(ops=ops, events=events, counters=counters, steps=steps, process_names=dict(proc),
                        thread_names=dict(threads))
 
@@ -497,8 +500,8 @@ def _union_per_step(rows: pd.DataFrame, ids: pd.Series) -> pd.Series:
     return frame.groupby("step").apply(busy_time_us, include_groups=False).astype("float64")
 
 
-def _counters_frame(cnt: _Columns, proc: dict[Any, str]) -> pd.DataFrame:
-    cf = cnt.frame()
+def _counters_frame(cnt: _Columns, proc: dict[Any, str], meta: Meta) -> pd.DataFrame:
+    cf = cnt.frame(meta)
     if not len(cf):
         return empty_frame(COUNTER_COLUMNS)
     return pd.DataFrame({

@@ -47,6 +47,7 @@ from advisor.ingest.msprof import (
     read_step_trace_time,
 )
 from advisor.ingest.normalize import clean_text, finalize_ops
+from advisor.ingest.timebase import us_from_float
 from advisor.model import COMM_COLUMNS, MEMORY_COLUMNS, Meta, Profile
 
 _STEP_KEY = re.compile(r"(\d+)$")
@@ -252,6 +253,7 @@ def read_communication(path: Path, meta: Meta) -> pd.DataFrame:
                 "large_packet_ratio": _f(b.get("Large Packet Ratio")),
             })
     df = pd.DataFrame(rows, columns=COMM_COLUMNS + COMM_EXTRA_COLUMNS)
+    df["start_us"] = us_from_float(meta, df["start_us"].to_numpy(dtype="float64"))
     for col in ("op", "group", "transport", "kind"):
         df[col] = df[col].astype("category")
     return df
@@ -285,7 +287,7 @@ def read_communication_matrix(path: Path, meta: Meta) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------------------
 def _text_table(path: Path, meta: Meta, aliases: C.Aliases, text: frozenset[str], required: list[str],
                 *, multiline: bool = False) -> pd.DataFrame:
-    t = read_table(path, aliases, text=text, required=required, multiline=multiline)
+    t = read_table(path, aliases, text=text, required=required, multiline=multiline, meta=meta)
     meta.notes.extend(t.notes)
     df = t.frame
     for col in text:
