@@ -22,11 +22,12 @@ from advisor.errors import InputError
 from advisor.findings import Finding
 from advisor.graph.model import ModelGraph
 from advisor.hookspecs import API_VERSION
-from advisor.intervals import union_length
 from advisor.kb import RankData
 from advisor.model import OPS_COLUMNS, Profile, empty_frame
 from advisor.platform import resolve_platform
 from advisor.rules import EffectiveRules, find_pyproject, load_effective_rules
+from advisor.timemodel import TimeModel, merge
+from advisor.toolkit.time import FREE_TIME_KEY, OTHER_COMM_KEY
 
 Progress = Callable[[str], None]
 
@@ -112,15 +113,14 @@ class RankSummary:
     comm: pd.DataFrame
     communication_matrix: Any
     available: set[str]
-    window_us: float
-    """The analyzed window: total step time where the profile has step times (it includes free and uncovered
-    communication time that findings recover), else the device busy time."""
+    time: TimeModel
+    """The rank's time model (window, steps, compute / communication / free): small, no op rows."""
     small_extras: dict[str, Any]
     """Extras cheap to pass between processes (profiler metadata), for cluster-scope knowledge bases."""
 
     def rank_data(self) -> RankData:
         return RankData(self.meta.rank, self.meta, self.steps, self.comm, self.communication_matrix, self.busy_us,
-                        self.device_time_us)
+                        self.device_time_us, self.time)
 
     @classmethod
     def of(cls, profile: Profile) -> RankSummary:
@@ -133,26 +133,20 @@ class RankSummary:
         busy = profile.busy_time_us()
         return cls(profile.meta, len(ops), profile.device_time_us(), busy, by_type, by_core,
                    profile.steps, join_ops, profile.comm, profile.extras.get("communication_matrix"),
-                   set(profile.available), _window_us(profile, busy),
+                   set(profile.available), profile.time,
                    {k: v for k, v in profile.extras.items() if k in ("profiler_metadata",)})
 
+    def limits(self) -> score.Limits:
+        """What a finding on this rank may claim (see :func:`advisor.score.bound_savings`)."""
+        t = self.time
+        op_us = dict(zip(self.join_ops["name"].astype(str), self.join_ops["duration_us"].astype(float), strict=True))
+        return score.Limits(t.window_us, op_us, {FREE_TIME_KEY: t.free_us,
+                                                 OTHER_COMM_KEY: t.uncovered_communication_us})
 
-def _window_us(profile: Profile, busy: float) -> float:
-    """The analyzed time: step time (step table, else the Overlap Analysis timeline's extent) when longer than the
-    device busy time (``busy``), so that findings recovering free or communication time are measured against it."""
-    st = profile.steps
-    if len(st):
-        total = st[["computing_us", "comm_not_overlapped_us", "free_us"]].sum(axis=1, min_count=1).sum()
-        if pd.notna(total) and total > busy:
-            return float(total)
-        return busy
-    ev = profile.events
-    if len(ev):
-        overlap = ev[ev["process"].astype(str) == "Overlap Analysis"]
-        if len(overlap):
-            start = overlap["start_us"].to_numpy(dtype="float64")
-            return max(busy, union_length(start, start + overlap["duration_us"].to_numpy(dtype="float64")))
-    return busy
+    @property
+    def window_us(self) -> float:
+        """The analyzed window of this rank (``time.window_us``): what every share and the score divide by."""
+        return self.time.window_us
 
 
 @dataclass
@@ -239,6 +233,7 @@ def run_analysis(path: Path, graph_path: Path | None = None, options: AnalysisOp
             statuses.append(engine.KBStatus(name, "failed", f"plugin failed to load: {reason}"))
 
     findings, waived = engine.apply_waivers(findings, rules.waivers)
+    findings = score.bound_savings(findings, {s.meta.rank: s.limits() for s in summaries})
     window = sum(s.window_us for s in summaries)
     result_score = score.compute(findings, window, [s.id for s in statuses], sum(s.busy_us for s in summaries))
     findings = rank_findings(findings)
@@ -362,6 +357,16 @@ def _cluster(ranks: list[RankSummary]) -> dict[str, Any] | None:
     }
 
 
+def _time(ranks: list[RankSummary]) -> dict[str, Any]:
+    """The report's ``time``: the rank's time model; for several ranks their totals plus ``ranks`` (rank id ->
+    that rank's time model)."""
+    if len(ranks) == 1:
+        return ranks[0].time.to_dict()
+    out = merge(r.time for r in ranks)
+    out["ranks"] = {str(r.meta.rank if r.meta.rank is not None else i): r.time.to_dict() for i, r in enumerate(ranks)}
+    return out
+
+
 def _first(values: list[str | None]) -> str | None:
     return next((v for v in values if v), None)
 
@@ -403,6 +408,7 @@ def build_report(path: Path, ranks: list[RankSummary], graph: ModelGraph | None,
         "platform": {k: v for k, v in platform.items()},
         "summary": summary,
         "graph": graph_dict,
+        "time": _time(ranks),
         "score": result_score.score,
         "score_detail": result_score.to_dict(),
         "knowledge_bases": [{**s.to_dict(), "rules": list((kb_rules or {}).get(s.id, []))} for s in statuses],

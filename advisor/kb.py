@@ -86,6 +86,8 @@ class RankData:
     ``advisor.ingest.torch_npu.read_communication_matrix``) or None."""
     busy_us: float
     device_time_us: float
+    time: Any = None
+    """The rank's :class:`advisor.timemodel.TimeModel` (window, steps, compute / communication / free split)."""
 
 
 @dataclass

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from advisor.timemodel import TimeModel
 
 # ---------------------------------------------------------------------------------------------------------
 # ops: one row per device task
@@ -159,6 +162,9 @@ class Meta:
     """Environment variables recorded by the profiler (profiler_metadata.json ENV_VARIABLES...)."""
     config: dict[str, Any] = field(default_factory=dict)
     """Profiler configuration (profiler_info ``config``) when recorded."""
+    sources: dict[str, str] = field(default_factory=dict)
+    """Which file or table each table came from (``ops``, ``steps``, ``comm``, ``events``, ``op_stats``...), so
+    figures derived from them can name their source."""
     time_origin_ns: int | None = None
     """Absolute time (ns) that every ``*_us`` time stamp of this rank is an offset from (``advisor.ingest.timebase``):
     absolute ns = ``time_origin_ns + start_us * 1000``. None when the profile holds no time stamps."""
@@ -168,6 +174,14 @@ class Meta:
 
     def skip(self, path: object, reason: str) -> None:
         self.files_skipped.append(SkippedFile(str(path), reason))
+
+    def source_of(self, table: str, source: object) -> None:
+        """Record where ``table`` came from: a path (its file name is kept) or a description."""
+        name = source.name if hasattr(source, "name") else str(source)
+        if table not in self.sources:
+            self.sources[table] = name
+        elif name not in self.sources[table].split(" + "):
+            self.sources[table] += f" + {name}"
 
 
 @dataclass
@@ -185,6 +199,17 @@ class Profile:
     memory: pd.DataFrame = field(default_factory=lambda: empty_frame(MEMORY_COLUMNS))
     extras: dict[str, Any] = field(default_factory=dict)
     """Raw-but-parsed side data a knowledge base may want (e.g. ``communication_matrix``)."""
+    _time: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def time(self) -> TimeModel:
+        """The rank's time model (``advisor.timemodel``): window, steps, compute / communication / free split.
+        Built once, from the tables as ingest left them; every knowledge base, the score and the reports read it."""
+        if self._time is None:
+            from advisor.timemodel import build
+
+            self._time = build(self)
+        return self._time
 
     @property
     def available(self) -> set[str]:

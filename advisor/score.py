@@ -18,8 +18,8 @@ same input and rules, is 100 when nothing recoverable is found, and falls as est
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 from advisor.findings import Finding
 
@@ -34,6 +34,55 @@ def per_op_savings(f: Finding) -> dict[str, float]:
         return {}
     share = f.estimated_saving_us / len(f.ops)
     return {op: share for op in f.ops}
+
+
+@dataclass
+class Limits:
+    """What a finding on one rank may claim: each op's total time, each bucket of the time model, the window."""
+
+    window_us: float
+    op_us: Mapping[str, float] = field(default_factory=dict)
+    """Total device time per op name on this rank."""
+    bucket_us: Mapping[str, float] = field(default_factory=dict)
+    """Time of the pseudo-ops that stand for a bucket (free time, other communication ops)."""
+
+
+def bound_savings(findings: list[Finding], limits: Mapping[int | None, Limits]) -> list[Finding]:
+    """Every saving within the time it claims: per op at most the op's time (pseudo-ops: their bucket of the time
+    model), a finding at most the sum of its ops' bounds (op-less: the window). Findings over their bound are
+    replaced by a capped copy whose ``basis`` says so; the rest are returned as they are.
+
+    ``limits`` maps a rank to its limits; findings of a rank not in it (cluster findings) are bounded by the sum
+    of every rank's window."""
+    total_window = sum(lim.window_us for lim in limits.values())
+    out: list[Finding] = []
+    for f in findings:
+        lim = limits.get(f.rank) if f.rank in limits else (next(iter(limits.values())) if len(limits) == 1
+                                                             else None)
+        window = lim.window_us if lim is not None else total_window
+        split = per_op_savings(f)
+        capped_split: dict[str, float] = {}
+        for op, v in split.items():
+            bound = _op_bound(op, lim)
+            capped_split[op] = min(v, bound) if bound is not None else v
+        total = sum(capped_split.values()) if capped_split else f.estimated_saving_us
+        total = min(total, f.estimated_saving_us, window) if window > 0 else min(total, f.estimated_saving_us)
+        if total < f.estimated_saving_us - 1e-6:
+            out.append(replace(
+                f, estimated_saving_us=total,
+                saving_by_op={op: v for op, v in capped_split.items()} if f.saving_by_op else {},
+                basis=f"{f.basis}; capped at {total:.1f} us, the time its ops / bucket take in the analyzed window"))
+        else:
+            out.append(f)
+    return out
+
+
+def _op_bound(op: str, lim: Limits | None) -> float | None:
+    if lim is None:
+        return None
+    if op in lim.bucket_us:
+        return lim.bucket_us[op]
+    return lim.op_us.get(op)
 
 
 def _key(f: Finding, op: str) -> tuple[int | None, str]:

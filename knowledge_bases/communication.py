@@ -21,8 +21,10 @@ from advisor.findings import Finding, Fix, table
 from advisor.intervals import overlap, union
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 from advisor.model import Profile
+from advisor.toolkit.time import exposed_fraction, isin_mask, window_us
 from knowledge_bases._common import pct, severity_for
-from knowledge_bases.overall import COMM_PROCESSES, comm_op_times, isin_mask, step_buckets
+
+COMM_PROCESSES = ("HCCL", "Communication")
 
 TRANSFER_COLUMNS = ["step", "op", "transport", "size_mb", "transit_us", "bandwidth_gbps", "large_packet_ratio",
                     "start_us", "elapse_us"]
@@ -66,29 +68,10 @@ def transfers(profile: Profile) -> tuple[pd.DataFrame, str]:
     return pd.DataFrame(columns=TRANSFER_COLUMNS), ""
 
 
-def uncovered_fraction(profile: Profile, comm_cores: Sequence[str]) -> tuple[dict[float, float], float]:
-    """Share of communication time that is exposed, per step and overall (1.0 when it cannot be measured)."""
-    steps, source = step_buckets(profile, comm_cores)
-    if source == "device tasks" and not isin_mask(profile.ops["core"], comm_cores).any():
-        return {}, 1.0  # communication is not in the device tasks: its exposure cannot be measured
-    comm = profile.comm
-    if len(comm):
-        per = comm_op_times(comm)
-        elapse = per.groupby(per["step"].fillna(-1.0))["elapse_us"].sum()
-    else:
-        ops = profile.ops
-        mask = isin_mask(ops["core"], comm_cores) if len(ops) else np.zeros(0, bool)
-        sub = ops.loc[mask]
-        elapse = sub.groupby(sub["step"].fillna(-1.0))["duration_us"].sum() if len(sub) else pd.Series(dtype=float)
-    if not len(steps) or not len(elapse) or float(elapse.sum()) <= 0:
-        return {}, 1.0
-    overall = min(1.0, float(steps["comm_us"].sum()) / float(elapse.sum()))
-    by_step: dict[float, float] = {}
-    for s, u in zip(steps["step"], steps["comm_us"], strict=True):
-        key = -1.0 if np.isnan(s) else float(s)
-        if key in elapse.index and float(elapse[key]) > 0:
-            by_step[key] = min(1.0, float(u) / float(elapse[key]))
-    return by_step, overall
+def uncovered_fraction(profile: Profile) -> tuple[dict[float, float], float]:
+    """Share of communication time that is exposed, per step and overall, from the rank's time model (1.0 when
+    it cannot be measured)."""
+    return exposed_fraction(profile)
 
 
 def _frac(steps: np.ndarray, by_step: Mapping[float, float], overall: float) -> np.ndarray:
@@ -180,12 +163,9 @@ class CommunicationKB(KnowledgeBase):
     )
 
     def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
-        rules = ctx.rules
-        comm_cores = list(rules.get("comm_cores") or [])
         tx, source = transfers(ctx.profile)
-        by_step, overall = uncovered_fraction(ctx.profile, comm_cores)
-        steps, _ = step_buckets(ctx.profile, comm_cores)
-        step_total = float(steps["total_us"].sum()) if len(steps) else float(ctx.profile.busy_time_us())
+        by_step, overall = uncovered_fraction(ctx.profile)
+        step_total = window_us(ctx.profile)
         self.denominator = step_total if step_total > 0 else 1.0
         if len(tx):
             tx["exposed"] = _frac(tx["step"].to_numpy(dtype="float64"), by_step, overall)

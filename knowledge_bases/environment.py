@@ -17,8 +17,8 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, Severity
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 from advisor.model import Profile
+from advisor.toolkit.time import FREE_TIME_KEY, isin_mask
 from knowledge_bases._common import severity_for
-from knowledge_bases.overall import FREE_TIME_KEY, isin_mask, step_buckets
 
 COMM_CORES = ("HCCL", "COMMUNICATION")
 _KEYS = ("variables", "severity")
@@ -141,9 +141,8 @@ class EnvironmentKB(KnowledgeBase):
                      "(profiler_metadata.json ENV_VARIABLES)")
             return []
         rules = ctx.rules
-        steps, _ = step_buckets(ctx.profile, COMM_CORES)
-        free = float(steps["free_us"].sum()) if len(steps) else 0.0
-        total = float(steps["total_us"].sum()) if len(steps) else 0.0
+        free = ctx.profile.time.free_us
+        total = ctx.profile.time.window_us
         findings: list[Finding] = []
         for var, spec in (rules.get("variables") or {}).items():
             if var not in env or not matches(env[var], spec):

@@ -20,8 +20,8 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 from advisor.model import busy_time_us
+from advisor.toolkit.time import FREE_TIME_KEY
 from knowledge_bases._common import severity_for
-from knowledge_bases.overall import FREE_TIME_KEY, step_buckets
 
 COMM_CORES = ("HCCL", "COMMUNICATION")
 
@@ -102,12 +102,12 @@ class MemoryKB(KnowledgeBase):
         threshold = float(rules.get("min_total_us", 10000))
         if union < threshold:
             return []
-        steps, step_source = step_buckets(ctx.profile, COMM_CORES)
-        total = float(steps["total_us"].sum()) if len(steps) else 0.0
-        free = float(steps["free_us"].sum()) if len(steps) else float("nan")
+        t = ctx.profile.time
+        total, free = t.window_us, t.free_us
+        step_source = t.sources.get("split", "")
         frac = float(rules.get("recoverable_fraction", 0.9))
         saving = frac * union
-        capped = bool(len(steps)) and saving > free
+        capped = total > 0 and saving > free
         if capped:
             saving = free
         denom = total if total > 0 else union
@@ -115,7 +115,7 @@ class MemoryKB(KnowledgeBase):
         names = [str(n) for n in per.index]
         evidence: dict[str, Any] = {
             "source": source, "allocator_us": union, "threshold_us": threshold, "calls": int(per["count"].sum()),
-            "step_us": total, "free_us": free if len(steps) else None, "step_source": step_source or None,
+            "step_us": total, "free_us": free if total > 0 else None, "step_source": step_source or None,
             "table": table(["api", "count", "total_us", "max_us"],
                            [[n, int(r["count"]), round(float(r["total_us"]), 3), round(float(r["max_us"]), 3)]
                             for n, r in per.iterrows()]),

@@ -187,7 +187,8 @@ def test_byte_alignment(rules):
     # 1000 B inside the op and 1000 B outside any op; 1024 aligned, 300 below 512, ON_CHIP and RDMA not checked
     assert f.evidence["misaligned"] == 2 and f.evidence["checked"] == 4
     assert set(f.ops) == {"hcom_allReduce__1_0_1", "Memcpy"}
-    assert f.estimated_saving_us == pytest.approx(2 * 40.0 * 0.3)
+    # the 10 us Add overlaps the 1000 us all-reduce: 99 % of the communication is exposed (time model)
+    assert f.estimated_saving_us == pytest.approx(2 * 40.0 * 0.3 * 0.99)
 
 
 def test_aligned_transfers_are_quiet(rules):

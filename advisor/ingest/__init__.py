@@ -54,6 +54,7 @@ def read_source(src: RankSource) -> Profile:
         skipped = "; ".join(f"{s.path}: {s.reason}" for s in meta.files_skipped[:3])
         raise InputError(src.root, f"no profile data could be read (layout {src.layout})"
                          + (f"; {skipped}" if skipped else ""))
+    profile.time  # noqa: B018 - the time model is built here, once, from the tables as read
     return profile
 
 

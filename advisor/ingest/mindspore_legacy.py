@@ -454,6 +454,7 @@ def read(root: Path, meta: Meta) -> Profile:
     timeline = _read_timeline(root, dev, meta, known)
     if timeline is not None:
         core_ops, timeline_other = timeline
+        meta.source_of("ops", "MindSpore timeline (device tasks)")
         offset = _clock_offset(aicpu, timeline_other)
         if offset is not None:
             core_ops["start_us"] = core_ops["start_us"] + offset
@@ -461,6 +462,7 @@ def read(root: Path, meta: Meta) -> Profile:
             meta.notes.append("timeline start times are relative to the first event (no AI CPU events to align)")
     elif detail_ops is not None:
         core_ops = detail_ops
+        meta.source_of("ops", f"aicore_intermediate_{dev}_detail.csv (averages)")
         meta.notes.append("AI Core ops from aicore_intermediate averages (no timeline): each op repeated "
                           "execution_frequency times with its average duration, no start times")
     else:
@@ -483,12 +485,15 @@ def read(root: Path, meta: Meta) -> Profile:
     profile = Profile(ops=ops, meta=meta)
     if steps is not None:
         profile.steps = steps
+        meta.source_of("steps", f"step_trace_raw_{dev}_detail_time.csv")
     stats = read_type_stats(root / f"aicore_intermediate_{dev}_type.csv", meta)
     if stats is not None:
         profile.op_stats = stats
+        meta.source_of("op_stats", f"aicore_intermediate_{dev}_type.csv")
     comm = read_hccl_raw(root / f"hccl_raw_{dev}.csv", meta)
     if comm is not None:
         profile.comm = comm
+        meta.source_of("comm", f"hccl_raw_{dev}.csv")
     _extras(root, dev, meta, profile)
     for txt in sorted(root.glob("output_*.txt")):
         meta.skip(txt, "MindSpore intermediate text dump, not read (the CSV/JSON outputs carry the data)")

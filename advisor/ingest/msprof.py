@@ -398,12 +398,15 @@ def read_output_dir(out: Path, meta: Meta) -> Profile:
     traces = Traces()
     if ops_files:
         ops = read_ops_files(ops_files, meta)
+        meta.source_of("ops", ops_files[-1])
     elif len(task_time):
         ops = ops_from_task_time(task_time)
+        meta.source_of("ops", "task_time CSV")
         meta.notes.append("no op_summary: ops taken from task_time (no shapes or PMU metrics)")
     elif msprof_json:
         traces.add(msprof_json, meta, device_ops=True, required=True)
         ops = _trace_ops(traces, meta, "msprof_*.json")
+        meta.source_of("ops", msprof_json[-1])
     else:
         ops = finalize_ops(pd.DataFrame({"name": pd.Series(dtype="str")}))
     profile = Profile(ops=ops, meta=meta)
@@ -412,20 +415,27 @@ def read_output_dir(out: Path, meta: Meta) -> Profile:
     _read_summaries(out, meta, profile)
     if msprof_json and not traces.events:
         traces.add(msprof_json, meta, device_ops=False)
+    if msprof_json:
+        meta.source_of("events", msprof_json[-1])
     traces.apply(profile)
     return profile
 
 
 def _read_summaries(directory: Path, meta: Meta, profile: Profile) -> None:
     """op_statistic, api_statistic (else acl_statistic), step_trace(_time) from ``directory`` when present."""
-    profile.op_stats = concat([optional_table(p, meta, read_op_stats)
-                               for p in find_kind(directory, "op_statistic", meta)], OP_STATS_COLUMNS)
+    stat_files = find_kind(directory, "op_statistic", meta)
+    profile.op_stats = concat([optional_table(p, meta, read_op_stats) for p in stat_files], OP_STATS_COLUMNS)
+    if stat_files:
+        meta.source_of("op_stats", stat_files[-1])
     api_files = find_kind(directory, "api_statistic", meta) or find_kind(directory, "acl_statistic", meta)
     profile.api = concat([optional_table(p, meta, read_api_stats) for p in api_files], API_COLUMNS)
-    steps = [optional_table(p, meta, read_step_trace_time) for p in find_kind(directory, "step_trace_time", meta)]
-    steps += [optional_table(p, meta, read_msprof_step_trace)
-              for p in find_kind(directory, "step_trace", meta, exclude=("step_trace_time",))]
+    split_files = find_kind(directory, "step_trace_time", meta)
+    trace_files = find_kind(directory, "step_trace", meta, exclude=("step_trace_time",))
+    steps = [optional_table(p, meta, read_step_trace_time) for p in split_files]
+    steps += [optional_table(p, meta, read_msprof_step_trace) for p in trace_files]
     profile.steps = concat(steps, STEPS_COLUMNS)
+    if len(profile.steps):
+        meta.source_of("steps", (split_files + trace_files)[-1])
 
 
 def _read_cann6(device_dir: Path, meta: Meta) -> Profile:
@@ -444,15 +454,19 @@ def _read_cann6(device_dir: Path, meta: Meta) -> Profile:
 
     if ops_files:
         ops = read_ops_files(ops_files, meta)
+        meta.source_of("ops", ops_files[-1])
         for p in task_json:
             meta.skip(p, "device tasks already read from summary/op_summary")
     elif task_json:
         traces.add(task_json, meta, device_ops=True, required=True, events=False, steps=other_steps)
         ops = _trace_ops(traces, meta, "task_time_*.json")
+        meta.source_of("ops", task_json[-1])
     elif msprof_json:
         traces.add(msprof_json, meta, device_ops=True, required=True, steps=other_steps)
         ops = _trace_ops(traces, meta, "msprof_*.json")
+        meta.source_of("ops", msprof_json[-1])
     elif len(task_csv):
+        meta.source_of("ops", "task_time CSV")
         ops = ops_from_task_time(task_csv)
         meta.notes.append("no op_summary: ops taken from task_time (no shapes or PMU metrics)")
     else:
@@ -466,12 +480,16 @@ def _read_cann6(device_dir: Path, meta: Meta) -> Profile:
     if msprof_json:
         if not any(str(p) in meta.files_read for p in msprof_json):  # not already read for the ops
             traces.add(msprof_json, meta, device_ops=False, steps=other_steps)
+        meta.source_of("events", msprof_json[-1])
         for p in hccl_json:
             meta.skip(p, "HCCL events are also in msprof_*.json; not read twice")
     elif hccl_json:
         traces.add(hccl_json, meta, device_ops=False, steps=other_steps)
+        meta.source_of("events", hccl_json[-1])
     if not len(profile.steps):
         traces.add(step_json, meta, device_ops=False, events=False)
+        if step_json:
+            meta.source_of("steps", step_json[-1])
     else:
         for p in step_json:
             meta.skip(p, "steps already read from the summary step_trace CSV")

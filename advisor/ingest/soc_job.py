@@ -53,6 +53,7 @@ def read(root: Path, meta: Meta) -> Profile:
     if not files:
         raise InputError(root, "no SoC op_summary_<device>.<model>.<...>.csv file found")
     frames = [_read_file(p, meta) for p in files]
+    meta.source_of("ops", files[-1] if len(files) == 1 else f"{len(files)} SoC op_summary files")
     raw = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     _fill_memory_bound(raw)
     ops = finalize_ops(raw)

@@ -262,8 +262,10 @@ def read(root: Path, meta: Meta) -> Profile:
         else:
             if len(steps):
                 profile.steps = steps
+                meta.sources["steps"] = f"{analysis_path.name} StepTraceTime"
             if len(comm):
                 profile.comm = comm
+                meta.sources["comm"] = f"{analysis_path.name} CommAnalyzerTime"
     return profile
 
 
@@ -311,6 +313,10 @@ def _read_main(con: sqlite3.Connection, tables: set[str], path: Path, meta: Meta
     ops = finalize_ops(ops)
 
     events = _events(con, tables, strings, path, meta)
+    meta.source_of("ops", f"{path.name} TASK + COMPUTE_TASK_INFO")
+    meta.source_of("events", path)
+    if len(comm_ops):
+        meta.source_of("comm", f"{path.name} COMMUNICATION_OP")
     profile = Profile(
         ops=ops,
         meta=meta,
@@ -321,6 +327,8 @@ def _read_main(con: sqlite3.Connection, tables: set[str], path: Path, meta: Meta
         memory=_memory(con, tables, strings, path, meta),
         tx=_tx(con, tables, strings, path, meta),
     )
+    if len(profile.steps):
+        meta.source_of("steps", f"{path.name} OVERLAP_ANALYSIS in STEP_TIME")
     session = _session(con, tables, meta)
     if session:
         profile.extras["session"] = session

@@ -521,6 +521,10 @@ def read_trace_file(path: Path, meta: Meta | None = None) -> Profile:
     path = Path(path)
     meta = meta or Meta(source=str(path), layout="trace-json")
     tables = read_trace(path, meta, device_ops=True)
+    meta.source_of("ops", path)
+    meta.source_of("events", path)
+    if len(tables.steps):
+        meta.source_of("steps", path)
     ops = tables.ops if tables.ops is not None else finalize_ops(pd.DataFrame())
     extras: dict[str, Any] = {}
     if len(tables.counters):

@@ -80,18 +80,22 @@ def read(root: Path, meta: Meta) -> Profile:
     has_kernels = kernel_details.is_file()
     if has_kernels:
         ops = read_ops_files([kernel_details], meta)
+        meta.source_of("ops", kernel_details)
     else:
         ops = finalize_ops(pd.DataFrame({"name": pd.Series(dtype="str")}))
     profile = Profile(ops=ops, meta=meta, extras=extras)
 
     if (df := _optional(out / "op_statistic.csv", meta, read_op_stats)) is not None:
         profile.op_stats = df
+        meta.source_of("op_stats", "op_statistic.csv")
     if (df := _optional(out / "api_statistic.csv", meta, read_api_stats)) is not None:
         profile.api = df
     if (df := _optional(out / "step_trace_time.csv", meta, read_step_trace_time)) is not None:
         profile.steps = df
+        meta.source_of("steps", "step_trace_time.csv")
     if (df := _optional(out / "communication.json", meta, read_communication)) is not None:
         profile.comm = df
+        meta.source_of("comm", "communication.json")
     if (df := _optional(out / "memory_record.csv", meta, read_memory_record)) is not None:
         profile.memory = df
     for name, reader in _EXTRA_TABLES.items():
@@ -103,15 +107,41 @@ def read(root: Path, meta: Meta) -> Profile:
     trace = out / "trace_view.json"
     if trace.is_file():
         traces = Traces()
-        traces.add([trace], meta, device_ops=not has_kernels, required=not has_kernels)
-        if not has_kernels:
+        # Level0 kernel_details has no Accelerator Core: the trace's device tasks carry it (Task Type)
+        no_cores = has_kernels and bool(profile.ops["core"].isna().any())
+        traces.add([trace], meta, device_ops=not has_kernels or no_cores, required=not has_kernels)
+        meta.source_of("events", trace)
+        if no_cores:
+            _fill_cores(profile.ops, [o for o in traces.ops if o is not None and len(o)], meta)
+        elif not has_kernels:
             frames = [o for o in traces.ops if o is not None and len(o)]
             if frames:
                 profile.ops = frames[0]
+                meta.source_of("ops", trace)
                 meta.notes.append("no kernel_details.csv: device ops taken from trace_view.json "
                                   "(no shapes or PMU metrics)")
         traces.apply(profile)
     return profile
+
+
+def _fill_cores(ops: pd.DataFrame, trace_ops: list[pd.DataFrame], meta: Meta) -> None:
+    """Cores of kernel_details rows that have none, from the trace's device task of the same name and start
+    (time stamps are exact, so the match is exact)."""
+    if not trace_ops:
+        return
+    dev = pd.concat(trace_ops, ignore_index=True) if len(trace_ops) > 1 else trace_ops[0]
+    key = lambda df: list(zip(df["name"].astype(str), np.round(df["start_us"].to_numpy(dtype="float64"), 3),  # noqa: E731
+                              strict=True))
+    lookup = dict(zip(key(dev), dev["core"].astype(object), strict=True))
+    missing = ops["core"].isna().to_numpy()
+    found = [lookup.get(k) for k, m in zip(key(ops), missing, strict=True) if m]
+    filled = pd.Series(ops["core"].astype(object).to_numpy(), index=ops.index)
+    filled[missing] = found
+    n = int(sum(v is not None and v == v for v in found))
+    ops["core"] = filled.astype("category")
+    if n:
+        meta.notes.append(f"kernel_details.csv records no core for {int(missing.sum())} task(s); {n} taken from the "
+                          "device tasks of trace_view.json (Task Type)")
 
 
 def _optional(path: Path, meta: Meta, reader: Any) -> pd.DataFrame | None:

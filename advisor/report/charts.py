@@ -178,3 +178,44 @@ def subgraph_chart(sg: Subgraph, salt: str) -> str:
         ax.axis("off")
         fig.subplots_adjust(left=0, right=1, bottom=0, top=1)
         return to_svg(fig, salt, tight=False)
+
+
+TIME_SEGMENTS = (
+    ("compute_by_core", "cube", "compute: cube", "#1f77b4"),
+    ("compute_by_core", "vector", "compute: vector", "#ff7f0e"),
+    ("compute_by_core", "mix", "compute: mix", "#17becf"),
+    ("compute_by_core", "ai_cpu", "compute: AI CPU", "#d62728"),
+    ("compute_by_core", "other", "compute: other", "#8c564b"),
+    ("uncovered_by_kind", "wait", "communication: wait", "#9467bd"),
+    ("uncovered_by_kind", "transmit", "communication: transmit", "#2ca02c"),
+    ("uncovered_by_kind", "idle", "communication: idle", "#bcbd22"),
+    ("uncovered_by_kind", "unknown", "communication: unsplit", "#c5b0d5"),
+    (None, "free_us", "free", "#dddddd"),
+)
+
+
+def time_chart(time: Mapping[str, Any], salt: str = "time", max_steps: int = 30) -> str:
+    """One stacked horizontal bar per step (per rank for multi-rank input): compute by core, uncovered
+    communication by kind, free time -- the time model of the report."""
+    if time.get("ranks"):
+        bars = [(f"rank {r}", t) for r, t in time["ranks"].items()]
+    else:
+        steps = time.get("steps") or []
+        bars = [("all" if s.get("step") is None else f"step {s['step']}", s) for s in steps] or [("all", time)]
+    bars = bars[:max_steps]
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(7.2, 0.36 * max(2, len(bars)) + 1.2))
+        labels = [b for b, _ in bars][::-1]
+        lefts = [0.0] * len(bars)
+        for group, key, name, color in TIME_SEGMENTS:
+            values = [(float((t.get(group) or {}).get(key, 0.0)) if group else float(t.get(key, 0.0))) / 1000.0
+                      for _, t in bars][::-1]
+            if not any(values):
+                continue
+            ax.barh(labels, values, left=lefts, color=color, label=name, height=0.6)
+            lefts = [a + b for a, b in zip(lefts, values, strict=True)]
+        ax.set_xlabel("ms")
+        ax.set_title("Analyzed time per step: compute / uncovered communication / free", loc="left")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(bars) < 4 else -0.12), ncol=3,
+                  frameon=False, fontsize=8)
+    return to_svg(fig, salt)

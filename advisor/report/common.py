@@ -291,3 +291,44 @@ def kb_notes(report: Mapping[str, Any]) -> list[str]:
             if text not in notes:
                 notes.append(text)
     return notes
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the time section every report opens with
+# ---------------------------------------------------------------------------------------------------------
+TIME_PARTS = (("compute_us", "compute"), ("uncovered_communication_us", "uncovered communication"),
+              ("free_us", "free (device idle)"))
+
+
+def time_rows(time: Mapping[str, Any] | None) -> list[tuple[str, float, float | None, str]]:
+    """(label, us, share of the window, detail) for the window and its split, from the report's ``time``."""
+    if not time or not time.get("window_us"):
+        return []
+    window = float(time["window_us"])
+    by_core = ", ".join(f"{k} {fmt_us(v)}" for k, v in (time.get("compute_by_core") or {}).items() if v)
+    by_kind = ", ".join(f"{k} {fmt_us(v)}" for k, v in (time.get("uncovered_by_kind") or {}).items() if v)
+    rows: list[tuple[str, float, float | None, str]] = [
+        ("analyzed window", window, 1.0, f"{len(time.get('steps') or []) or 'all'} step(s)"
+         if "steps" in time else f"{len(time.get('ranks') or {})} rank(s)"),
+        ("compute", float(time["compute_us"]), float(time["compute_us"]) / window, by_core),
+        ("uncovered communication", float(time["uncovered_communication_us"]),
+         float(time["uncovered_communication_us"]) / window, by_kind),
+        ("free (device idle)", float(time["free_us"]), float(time["free_us"]) / window, ""),
+        ("overlapped communication", float(time["overlapped_communication_us"]), None, "hidden behind compute"),
+    ]
+    outside = time.get("outside_window_us")
+    if outside:
+        rows.append(("outside the window", float(outside), None, "capture time not analyzed (idle head/tail, "
+                     "steps without device tasks)"))
+    return rows
+
+
+def time_sources(time: Mapping[str, Any] | None) -> list[str]:
+    """``figure: source`` lines for the time section."""
+    if not time:
+        return []
+    sources = time.get("sources") or {}
+    if not sources and time.get("ranks"):
+        first = next(iter(time["ranks"].values()))
+        sources = first.get("sources") or {}
+    return [f"{k}: {v}" for k, v in sources.items()]

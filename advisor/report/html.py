@@ -27,6 +27,8 @@ from advisor.report.common import (
     kb_notes,
     roofline_points,
     split_evidence,
+    time_rows,
+    time_sources,
 )
 
 MAX_DETAILED = 200
@@ -94,6 +96,10 @@ def render(report: dict[str, Any], **_: Any) -> str:
         if summary.get("top_op_types") else None,
         "core_svg": Markup(charts.core_chart(summary["by_core"], total)) if summary.get("by_core") else None,
         "roofline_svg": Markup(charts.roofline_chart(platform, points)),
+        "time": report.get("time") or {},
+        "time_rows": time_rows(report.get("time")),
+        "time_sources": time_sources(report.get("time")),
+        "time_svg": Markup(charts.time_chart(report["time"])) if (report.get("time") or {}).get("window_us") else None,
         "roofline_points": len(points),
         "platform": platform,
         "findings": findings,

@@ -12,7 +12,16 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from advisor.report.common import POINT_KEYS, fmt_pct, fmt_us, fmt_value, kb_notes, split_evidence
+from advisor.report.common import (
+    POINT_KEYS,
+    fmt_pct,
+    fmt_us,
+    fmt_value,
+    kb_notes,
+    split_evidence,
+    time_rows,
+    time_sources,
+)
 
 MAX_CHARS = 60_000
 SEVERITY_ICON = {"critical": "🔴", "major": "🟠", "minor": "🟡", "info": "🔵"}
@@ -83,6 +92,18 @@ def _key_numbers(report: Mapping[str, Any]) -> str:
     if by_kb:
         rows.append(["Sub-scores", ", ".join(f"{k} {v:.1f}" for k, v in sorted(by_kb.items()))])
     return md_table(["", ""], rows)
+
+
+def _time_section(report: Mapping[str, Any]) -> str:
+    """Where the analyzed time goes (the report's ``time``), with the source of each figure."""
+    rows = time_rows(report.get("time"))
+    if not rows:
+        return ""
+    table = md_table(["", "time", "share", "split"],
+                     [[label, fmt_us(us), fmt_pct(share) if share is not None else "", detail]
+                      for label, us, share, detail in rows], ["l", "r", "r", "l"])
+    sources = time_sources(report.get("time"))
+    return "### Time\n\n" + table + ("\n\n_Sources: " + cell("; ".join(sources), 2000) + "_" if sources else "")
 
 
 def _severity_counts(findings: Sequence[Mapping[str, Any]]) -> dict[str, int]:
@@ -210,13 +231,13 @@ def _footer(report: Mapping[str, Any]) -> str:
     tool = report.get("tool", {})
     when = report.get("generated_at")
     return (f"<sub>advisor {tool.get('version', '')}" + (f" · {when}" if when else "")
-            + " · score = 100 × (1 − S/T), S = estimated recoverable time, T = analyzed time (step time, else device busy time)</sub>")
+            + " · score = 100 × (1 − S/T), S = estimated recoverable time, T = the analyzed window of the time model</sub>")
 
 
 def render(report: dict[str, Any], max_chars: int = MAX_CHARS, top: int = 25, **_: Any) -> str:
     """The report as Markdown, strictly shorter than ``max_chars``."""
     findings = report["findings"]
-    head = "\n\n".join([_score_line(report), _key_numbers(report)])
+    head = "\n\n".join(p for p in [_score_line(report), _key_numbers(report), _time_section(report)] if p)
     if findings:
         table = "### Top findings\n\n" + _findings_table(findings, top)
     else:

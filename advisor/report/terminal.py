@@ -11,6 +11,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from advisor.report.common import time_rows, time_sources
+
 _SEVERITY_STYLE = {"critical": "bold red", "major": "red", "minor": "yellow", "info": "cyan"}
 
 
@@ -54,6 +56,9 @@ def build(report: dict[str, Any], top: int = 20) -> Group:
         lines.append(Text(f"slowest rank {cluster['slowest_rank']}: {cluster['slowest_reason']} "
                           f"+{_us(cluster.get('slowest_excess_us', 0))} over the other ranks' median", style="dim"))
     parts.append(Panel(Group(*lines), title="advisor", title_align="left", box=box.ROUNDED))
+    time_table = _time_table(report.get("time"))
+    if time_table is not None:
+        parts.append(time_table)
 
     findings = report["findings"]
     if findings:
@@ -107,6 +112,25 @@ def build(report: dict[str, Any], top: int = 20) -> Group:
     if report.get("waived"):
         parts.append(Text(f"{len(report['waived'])} finding(s) waived (see the JSON report).", style="dim"))
     return Group(*parts)
+
+
+def _time_table(time: dict[str, Any] | None) -> Table | None:
+    """Where the analyzed time goes: the window and its split, each figure's source under the table."""
+    rows = time_rows(time)
+    if not rows:
+        return None
+    t = Table(box=box.SIMPLE_HEAD, title="Time", title_justify="left", expand=True)
+    t.add_column("", no_wrap=True)
+    t.add_column("time", justify="right", no_wrap=True)
+    t.add_column("share", justify="right", no_wrap=True)
+    t.add_column("split", ratio=1, overflow="fold", style="dim")
+    for label, us, share, detail in rows:
+        t.add_row(label, _us(us), f"{share * 100:.1f}%" if share is not None else "", detail)
+    sources = time_sources(time)
+    if sources:
+        t.caption = "sources: " + "; ".join(sources)
+        t.caption_justify = "left"
+    return t
 
 
 def render_text(report: dict[str, Any], width: int = 120, color: bool = False, **_: Any) -> str:

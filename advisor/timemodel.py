@@ -1,0 +1,801 @@
+"""The time model of one rank: the analyzed window, its steps, and where each step's time goes.
+
+Everything a report says in shares and savings divides by this, so it is built once, in the data-model layer,
+from every source the profile has, and read by every knowledge base, the score and the reports. Top-down, as in
+top-down microarchitecture analysis: each step splits once into
+
+    window = compute + uncovered communication + free
+
+with compute split by the core a task ran on (``cube`` = AI_CORE: the cube core on 910B-class chips, the whole AI
+Core on 310/310P/910A; ``vector`` = AI_VECTOR_CORE; ``mix`` = MIX_AIC/MIX_AIV; ``ai_cpu``; ``other``: any other
+compute task, or a kernel whose core the profile does not record), communication into overlapped (hidden behind
+compute) and uncovered, and uncovered communication into ``wait`` (waiting for peers: notify waits,
+synchronisation), ``transmit`` (data moving) and ``idle`` (inside a collective, neither) -- plus ``unknown`` when
+the profile carries nothing to split it with. Shares at each level add up to their parent.
+
+Sources, best first; every figure names the one it came from (``TimeModel.sources``):
+
+- the profiler's own per-step split: ``step_trace_time.csv`` / ``analysis.db`` ``StepTraceTime`` / the msprof
+  ``.db`` ``OVERLAP_ANALYSIS`` inside ``STEP_TIME``;
+- else the ``Overlap Analysis`` intervals of the trace (Computing / Communication / Free), inside step bounds;
+- else derived from device tasks: unions of compute task intervals and of communication op intervals (HCCL op
+  rows, HCCL op events of the trace or ``hccl_*.json``, else the device's notify/reduce tasks), inside step
+  bounds (msprof step trace, MindSpore ``step_trace_raw``, ``STEP_TIME``) or, where no step is recorded, the
+  device's active span;
+- MindSpore step traces without task times: ``iteration_interval`` is time outside the device's step work (free),
+  ``fp_and_bp`` compute, the ``tail`` compute plus the communication that runs after BP end (uncovered).
+
+Notify waits and reduce/copy tasks of a collective are communication, never compute. Time a capture holds outside
+the analyzed window (an idle head or tail, steps recorded without device tasks) is reported as such and is not
+part of the window, so no finding can claim it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.intervals import overlap, union
+from advisor.model import Profile
+
+COMPUTE_KEYS: tuple[str, ...] = ("cube", "vector", "mix", "ai_cpu", "other")
+UNCOVERED_KEYS: tuple[str, ...] = ("wait", "transmit", "idle")
+
+CORE_COMPUTE: dict[str, str] = {
+    "AI_CORE": "cube", "KERNEL_AICORE": "cube", "AIC": "cube",
+    "AI_VECTOR_CORE": "vector", "KERNEL_AIVEC": "vector", "AIV": "vector",
+    "MIX_AIC": "mix", "MIX_AIV": "mix", "KERNEL_MIX_AIC": "mix", "KERNEL_MIX_AIV": "mix", "FFTS_PLUS": "mix",
+    "AI_CPU": "ai_cpu", "KERNEL_AICPU": "ai_cpu", "AICPU": "ai_cpu",
+    "DSA_SQE": "other", "DSA": "other",
+}
+"""Device task core / task type -> compute bucket. Anything not here and not communication is not compute."""
+COMM_CORES = frozenset({"HCCL", "COMMUNICATION"})
+"""Op-level communication rows (one per collective) in the ops table."""
+_WAIT = re.compile(r"notify[ _]?wait", re.IGNORECASE)
+_TRANSMIT = re.compile(r"memcpy|reduce|rdma|sdma|local[ _]?copy|write[ _]?value|notify[ _]?record|send|recv|copy",
+                       re.IGNORECASE)
+_COMM_TASK = re.compile(r"^(notify[ _]?(wait|record)|reduce[ _]?(async|inline|tbe)\w*|rdma\w*|memcpy|sdma\w*"
+                        r"|local[ _]?copy|write[ _]?value)$", re.IGNORECASE)
+"""Task-level names of a collective (HCCL plane tasks, device task types), as opposed to op-level names."""
+_DEVICE_COMM_TASK = re.compile(r"^(notify[ _]?(wait|record)|reduce[ _]?async\w*)$", re.IGNORECASE)
+"""Device task types that are communication wherever they run (copies can be host<->device too)."""
+
+HCCL_PROCESSES = ("HCCL", "Communication")
+OVERLAP_PROCESS = "Overlap Analysis"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the model
+# ---------------------------------------------------------------------------------------------------------
+@dataclass
+class StepTime:
+    """One step (or the whole window when no step is recorded): its time split, in microseconds."""
+
+    step: int | None
+    window_us: float
+    compute_us: float
+    compute_by_core: dict[str, float]
+    communication_us: float
+    overlapped_communication_us: float
+    uncovered_communication_us: float
+    uncovered_by_kind: dict[str, float]
+    free_us: float
+    start_us: float | None = None
+    """Offset from the rank's time origin (``Meta.time_origin_ns``) where the step's bounds are known."""
+    bubble_us: float | None = None
+    """Pipeline-parallel bubble, where the profiler records it (part of the step's uncovered communication)."""
+    preparing_us: float | None = None
+    """Host time before the step's first device task, where the profiler records it (outside the window)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"step": self.step, **_figures(self)}
+        if self.start_us is not None:
+            out["start_us"] = _r(self.start_us)
+        for key in ("bubble_us", "preparing_us"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = _r(value)
+        return out
+
+
+@dataclass
+class TimeModel:
+    """The analyzed window of one rank, its steps, and the split of their time (see the module doc)."""
+
+    steps: list[StepTime]
+    sources: dict[str, str]
+    origin_ns: int | None = None
+    capture_us: float | None = None
+    """Span of everything the profile recorded (host and device), when time stamps exist."""
+    notes: list[str] = field(default_factory=list)
+
+    # totals over the steps -------------------------------------------------------------------------------
+    def _sum(self, name: str) -> float:
+        return float(sum(getattr(s, name) for s in self.steps))
+
+    def _sum_map(self, name: str, keys: Iterable[str]) -> dict[str, float]:
+        out = {k: 0.0 for k in keys}
+        for s in self.steps:
+            for k, v in getattr(s, name).items():
+                out[k] = out.get(k, 0.0) + v
+        return out
+
+    @property
+    def window_us(self) -> float:
+        return self._sum("window_us")
+
+    @property
+    def compute_us(self) -> float:
+        return self._sum("compute_us")
+
+    @property
+    def communication_us(self) -> float:
+        return self._sum("communication_us")
+
+    @property
+    def overlapped_communication_us(self) -> float:
+        return self._sum("overlapped_communication_us")
+
+    @property
+    def uncovered_communication_us(self) -> float:
+        return self._sum("uncovered_communication_us")
+
+    @property
+    def free_us(self) -> float:
+        return self._sum("free_us")
+
+    @property
+    def compute_by_core(self) -> dict[str, float]:
+        return self._sum_map("compute_by_core", COMPUTE_KEYS)
+
+    @property
+    def uncovered_by_kind(self) -> dict[str, float]:
+        return self._sum_map("uncovered_by_kind", UNCOVERED_KEYS)
+
+    @property
+    def outside_window_us(self) -> float:
+        """Capture time outside the analyzed window (idle head/tail, steps without device tasks)."""
+        if self.capture_us is None:
+            return 0.0
+        return max(0.0, self.capture_us - self.window_us)
+
+    def bucket_us(self, bucket: str) -> float:
+        """The time a finding may claim for a bucket: ``window``, ``compute``, ``communication`` (uncovered),
+        ``free``, or a compute core (``cube``...)."""
+        if bucket in ("communication", "uncovered_communication"):
+            return self.uncovered_communication_us
+        if bucket in COMPUTE_KEYS:
+            return self.compute_by_core.get(bucket, 0.0)
+        return float(getattr(self, f"{bucket}_us"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report's ``time`` object (microseconds)."""
+        out: dict[str, Any] = {**_figures(self), "steps": [s.to_dict() for s in self.steps],
+                               "sources": dict(self.sources)}
+        if self.capture_us is not None:
+            out["capture_us"] = _r(self.capture_us)
+            out["outside_window_us"] = _r(self.outside_window_us)
+        if self.origin_ns is not None:
+            out["origin_ns"] = int(self.origin_ns)
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
+
+
+def _r(v: float) -> float:
+    return round(float(v), 3)
+
+
+def _figures(t: Any) -> dict[str, Any]:
+    return {
+        "window_us": _r(t.window_us),
+        "compute_us": _r(t.compute_us),
+        "communication_us": _r(t.communication_us),
+        "overlapped_communication_us": _r(t.overlapped_communication_us),
+        "uncovered_communication_us": _r(t.uncovered_communication_us),
+        "free_us": _r(t.free_us),
+        "compute_by_core": {k: _r(v) for k, v in t.compute_by_core.items() if v or k in COMPUTE_KEYS},
+        "uncovered_by_kind": {k: _r(v) for k, v in t.uncovered_by_kind.items() if v or k in UNCOVERED_KEYS},
+    }
+
+
+def merge(models: Iterable[TimeModel]) -> dict[str, Any]:
+    """Totals over several ranks (for a multi-rank report's ``time``): each figure summed over the ranks."""
+    models = list(models)
+    keys = ("window_us", "compute_us", "communication_us", "overlapped_communication_us",
+            "uncovered_communication_us", "free_us")
+    out: dict[str, Any] = {k: _r(sum(getattr(m, k) for m in models)) for k in keys}
+    for name, names in (("compute_by_core", COMPUTE_KEYS), ("uncovered_by_kind", UNCOVERED_KEYS)):
+        acc: dict[str, float] = {k: 0.0 for k in names}
+        for m in models:
+            for k, v in getattr(m, name).items():
+                acc[k] = acc.get(k, 0.0) + v
+        out[name] = {k: _r(v) for k, v in acc.items()}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# device tasks: compute and communication intervals
+# ---------------------------------------------------------------------------------------------------------
+@dataclass
+class _Intervals:
+    """Blocks of the unions a step split needs, all as (starts, ends) arrays of disjoint sorted blocks."""
+
+    compute: tuple[np.ndarray, np.ndarray]
+    by_core: dict[str, tuple[np.ndarray, np.ndarray]]
+    comm: tuple[np.ndarray, np.ndarray]
+    wait: tuple[np.ndarray, np.ndarray] | None
+    transmit: tuple[np.ndarray, np.ndarray] | None
+    comm_ops: pd.DataFrame | None
+    """Per communication op (start, end, wait/transit/idle us) when only per-op totals can split it."""
+    untimed_compute: dict[str, float]
+    """Compute time of tasks without a start time, per core bucket (MindSpore averages, op_statistic only)."""
+    sources: dict[str, str]
+
+
+def _empty() -> tuple[np.ndarray, np.ndarray]:
+    return np.empty(0), np.empty(0)
+
+
+def _blocks_len(b: tuple[np.ndarray, np.ndarray], lo: float = -np.inf, hi: float = np.inf) -> float:
+    bs, be = b
+    if not len(bs):
+        return 0.0
+    return float((np.minimum(be, hi) - np.maximum(bs, lo)).clip(min=0.0).sum())
+
+
+def _intersect(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray],
+               lo: float = -np.inf, hi: float = np.inf) -> float:
+    """Length of (a ∩ b) inside [lo, hi)."""
+    a_s, a_e = a
+    if not len(a_s) or not len(b[0]):
+        return 0.0
+    s = np.maximum(a_s, lo)
+    e = np.minimum(a_e, hi)
+    ok = e > s
+    return float(overlap(b[0], b[1], s[ok], e[ok]).sum())
+
+
+def _labels(series: pd.Series) -> np.ndarray:
+    """Upper-cased text of each row ("" where missing), computed once per distinct value."""
+    codes, uniques = pd.factorize(series.astype(object), use_na_sentinel=True)
+    lut = np.array([str(u).strip().upper() for u in uniques] + [""], dtype=object)
+    return lut[np.where(codes < 0, len(uniques), codes)]
+
+
+def _core_bucket(cores: pd.Series) -> np.ndarray:
+    """Compute bucket of each task ("" when the task is not compute)."""
+    codes, uniques = pd.factorize(cores.astype(object), use_na_sentinel=True)
+    lut = []
+    for u in uniques:
+        key = str(u).strip().upper()
+        if key in COMM_CORES or _COMM_TASK.match(key):
+            lut.append("")
+        else:
+            lut.append(CORE_COMPUTE.get(key, ""))
+    lut_arr = np.array(lut + ["other"], dtype=object)  # a kernel whose core is not recorded: compute, "other"
+    return lut_arr[np.where(codes < 0, len(lut), codes)]
+
+
+def _matches(labels: np.ndarray, rx: re.Pattern[str], search: bool = False) -> np.ndarray:
+    """Rows whose label matches ``rx`` (decided once per distinct label)."""
+    if not len(labels):
+        return np.zeros(0, dtype=bool)
+    uniq, inverse = np.unique(labels.astype(str), return_inverse=True)
+    hit = np.array([bool(rx.search(u) if search else rx.match(u)) for u in uniq], dtype=bool)
+    return hit[inverse]
+
+
+def _device_tasks(profile: Profile) -> tuple[pd.DataFrame, str]:
+    """The ops table, or per-type totals from op_statistic when that is all the profile has."""
+    if len(profile.ops) or not len(profile.op_stats):
+        return profile.ops, profile.meta.sources.get("ops", "device tasks")
+    st = profile.op_stats
+    return pd.DataFrame({"name": st["type"].astype(str), "type": st["type"].astype(str),
+                         "core": st["core"].astype(str), "start_us": np.nan, "step": np.nan,
+                         "duration_us": st["total_us"].to_numpy(dtype="float64")}), \
+        profile.meta.sources.get("op_stats", "op_statistic")
+
+
+def _hccl_events(profile: Profile) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(op-level, task-level) HCCL events of the timeline."""
+    ev = profile.events
+    if not len(ev):
+        return ev, ev
+    hccl = ev[ev["process"].astype(str).isin(HCCL_PROCESSES).to_numpy()]
+    if not len(hccl):
+        return hccl, hccl
+    is_task = _matches(_labels(hccl["name"]), _COMM_TASK)
+    return hccl[~is_task], hccl[is_task]
+
+
+def _intervals(profile: Profile) -> _Intervals:
+    ops, ops_source = _device_tasks(profile)
+    sources: dict[str, str] = {}
+    n = len(ops)
+    starts = ops["start_us"].to_numpy(dtype="float64") if n else np.empty(0)
+    durs = ops["duration_us"].to_numpy(dtype="float64") if n else np.empty(0)
+    ends = starts + np.nan_to_num(durs)
+    bucket = _core_bucket(ops["core"]) if n else np.empty(0, dtype=object)
+    timed = np.isfinite(starts)
+    is_compute = bucket != ""
+
+    compute = union(starts[is_compute & timed], ends[is_compute & timed])
+    by_core = {k: union(starts[(bucket == k) & timed], ends[(bucket == k) & timed]) for k in COMPUTE_KEYS}
+    untimed = {k: float(np.nansum(durs[(bucket == k) & ~timed])) for k in COMPUTE_KEYS}
+    if is_compute.any():
+        sources["compute"] = ops_source
+        sources["compute_by_core"] = f"{ops_source}: task core types"
+
+    cores = _labels(ops["core"]) if n else np.empty(0, dtype=object)
+    comm_rows = np.isin(cores, list(COMM_CORES)) & timed
+    op_events, task_events = _hccl_events(profile)
+    if comm_rows.any():
+        comm = union(starts[comm_rows], ends[comm_rows])
+        sources["communication"] = f"{ops_source}: communication op rows"
+    elif len(op_events):
+        s = op_events["start_us"].to_numpy(dtype="float64")
+        comm = union(s, s + op_events["duration_us"].to_numpy(dtype="float64"))
+        sources["communication"] = f"{profile.meta.sources.get('events', 'timeline')}: HCCL op events"
+    else:
+        dev_comm = _matches(cores, _DEVICE_COMM_TASK) & timed
+        if len(task_events):
+            s = task_events["start_us"].to_numpy(dtype="float64")
+            comm = union(s, s + task_events["duration_us"].to_numpy(dtype="float64"))
+            sources["communication"] = f"{profile.meta.sources.get('events', 'timeline')}: HCCL task events"
+        elif dev_comm.any():
+            comm = union(starts[dev_comm], ends[dev_comm])
+            sources["communication"] = f"{ops_source}: notify/reduce device tasks"
+        else:
+            comm = _empty()
+
+    # the uncovered split: the profiler's per-op analysis (communication.json, CommAnalyzerTime, hccl_raw) first,
+    # so that every rank of a run is split the same way, else the HCCL task intervals, else the device's tasks
+    wait = transmit = None
+    comm_ops = _comm_op_split(profile.comm) if len(profile.comm) else None
+    if comm_ops is not None:
+        sources["uncovered_by_kind"] = f"{profile.meta.sources.get('comm', 'communication table')}: per-op " \
+                                       "wait (incl. synchronization) / transit / idle times, in proportion"
+    elif len(task_events):
+        names = _labels(task_events["name"])
+        s = task_events["start_us"].to_numpy(dtype="float64")
+        e = s + task_events["duration_us"].to_numpy(dtype="float64")
+        w = _matches(names, _WAIT, search=True)
+        t = _matches(names, _TRANSMIT, search=True) & ~w
+        wait, transmit = union(s[w], e[w]), union(s[t], e[t])
+        sources["uncovered_by_kind"] = f"{profile.meta.sources.get('events', 'timeline')}: HCCL task events " \
+                                       "(notify waits / transfers inside the uncovered part)"
+    elif n and _matches(cores, _DEVICE_COMM_TASK).any():
+        w = _matches(cores, _WAIT, search=True) & timed
+        t = _matches(cores, _TRANSMIT, search=True) & timed & ~w & ~is_compute
+        wait, transmit = union(starts[w], ends[w]), union(starts[t], ends[t])
+        sources["uncovered_by_kind"] = f"{ops_source}: notify-wait / reduce / copy device tasks"
+    return _Intervals(compute, by_core, comm, wait, transmit, comm_ops, untimed, sources)
+
+
+def _comm_op_split(comm: pd.DataFrame) -> pd.DataFrame | None:
+    """One row per communication op: start, end, and its wait (incl. synchronisation) / transit / idle times."""
+    keys = [c for c in ("step", "op", "group", "start_us") if c in comm.columns]
+    per = comm.drop_duplicates(subset=keys)
+    elapse = per["elapse_us"].to_numpy(dtype="float64")
+    if not np.isfinite(elapse).any():
+        return None
+    transit = per["transit_us"].to_numpy(dtype="float64")
+    wait = per["wait_us"].to_numpy(dtype="float64")
+    idle = per["idle_us"].to_numpy(dtype="float64")
+    idle = np.where(np.isnan(idle), np.clip(elapse - np.nan_to_num(transit) - np.nan_to_num(wait), 0.0, None), idle)
+    start = per["start_us"].to_numpy(dtype="float64") if "start_us" in per else np.full(len(per), np.nan)
+    return pd.DataFrame({"step": per["step"].to_numpy(dtype="float64"), "start": start, "end": start + elapse,
+                         "elapse": elapse, "wait": np.nan_to_num(wait), "transit": np.nan_to_num(transit),
+                         "idle": np.nan_to_num(idle)})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# splitting one step
+# ---------------------------------------------------------------------------------------------------------
+def _core_split(iv: _Intervals, compute_us: float, lo: float, hi: float, untimed_share: float = 0.0) -> dict[str, float]:
+    """``compute_us`` split over the core buckets in proportion to each core's busy time in [lo, hi)."""
+    raw = {k: _blocks_len(iv.by_core[k], lo, hi) + untimed_share * iv.untimed_compute.get(k, 0.0)
+           for k in COMPUTE_KEYS}
+    total = sum(raw.values())
+    if total <= 0:
+        return {k: (compute_us if k == "other" else 0.0) for k in COMPUTE_KEYS}
+    return {k: compute_us * v / total for k, v in raw.items()}
+
+
+def _uncovered_split(iv: _Intervals, uncovered: float, lo: float, hi: float,
+                     step: float | None) -> dict[str, float]:
+    """``uncovered`` split into wait / transmit / idle (+ unknown) for the uncovered part of [lo, hi)."""
+    if uncovered <= 0:
+        return {k: 0.0 for k in UNCOVERED_KEYS}
+    if iv.comm_ops is not None and len(iv.comm_ops):
+        c = iv.comm_ops
+        if step is not None and c["step"].notna().any():
+            c = c[c["step"] == step]
+        elif np.isfinite(lo):
+            inside = (c["start"] < hi) & (c["end"] > lo)
+            c = c[inside] if inside.any() else c
+        # each op counts for its uncovered part only: an op hidden behind compute adds nothing to the split
+        frac = np.ones(len(c))
+        timed = np.isfinite(c["start"].to_numpy()) & (c["elapse"].to_numpy() > 0)
+        if timed.any() and len(iv.compute[0]):
+            s_, e_ = c["start"].to_numpy()[timed], c["end"].to_numpy()[timed]
+            frac[timed] = 1.0 - overlap(iv.compute[0], iv.compute[1], s_, e_) / (e_ - s_)
+        frac = np.clip(frac, 0.0, 1.0)
+        parts = {"wait": float((c["wait"].to_numpy() * frac).sum()), "transmit": float((c["transit"].to_numpy()
+                 * frac).sum()), "idle": float((c["idle"].to_numpy() * frac).sum())}
+        total = sum(parts.values())
+        if total > 0:
+            return {k: uncovered * v / total for k, v in parts.items()}
+    if iv.wait is not None and iv.transmit is not None:
+        exposed = _exposed_blocks(iv, lo, hi)
+        measured = _blocks_len(exposed)
+        if measured > 0:
+            transmit = _intersect(exposed, iv.transmit)
+            both = _intersect(exposed, union(*_concat(iv.wait, iv.transmit)))
+            wait = max(0.0, both - transmit)  # a wait while data moves on another plane counts as transmit
+            scale = uncovered / measured  # the profiler's uncovered total, split as the intervals split
+            out = {"wait": wait * scale, "transmit": transmit * scale}
+            out["idle"] = max(0.0, uncovered - out["wait"] - out["transmit"])
+            return out
+    return {"wait": 0.0, "transmit": 0.0, "idle": 0.0, "unknown": uncovered}
+
+
+def _concat(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    return np.r_[a[0], b[0]], np.r_[a[1], b[1]]
+
+
+def _exposed_blocks(iv: _Intervals, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """Communication blocks inside [lo, hi) minus compute: the uncovered communication intervals."""
+    cs, ce = iv.comm
+    if not len(cs):
+        return _empty()
+    s, e = np.maximum(cs, lo), np.minimum(ce, hi)
+    ok = e > s
+    s, e = s[ok], e[ok]
+    ps, pe = iv.compute
+    if not len(ps) or not len(s):
+        return s, e
+    # subtract the compute blocks: walk the boundaries of both sorted block lists
+    out_s: list[float] = []
+    out_e: list[float] = []
+    j = 0
+    for a, b in zip(s, e, strict=True):
+        cur = a
+        while j < len(ps) and pe[j] <= cur:
+            j += 1
+        k = j
+        while k < len(ps) and ps[k] < b:
+            if ps[k] > cur:
+                out_s.append(cur)
+                out_e.append(min(ps[k], b))
+            cur = max(cur, pe[k])
+            if cur >= b:
+                break
+            k += 1
+        if cur < b:
+            out_s.append(cur)
+            out_e.append(b)
+    return np.array(out_s), np.array(out_e)
+
+
+def _derived_step(iv: _Intervals, step: float | None, lo: float, hi: float) -> StepTime:
+    """A step split from device-task intervals inside [lo, hi)."""
+    window = hi - lo
+    compute = _blocks_len(iv.compute, lo, hi)
+    comm = _blocks_len(iv.comm, lo, hi)
+    overlapped = _intersect(iv.comm, iv.compute, lo, hi)
+    uncovered = max(0.0, comm - overlapped)
+    free = max(0.0, window - compute - uncovered)
+    return StepTime(
+        step=_step_id(step), window_us=window, compute_us=compute,
+        compute_by_core=_core_split(iv, compute, lo, hi), communication_us=comm,
+        overlapped_communication_us=overlapped, uncovered_communication_us=uncovered,
+        uncovered_by_kind=_uncovered_split(iv, uncovered, lo, hi, step), free_us=free, start_us=lo)
+
+
+def _step_id(step: Any) -> int | None:
+    try:
+        f = float(step)
+    except (TypeError, ValueError):
+        return None
+    return int(f) if np.isfinite(f) else None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# building
+# ---------------------------------------------------------------------------------------------------------
+def _has(st: pd.DataFrame, col: str) -> bool:
+    return col in st.columns and bool(st[col].notna().any())
+
+
+def _profiler_split(profile: Profile, iv: _Intervals) -> list[StepTime] | None:
+    """Steps as the profiler split them (step_trace_time.csv, StepTraceTime, OVERLAP_ANALYSIS in STEP_TIME)."""
+    st = profile.steps
+    if not len(st) or not (_has(st, "free_us") or _has(st, "comm_not_overlapped_us")):
+        return None
+    st = st.sort_values("step", kind="stable")
+    out = []
+    ops = profile.ops
+    step_ids = ops["step"].to_numpy(dtype="float64") if len(ops) else np.empty(0)
+    per_step_ops = len(step_ids) and np.isfinite(step_ids).any()
+    for r in st.itertuples(index=False):
+        compute = _nz(getattr(r, "computing_us", np.nan))
+        uncovered = _nz(getattr(r, "comm_not_overlapped_us", np.nan))
+        overlapped = _nz(getattr(r, "overlapped_us", np.nan))
+        comm_total = _nz(getattr(r, "communication_us", np.nan)) or uncovered + overlapped
+        free = _nz(getattr(r, "free_us", np.nan))
+        start = getattr(r, "start_us", np.nan)
+        dur = getattr(r, "duration_us", np.nan)
+        lo, hi = (float(start), float(start) + float(dur)) if np.isfinite(start) and np.isfinite(dur) \
+            else _step_bounds(profile, r.step, step_ids) if per_step_ops else (-np.inf, np.inf)
+        out.append(StepTime(
+            step=_step_id(r.step), window_us=compute + uncovered + free, compute_us=compute,
+            compute_by_core=_core_split(iv, compute, lo, hi, untimed_share=1.0),
+            communication_us=comm_total, overlapped_communication_us=overlapped,
+            uncovered_communication_us=uncovered,
+            uncovered_by_kind=_uncovered_split(iv, uncovered, lo, hi, r.step), free_us=free,
+            start_us=float(start) if np.isfinite(start) else (lo if np.isfinite(lo) else None),
+            bubble_us=_opt(getattr(r, "bubble_us", np.nan)), preparing_us=_opt(getattr(r, "preparing_us", np.nan))))
+    return out
+
+
+def _nz(v: Any) -> float:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return 0.0
+    return f if np.isfinite(f) else 0.0
+
+
+def _opt(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if np.isfinite(f) else None
+
+
+def _step_bounds(profile: Profile, step: Any, step_ids: np.ndarray) -> tuple[float, float]:
+    """[first start, last end) of the device tasks carrying this step id."""
+    sel = step_ids == float(step)
+    if not sel.any():
+        return -np.inf, np.inf
+    ops = profile.ops
+    s = ops["start_us"].to_numpy(dtype="float64")[sel]
+    e = s + np.nan_to_num(ops["duration_us"].to_numpy(dtype="float64")[sel])
+    if not np.isfinite(s).any():
+        return -np.inf, np.inf
+    return float(np.nanmin(s)), float(np.nanmax(e))
+
+
+def _overlap_analysis(profile: Profile, iv: _Intervals, bounds: list[tuple[Any, float, float]]) -> list[StepTime] | None:
+    """Steps from the trace's Overlap Analysis intervals, clipped to each step's bounds."""
+    ev = profile.events
+    if not len(ev):
+        return None
+    oa = ev[ev["process"].astype(str).to_numpy() == OVERLAP_PROCESS]
+    if not len(oa):
+        return None
+    names = oa["name"].astype(str).to_numpy()
+    s = oa["start_us"].to_numpy(dtype="float64")
+    e = s + oa["duration_us"].to_numpy(dtype="float64")
+    kinds = {k: union(s[names == k], e[names == k]) for k in
+             ("Computing", "Communication", "Communication(Not Overlapped)", "Free")}
+    if not bounds:
+        lo = float(np.nanmin(s))
+        hi = float(np.nanmax(e))
+        bounds = [(None, lo, hi)]
+    out = []
+    for step, lo, hi in bounds:
+        compute = _blocks_len(kinds["Computing"], lo, hi)
+        uncovered = _blocks_len(kinds["Communication(Not Overlapped)"], lo, hi)
+        comm = _blocks_len(kinds["Communication"], lo, hi) or uncovered
+        free = _blocks_len(kinds["Free"], lo, hi)
+        if compute + uncovered + free <= 0:
+            continue
+        out.append(StepTime(
+            step=_step_id(step), window_us=compute + uncovered + free, compute_us=compute,
+            compute_by_core=_core_split(iv, compute, lo, hi), communication_us=comm,
+            overlapped_communication_us=max(0.0, comm - uncovered), uncovered_communication_us=uncovered,
+            uncovered_by_kind=_uncovered_split(iv, uncovered, lo, hi, step), free_us=free, start_us=lo))
+    return out or None
+
+
+def _recorded_bounds(profile: Profile) -> list[tuple[Any, float, float]]:
+    """(step, start, end) of the steps whose bounds the profile records (step trace, STEP_TIME)."""
+    st = profile.steps
+    if not len(st) or not (_has(st, "start_us") and _has(st, "duration_us")):
+        return []
+    ok = st["start_us"].notna() & st["duration_us"].notna() & (st["duration_us"] > 0)
+    rows = st[ok].sort_values("start_us")
+    return [(r.step, float(r.start_us), float(r.start_us) + float(r.duration_us)) for r in rows.itertuples()]
+
+
+def _task_step_bounds(profile: Profile) -> list[tuple[Any, float, float]]:
+    """Steps the device tasks carry in a step id column (kernel_details ``Step Id``): first start to last end of
+    each step's tasks (cut at the next step's first start). Only when every timed task has a step id."""
+    ops = profile.ops
+    if not len(ops):
+        return []
+    ids = ops["step"].to_numpy(dtype="float64")
+    s = ops["start_us"].to_numpy(dtype="float64")
+    timed = np.isfinite(s)
+    if not timed.any() or not np.isfinite(ids[timed]).all() or len(np.unique(ids[timed])) < 2:
+        return []
+    e = s + np.nan_to_num(ops["duration_us"].to_numpy(dtype="float64"))
+    frame = pd.DataFrame({"step": ids[timed], "lo": s[timed], "hi": e[timed]}).groupby("step").agg(
+        lo=("lo", "min"), hi=("hi", "max")).sort_values("lo")
+    lo, hi = frame["lo"].to_numpy(), frame["hi"].to_numpy().copy()
+    hi[:-1] = np.minimum(hi[:-1], lo[1:])  # a step's last tasks running into the next step end it
+    return [(step, float(a), float(b)) for step, a, b in zip(frame.index, lo, hi, strict=True)]
+
+
+def _active_span(iv: _Intervals) -> tuple[float, float] | None:
+    firsts = [b[0][0] for b in (iv.compute, iv.comm) if len(b[0])]
+    lasts = [b[1][-1] for b in (iv.compute, iv.comm) if len(b[1])]
+    if not firsts:
+        return None
+    return float(min(firsts)), float(max(lasts))
+
+
+PAUSE_FACTOR = 10.0
+"""Where no step is recorded, an idle gap longer than this many times all the device work of the capture is a pause
+of the program (setup, compilation, a sleep between runs), not dispatch overhead: it is left out of the window.
+A host-bound step idles for a fraction of its work, or a few times it; a kernel-development run that launches
+5 ms of kernels after 5 s of setup idles a thousand times its work."""
+
+
+def _pauses(iv: _Intervals) -> list[float]:
+    """Lengths of the idle gaps of the device (compute and communication) that count as pauses."""
+    bs, be = union(*_concat(iv.compute, iv.comm))
+    if len(bs) < 2:
+        return []
+    busy = float((be - bs).sum())
+    gaps = bs[1:] - be[:-1]
+    return [float(g) for g in gaps if g > PAUSE_FACTOR * busy]
+
+
+def _covers_tasks(iv: _Intervals, lo: float, hi: float) -> bool:
+    return _blocks_len(iv.compute, lo, hi) + _blocks_len(iv.comm, lo, hi) > 0
+
+
+def _phase_steps(profile: Profile) -> list[StepTime] | None:
+    """Steps from a step trace's phases when no device task carries a time (MindSpore ``step_trace_raw`` alone):
+    the interval before FP start is free, FP-BP compute, the tail compute plus the communication after BP end."""
+    st = profile.steps
+    if not len(st) or not _has(st, "duration_us"):
+        return None
+    fp_col = "fp_bp_us" if _has(st, "fp_bp_us") else "computing_us" if _has(st, "computing_us") else None
+    if fp_col is None:
+        return None
+    tail_col = "tail_us" if _has(st, "tail_us") else "refresh_us" if _has(st, "refresh_us") else None
+    out = []
+    for r in st.sort_values("step").itertuples(index=False):
+        window = _nz(r.duration_us)
+        if window <= 0:
+            continue
+        fp_bp = _nz(getattr(r, fp_col))
+        tail = _nz(getattr(r, tail_col)) if tail_col else 0.0
+        interval = _nz(getattr(r, "preparing_us", np.nan)) if _has(st, "preparing_us") \
+            else max(0.0, window - fp_bp - tail)
+        comm = min(_nz(getattr(r, "communication_us", np.nan)), window)
+        uncovered = min(comm, tail)
+        compute = max(0.0, window - interval - uncovered)
+        free = max(0.0, window - compute - uncovered)
+        out.append(StepTime(
+            step=_step_id(r.step), window_us=window, compute_us=compute,
+            compute_by_core={k: (compute if k == "other" else 0.0) for k in COMPUTE_KEYS},
+            communication_us=comm, overlapped_communication_us=max(0.0, comm - uncovered),
+            uncovered_communication_us=uncovered,
+            uncovered_by_kind={"wait": 0.0, "transmit": 0.0, "idle": 0.0, **({"unknown": uncovered} if uncovered
+                                                                              else {})},
+            free_us=free, start_us=_opt(getattr(r, "start_us", np.nan))))
+    return out or None
+
+
+def _untimed_step(iv: _Intervals) -> list[StepTime]:
+    """No time stamps at all (op_statistic, averaged ops, an estimated graph): the window is the task time."""
+    total = sum(iv.untimed_compute.values())
+    if total <= 0:
+        return []
+    return [StepTime(step=None, window_us=total, compute_us=total,
+                     compute_by_core={k: iv.untimed_compute.get(k, 0.0) for k in COMPUTE_KEYS},
+                     communication_us=0.0, overlapped_communication_us=0.0, uncovered_communication_us=0.0,
+                     uncovered_by_kind={k: 0.0 for k in UNCOVERED_KEYS}, free_us=0.0)]
+
+
+def _capture_span(profile: Profile) -> float | None:
+    """Span of every time stamp the profile holds (device tasks and host events)."""
+    lo, hi = np.inf, -np.inf
+    for frame in (profile.ops, profile.events, profile.tx):
+        if not len(frame) or "start_us" not in frame:
+            continue
+        s = frame["start_us"].to_numpy(dtype="float64")
+        e = s + np.nan_to_num(frame["duration_us"].to_numpy(dtype="float64"))
+        if np.isfinite(s).any():
+            lo, hi = min(lo, float(np.nanmin(s))), max(hi, float(np.nanmax(e)))
+    return hi - lo if np.isfinite(lo) and hi > lo else None
+
+
+def build(profile: Profile) -> TimeModel:
+    """The time model of ``profile`` (see the module doc for the sources, best first)."""
+    iv = _intervals(profile)
+    sources = dict(iv.sources)
+    notes: list[str] = []
+    steps_source = profile.meta.sources.get("steps", "step table")
+
+    steps = _profiler_split(profile, iv)
+    if steps is not None:
+        sources["window"] = sources["split"] = f"{steps_source} (the profiler's per-step split)"
+    else:
+        bounds = _recorded_bounds(profile)
+        if not bounds:
+            bounds = _task_step_bounds(profile)
+            if bounds:
+                steps_source = f"{profile.meta.sources.get('ops', 'device tasks')} step ids"
+        with_tasks = [(s, lo, hi) for s, lo, hi in bounds if _covers_tasks(iv, lo, hi)]
+        if bounds and len(with_tasks) < len(bounds):
+            notes.append(f"{len(bounds) - len(with_tasks)} of {len(bounds)} recorded steps hold no device task of "
+                         "this capture: outside the analyzed window")
+        oa = _overlap_analysis(profile, iv, with_tasks)
+        if oa is not None:
+            steps = oa
+            sources["split"] = f"{profile.meta.sources.get('events', 'timeline')}: Overlap Analysis intervals"
+            sources["window"] = (f"{steps_source}: step bounds" if with_tasks
+                                 else "Overlap Analysis extent (no step recorded)")
+        elif with_tasks:
+            steps = [_derived_step(iv, s, lo, hi) for s, lo, hi in with_tasks]
+            sources["window"] = f"{steps_source}: step bounds"
+            sources["split"] = "derived from device tasks (unions of compute and communication intervals)"
+        elif (span := _active_span(iv)) is not None:
+            step = _derived_step(iv, None, *span)
+            pauses = _pauses(iv)
+            if pauses:
+                paused = float(sum(pauses))
+                step.window_us -= paused
+                step.free_us = max(0.0, step.free_us - paused)
+                notes.append(f"{len(pauses)} idle gap(s) longer than {PAUSE_FACTOR:g}x all the device work of the capture "
+                             f"({paused:.1f} us, the longest {max(pauses):.1f} us) are pauses of the program "
+                             "(setup, compilation, a sleep), outside the analyzed window")
+            steps = [step]
+            sources["window"] = "active span of the device tasks (no step recorded)" + (
+                ", without its pauses" if pauses else "")
+            sources["split"] = "derived from device tasks (unions of compute and communication intervals)"
+            untimed = sum(iv.untimed_compute.values())
+            if untimed > 0:
+                notes.append(f"{untimed:.1f} us of tasks without start times are not in the window")
+        elif (phases := _phase_steps(profile)) is not None:
+            steps = phases
+            sources["window"] = sources["split"] = f"{steps_source}: step phases (no device task times)"
+            sources.pop("uncovered_by_kind", None)
+        else:
+            steps = _untimed_step(iv)
+            if steps:
+                sources["window"] = sources["split"] = f"{sources.get('compute', 'device tasks')}: task time " \
+                                                       "(no time stamps)"
+    capture = _capture_span(profile)
+    model = TimeModel(steps=steps, sources=sources, origin_ns=profile.meta.time_origin_ns,
+                      capture_us=capture, notes=notes)
+    if capture is not None and model.window_us > 0 and model.outside_window_us > 0.05 * capture:
+        notes.append(f"the capture holds {model.window_us:.1f} us of analyzed device time in {capture:.1f} us; "
+                     f"{model.outside_window_us:.1f} us lie outside the analyzed window (profile more steps, or "
+                     "start the capture closer to the work)")
+    return model
+
+
+def shares(model: TimeModel) -> Mapping[str, float]:
+    """Shares of the window (0-1) of compute, uncovered communication and free time."""
+    w = model.window_us
+    if w <= 0:
+        return {"compute": 0.0, "communication": 0.0, "free": 0.0}
+    return {"compute": model.compute_us / w, "communication": model.uncovered_communication_us / w,
+            "free": model.free_us / w}
+
+
+__all__ = ["COMPUTE_KEYS", "UNCOVERED_KEYS", "StepTime", "TimeModel", "build", "merge", "shares"]

@@ -1,0 +1,10 @@
+"""The knowledge-base toolkit: the building blocks every knowledge base (built-in or plugin) shares.
+
+A knowledge base reads the normalized model (``ctx.profile``, ``ctx.graph``) and answers with findings; what
+several of them need is here, stated once, so two knowledge bases never measure the same thing two ways:
+
+- :mod:`advisor.toolkit.time` -- the rank's time model (window, steps, compute / communication / free), the
+  pseudo-ops that savings of idle and communication time are attributed to, and vectorized row selection.
+
+No knowledge base imports another knowledge base's module; anything two of them share belongs here.
+"""

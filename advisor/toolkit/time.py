@@ -1,0 +1,76 @@
+"""Time for knowledge bases: read the rank's time model, never recompute it.
+
+Every share a finding shows divides by ``window_us(profile)``; a saving of idle time is attributed to
+:data:`FREE_TIME_KEY` and one of uncovered communication to the communication ops (or :data:`OTHER_COMM_KEY`),
+so that the score counts each microsecond once however many findings claim it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from advisor.model import Profile
+from advisor.timemodel import COMM_CORES, COMPUTE_KEYS, UNCOVERED_KEYS, StepTime, TimeModel
+
+FREE_TIME_KEY = "(free time)"
+"""Pseudo-op the savings of device idle time are attributed to (by every knowledge base that recovers it)."""
+OTHER_COMM_KEY = "(other communication ops)"
+"""Pseudo-op for uncovered communication not attributed to a named communication op."""
+PSEUDO_OP_BUCKETS = {FREE_TIME_KEY: "free", OTHER_COMM_KEY: "communication"}
+"""Bucket of the time model each pseudo-op stands for (savings on it are bounded by that bucket)."""
+
+
+def time_of(profile: Profile) -> TimeModel:
+    """The rank's time model (built once at ingest)."""
+    return profile.time
+
+
+def window_us(profile: Profile) -> float:
+    """The analyzed window: the denominator of every share."""
+    return profile.time.window_us
+
+
+def exposed_fraction(profile: Profile) -> tuple[dict[float, float], float]:
+    """Share of communication time that compute does not hide, per step id and overall (1.0 when the profile has no
+    communication time to measure it with)."""
+    t = profile.time
+    by_step = {float(s.step): _frac(s) for s in t.steps if s.step is not None and s.communication_us > 0}
+    total = t.communication_us
+    overall = min(1.0, t.uncovered_communication_us / total) if total > 0 else 1.0
+    return by_step, overall
+
+
+def _frac(s: StepTime) -> float:
+    return min(1.0, s.uncovered_communication_us / s.communication_us)
+
+
+def isin_mask(series: pd.Series, values: Iterable[str]) -> np.ndarray:
+    """Rows whose value is one of ``values``: decided once per category on categorical columns (fast on millions
+    of rows), else by ``isin``."""
+    wanted = {str(v) for v in values}
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        hit = np.array([str(c) in wanted for c in series.cat.categories], dtype=bool)
+        codes = series.cat.codes.to_numpy()
+        return (codes >= 0) & hit[np.maximum(codes, 0)] if len(hit) else np.zeros(len(series), dtype=bool)
+    return series.astype(object).isin(wanted).to_numpy(dtype=bool)
+
+
+def comm_op_times(comm: pd.DataFrame) -> pd.DataFrame:
+    """The ``comm`` table (one row per op x transport) -> one row per op: step, name, elapse/wait/transit/idle."""
+    keys = [c for c in ("step", "op", "group", "kind", "start_us") if c in comm.columns]
+    per = comm.drop_duplicates(subset=keys)
+    elapse = per["elapse_us"].to_numpy(dtype="float64")
+    transit = per["transit_us"].fillna(0.0).to_numpy(dtype="float64")
+    wait = per["wait_us"].fillna(0.0).to_numpy(dtype="float64")
+    idle = per["idle_us"].to_numpy(dtype="float64")
+    idle = np.where(np.isnan(idle), np.clip(elapse - transit - wait, 0.0, None), idle)
+    df = pd.DataFrame({"step": per["step"].to_numpy(dtype="float64"), "name": per["op"].astype(str).to_numpy(),
+                       "elapse_us": elapse, "wait_us": wait, "transit_us": transit, "idle_us": idle})
+    return df[np.isfinite(df["elapse_us"])].reset_index(drop=True)
+
+
+__all__ = ["COMM_CORES", "COMPUTE_KEYS", "FREE_TIME_KEY", "OTHER_COMM_KEY", "PSEUDO_OP_BUCKETS", "UNCOVERED_KEYS",
+           "comm_op_times", "exposed_fraction", "isin_mask", "time_of", "window_us"]
