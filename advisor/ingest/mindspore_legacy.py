@@ -132,10 +132,14 @@ def _dtype(value: Any) -> str:
     return canonical_dtype(text) if text else ""
 
 
+_MS_FORMATS = {"DEFAULTFORMAT": "ND", "DEFAULT": "ND", "FRACZ": "FRACTAL_Z"}
+"""MindSpore's own format names (``kOpFormat_FRAC_Z = "FracZ"``) -> the names GE and msprof use."""
+
+
 def _format(value: Any) -> str:
     text = str(value or "").strip()
-    if text.upper() in ("DEFAULTFORMAT", "DEFAULT"):
-        return "ND"
+    if text.upper() in _MS_FORMATS:
+        return _MS_FORMATS[text.upper()]
     return canonical_format(text) if text else ""
 
 
