@@ -16,6 +16,8 @@ torch_npu-db, mindspore-db    ``sqlite_db`` (``ascend_pytorch_profiler_*.db`` / 
 mindspore-legacy              ``mindspore_legacy`` (MindSpore 1.x ``profiler/`` flat dir)
 soc-job                       ``soc_job`` (SS928/SS927 SVP ACL ``JOB*`` summaries)
 trace-json                    ``timeline`` (a lone trace JSON file)
+msprof-op                     ``msprof_op`` (``msprof op`` results: ``OPPROF_*`` with ``OpBasicInfo.csv`` and
+                              the per-block metric CSVs; one launch, ``<OpName>/<n>/`` launches, ``device<N>/``)
 ============================  ===========================================================================
 """
 
@@ -41,6 +43,7 @@ _READERS = {
     "mindspore-legacy": "advisor.ingest.mindspore_legacy",
     "soc-job": "advisor.ingest.soc_job",
     "trace-json": "advisor.ingest.timeline",
+    "msprof-op": "advisor.ingest.msprof_op",
 }
 
 

@@ -33,6 +33,8 @@ def _classify_dir(d: Path) -> list[RankSource]:
     """The rank sources found directly at ``d`` (not in its children), or [] when ``d`` is not a profile."""
     if d.name == "ASCEND_PROFILER_OUTPUT":  # pointed inside a torch_npu/MindSpore dir: analyze the whole dir
         return _classify_dir(d.parent)
+    if d.name.startswith("OPPROF_") or any(d.glob("OpBasicInfo*.csv")):
+        return _msprof_op_sources(d)
     out_dir = d / "ASCEND_PROFILER_OUTPUT"
     if out_dir.is_dir() or d.name.endswith(("_ascend_pt", "_ascend_ms")):
         is_ms = d.name.endswith("_ascend_ms") or any(out_dir.glob("ascend_mindspore_profiler*.db"))
@@ -69,6 +71,21 @@ def _classify_dir(d: Path) -> list[RankSource]:
     return []
 
 
+_OPPROF_DEVICE_DIR = re.compile(r"^device(\d+)$")
+
+
+def _msprof_op_sources(d: Path) -> list[RankSource]:
+    """An ``msprof op`` result: one launch (``OpBasicInfo.csv`` here), several (``<OpName>/<n>/``), one rank per
+    ``device<N>/`` (multi-device MC2/LCCL ops)."""
+    if any(d.glob("OpBasicInfo*.csv")) or any(d.glob("*/*/OpBasicInfo*.csv")):
+        return [RankSource(d, "msprof-op", None)]
+    devices = sorted((int(m.group(1)), c) for c in d.iterdir()
+                     if c.is_dir() and (m := _OPPROF_DEVICE_DIR.match(c.name)) and any(c.glob("*/*/OpBasicInfo*.csv")))
+    if devices:
+        return [RankSource(c, "msprof-op", n) for n, c in devices]
+    return []
+
+
 _MS_LEGACY_FILE = re.compile(r"^(?:aicore_intermediate|framework_raw|step_trace_raw|hccl_raw|aicpu_intermediate)_(\d+)")
 
 
@@ -90,6 +107,8 @@ def _classify_file(p: Path) -> RankSource:
         if name.startswith("ascend_mindspore_profiler"):
             return RankSource(p, "mindspore-db")
         return RankSource(p, "torch_npu-db")
+    if name.startswith("opbasicinfo") and name.endswith(".csv"):
+        return RankSource(p.parent, "msprof-op")
     if name.endswith(".csv"):
         return RankSource(p, "op-summary-csv")
     if name.endswith(".json"):
@@ -125,7 +144,7 @@ def detect(path: Path) -> list[RankSource]:
     if not found:
         raise InputError(path, "no recognizable Ascend profile (looked for PROF_*/mindstudio_profiler_output, "
                                "device_N/summary|timeline, *_ascend_pt|*_ascend_ms/ASCEND_PROFILER_OUTPUT, "
-                               "msprof_*.db, MindSpore profiler/ CSVs, JOB* summaries)")
+                               "msprof_*.db, MindSpore profiler/ CSVs, JOB* summaries, msprof op OPPROF_*)")
     # number ranks that carry no rank of their own by their order
     ranks = [s.rank for s in found]
     if len(found) > 1 and (None in ranks or len(set(ranks)) != len(ranks)):
