@@ -1,7 +1,8 @@
 """Ingest: find out what a path holds and read it into normalized :class:`advisor.model.Profile` objects.
 
 This package is the only code that knows file layouts and CANN versions. ``load(path)`` returns one Profile per
-rank (a parent directory of several ``*_ascend_pt`` / ``PROF_*`` / ``device_N`` folders gives several).
+rank (a parent directory of several ``*_ascend_pt`` / ``PROF_*`` / ``device_N`` folders gives several; several
+msprof runs of one device, e.g. a ``PROF_GROUP_*`` folder of ``--aic-metrics`` re-runs, give one, see ``runs``).
 
 Readers live one module per producer and expose ``read(root: Path, meta: Meta) -> Profile``:
 
@@ -48,7 +49,11 @@ _READERS = {
 
 
 def read_source(src: RankSource) -> Profile:
-    """Read one rank with the reader for its layout."""
+    """Read one rank with the reader for its layout (several runs of one device: merged, see ``runs``)."""
+    if src.runs:
+        from advisor.ingest.runs import read_runs
+
+        return read_runs(src, read_source)
     module = importlib.import_module(_READERS[src.layout])
     meta = Meta(source=str(src.root), layout=src.layout, rank=src.rank)
     with paused_gc():
