@@ -19,6 +19,7 @@ soc-job                       ``soc_job`` (SS928/SS927 SVP ACL ``JOB*`` summarie
 trace-json                    ``timeline`` (a lone trace JSON file)
 msprof-op                     ``msprof_op`` (``msprof op`` results: ``OPPROF_*`` with ``OpBasicInfo.csv`` and
                               the per-block metric CSVs; one launch, ``<OpName>/<n>/`` launches, ``device<N>/``)
+msprof-op-simulator           ``msprof_op_simulator`` (``msprof op simulator``: ``OPPROF_*/simulator/``)
 ============================  ===========================================================================
 """
 
@@ -45,6 +46,7 @@ _READERS = {
     "soc-job": "advisor.ingest.soc_job",
     "trace-json": "advisor.ingest.timeline",
     "msprof-op": "advisor.ingest.msprof_op",
+    "msprof-op-simulator": "advisor.ingest.msprof_op_simulator",
 }
 
 

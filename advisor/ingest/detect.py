@@ -88,13 +88,15 @@ _OPPROF_DEVICE_DIR = re.compile(r"^device(\d+)$")
 
 def _msprof_op_sources(d: Path) -> list[RankSource]:
     """An ``msprof op`` result: one launch (``OpBasicInfo.csv`` here), several (``<OpName>/<n>/``), one rank per
-    ``device<N>/`` (multi-device MC2/LCCL ops)."""
+    ``device<N>/`` (multi-device MC2/LCCL ops), or the simulator's ``simulator/`` tree."""
     if any(d.glob("OpBasicInfo*.csv")) or any(d.glob("*/*/OpBasicInfo*.csv")):
         return [RankSource(d, "msprof-op", None)]
     devices = sorted((int(m.group(1)), c) for c in d.iterdir()
                      if c.is_dir() and (m := _OPPROF_DEVICE_DIR.match(c.name)) and any(c.glob("*/*/OpBasicInfo*.csv")))
     if devices:
         return [RankSource(c, "msprof-op", n) for n, c in devices]
+    if (d / "simulator").is_dir():
+        return [RankSource(d, "msprof-op-simulator", None)]
     return []
 
 
@@ -175,7 +177,7 @@ def _search_below(path: Path, children: list[Path] | None = None) -> list[RankSo
 # ---------------------------------------------------------------------------------------------------------
 # runs of one device
 # ---------------------------------------------------------------------------------------------------------
-RUN_LAYOUTS = frozenset({"msprof-cann6", "msprof-cann7", "msprof-db", "msprof-op"})
+RUN_LAYOUTS = frozenset({"msprof-cann6", "msprof-cann7", "msprof-db", "msprof-op", "msprof-op-simulator"})
 """Layouts whose directories record no rank of their own: several of them with one device are runs."""
 
 
