@@ -173,3 +173,18 @@ def test_msprof_op_reruns_keep_the_fuller_metric_set(tmp_path: Path) -> None:
     assert op["duration_us"] == pytest.approx(9.2)  # the Default run is the primary: it has every metric set
     assert op["main_mem_read_bw"] > 0
     assert any("repeat run" in n and "8.580" in n for n in profile.meta.notes)
+
+
+@needs_samples
+def test_same_device_on_two_hosts_is_two_ranks(tmp_path: Path) -> None:
+    """device_0 of two machines (a multi-node job profiling one card per node) is two ranks, not two runs."""
+    for name, host in (("node_a", "A2007104679"), ("node_b", "B2007104680")):
+        prof = tmp_path / name / CANN6_PROF.name
+        shutil.copytree(CANN6_PROF, prof)
+        info = prof / "device_0" / "info.json.0"
+        data = json.loads(info.read_text(encoding="utf-8"))
+        data["hostname"] = host
+        info.chmod(0o644)
+        info.write_text(json.dumps(data), encoding="utf-8")
+    sources = detect(tmp_path)
+    assert len(sources) == 2 and all(not s.runs for s in sources)

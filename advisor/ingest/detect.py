@@ -4,7 +4,7 @@ Detection looks at names only (cheap, no file is parsed), so it is safe on multi
 the few-KB ``info.json.N`` of msprof runs that share a device id, read for their ``rank_id``.
 
 Runs are not ranks: several msprof results of the same device (``PROF_*`` / ``OPPROF_*`` directories whose
-``device_N`` is the same or unknown and whose ``info.json`` records no distinct rank ids) -- e.g. a
+``device_N`` is the same or unknown and whose ``info.json`` names one host and no distinct rank ids) -- e.g. a
 ``PROF_GROUP_<time>/PROF_<AicMetrics>/PROF_*`` folder of re-runs, one per ``--aic-metrics`` set, as the CANN
 ``msprof_profile_run.sh`` collection script writes it -- become one source whose ``runs`` lists the other runs;
 ``advisor.ingest.runs`` reads them and merges their metric sets when they profiled the same kernels.
@@ -182,8 +182,8 @@ RUN_LAYOUTS = frozenset({"msprof-cann6", "msprof-cann7", "msprof-db", "msprof-op
 
 
 def group_runs(sources: list[RankSource]) -> list[RankSource]:
-    """Fold msprof sources that are runs of one device (same or unknown device id, no distinct rank ids in their
-    ``info.json``) into one source carrying the others in ``runs``; everything else is returned as it was."""
+    """Fold msprof sources that are runs of one device (same or unknown device id, same host, no distinct rank ids
+    in their ``info.json``) into one source carrying the others in ``runs``; everything else is returned as it was."""
     by_device: dict[int | None, list[RankSource]] = {}
     for s in sources:
         if s.layout in RUN_LAYOUTS:
@@ -198,8 +198,11 @@ def group_runs(sources: list[RankSource]) -> list[RankSource]:
             out.append(s)
             continue
         done.update(id(g) for g in group)
-        rank_ids = [_rank_id(g) for g in group]
-        if None not in rank_ids and len(set(rank_ids)) == len(rank_ids):  # one device id, but distinct ranks
+        infos = [_run_info(g) for g in group]
+        rank_ids = [r for r, _ in infos]
+        hosts = {h for _, h in infos if h}
+        if len(hosts) > 1 or (None not in rank_ids and len(set(rank_ids)) == len(rank_ids)):
+            # one device id, but on several hosts or with distinct collective ranks: ranks after all
             out.extend(RankSource(g.root, g.layout, r, g.runs) for g, r in zip(group, rank_ids, strict=True))
             continue
         first, *others = group
@@ -217,19 +220,21 @@ def _device_id(src: RankSource) -> int | None:
     return ids.pop() if len(ids) == 1 else None
 
 
-def _rank_id(src: RankSource) -> int | None:
-    """``rank_id`` from the run's ``info.json.N`` (msprof writes the collective rank there); None when absent."""
+def _run_info(src: RankSource) -> tuple[int | None, str | None]:
+    """(``rank_id``, ``hostname``) from the run's ``info.json.N`` (msprof writes the collective rank there); None
+    for what is absent."""
     root = src.root if src.root.is_dir() else src.root.parent
-    infos = sorted(root.glob("info.json.*")) or sorted(root.glob("device_*/info.json.*"))
-    for info in infos:
-        if info.name.endswith(".done"):
-            continue
-        try:
-            data = json.loads(info.read_text(encoding="utf-8", errors="replace"))
-        except (OSError, ValueError):
-            return None
-        rank = data.get("rank_id") if isinstance(data, dict) else None
-        if isinstance(rank, int) and 0 <= rank < 4294967295:
-            return rank
-        return None
-    return None
+    infos = [p for p in sorted(root.glob("info.json.*")) or sorted(root.glob("device_*/info.json.*"))
+             if not p.name.endswith(".done")]
+    if not infos:
+        return None, None
+    try:
+        data = json.loads(infos[0].read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    rank = data.get("rank_id")
+    host = data.get("hostname")
+    return (rank if isinstance(rank, int) and 0 <= rank < 4294967295 else None,
+            str(host) if isinstance(host, str) and host else None)
