@@ -176,3 +176,22 @@ def test_analyze_msprof_op_end_to_end(run: Path, tmp_path: Path) -> None:
     assert report["summary"]["device_time_us"] == pytest.approx(float(basic["Task Duration(us)"]), abs=1e-3)
     for f in report["findings"]:
         assert f["estimated_saving_us"] <= report["summary"]["device_time_us"] + 1e-6
+
+
+def test_atlas_inference_rows_without_block_ids(tmp_path: Path) -> None:
+    """Atlas inference chips (msopprof docs, "Atlas inference products" tables): AI Core columns only, no
+    block_id/sub_block_id; the vector unit's ratio is ``aic_vec_ratio``. The header is the docs'; values made up."""
+    run = tmp_path / "OPPROF_20260910120000_INFERENC"
+    run.mkdir()
+    (run / "OpBasicInfo.csv").write_text(
+        "Op Name,Op Type,Task Duration(us),Block Dim,Mix Block Dim,Device Id,Pid,Current Freq,Rated Freq,\n"
+        "k,aicore,5.0,2,NA,0,1,1000,1000,\n", encoding="utf-8")
+    (run / "PipeUtilization.csv").write_text(
+        "aic_time(us),aic_total_cycles,aic_vec_ratio,aic_mte2_ratio\n2.0,2000,0.5,0.25\n4.0,6000,0.1,0.75\n",
+        encoding="utf-8")
+    [profile] = load(run)
+    op = profile.ops.iloc[0]
+    assert op["core"] == "AI_CORE"
+    assert op["aicore_time_us"] == pytest.approx(3.0)
+    assert op["vec_ratio"] == pytest.approx((0.5 * 2000 + 0.1 * 6000) / 8000)
+    assert op["mte2_ratio"] == pytest.approx((0.25 * 2000 + 0.75 * 6000) / 8000)

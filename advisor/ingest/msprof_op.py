@@ -197,13 +197,18 @@ def _read_blocks(launch: Path, meta: Meta, metric_sets: set[str]) -> pd.DataFram
             continue
         try:
             table = read_table(path, C.MSPROF_OP_BLOCK_ALIASES, text={"sub_block_id"},
-                               extra=C.msprof_op_metric_name, required=("block_id",))
+                               extra=C.msprof_op_metric_name)
         except InputError as e:
             meta.skip(path, e.problem)
             continue
+        frame = table.frame
+        if len(frame.columns) <= ("block_id" in frame) + ("sub_block_id" in frame):
+            meta.skip(path, "no metric columns")
+            continue
         meta.read(path)
         metric_sets.add(kind)
-        frame = table.frame
+        if "block_id" not in frame:  # Atlas inference chips: one row per AI Core, no block ids
+            frame.insert(0, "block_id", np.arange(len(frame), dtype="float64"))
         if "sub_block_id" not in frame:
             frame["sub_block_id"] = None
         frame["sub_block_id"] = frame["sub_block_id"].astype(object).where(frame["sub_block_id"].notna(), None)
@@ -273,6 +278,8 @@ def aggregate_blocks(blocks: pd.DataFrame, core: str, duration_us: float) -> dic
             moved = _bytes_from_bw(values, duration_us)
             t = mean_time[col_side]
             out[col] = moved / (t * 1e3) if np.isfinite(moved) and t > 0 else np.nan
+    if "aic_vec_ratio" in out and "aiv_vec_ratio" not in out:  # Atlas inference chips: vector unit in the AI Core
+        out["vec_ratio"] = out["aic_vec_ratio"]
     lead = "aiv" if core == "AI_VECTOR_CORE" else "aic"
     other = "aic" if lead == "aiv" else "aiv"
     lead_time = mean_time[lead] if np.isfinite(mean_time[lead]) else mean_time[other]
