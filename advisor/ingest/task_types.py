@@ -35,27 +35,25 @@ TASK_TYPE_CORE: dict[str, str] = {
 """Runtime task type of a *compute* task -> the normalized ``core`` (``advisor.model.CORE_TYPES``)."""
 
 
-def core_from_task_type(task_types: pd.Series | pd.Categorical) -> pd.Series:
-    """Runtime task type names -> normalized core names (object dtype); unknown or missing types become None.
+def core_from_task_type(task_types: pd.Series | pd.Categorical | np.ndarray) -> np.ndarray:
+    """Runtime task type names -> normalized core names (object array); unknown or missing types become None.
 
     Mapped on the distinct values only (a million-row profile has a handful of task types).
     """
-    series = pd.Series(task_types)
-    uniq = pd.unique(series.dropna().astype(str).to_numpy())
-    lut = {u: TASK_TYPE_CORE.get(str(u).strip().upper()) for u in uniq}
-    out = series.astype(object).map(lambda v: lut.get(str(v)) if v is not None and v == v else None)
-    return out.astype(object).where(out.notna(), None)
+    cat = task_types if isinstance(task_types, pd.Categorical) else pd.Categorical(np.asarray(task_types, dtype=object))
+    lut = np.array([TASK_TYPE_CORE.get(str(c).strip().upper()) for c in cat.categories] + [None], dtype=object)
+    return lut[cat.codes]  # code -1 (missing) picks the trailing None
 
 
-def fill_missing_cores(core: pd.Series, task_types: pd.Series | pd.Categorical) -> tuple[pd.Series, np.ndarray]:
-    """``core`` with its missing values taken from ``task_types``; also the mask of rows that were missing."""
-    current = pd.Series(core, copy=False).astype(object)
-    missing = current.isna().to_numpy()
+def fill_missing_cores(core: pd.Series, task_types: pd.Series | pd.Categorical) -> tuple[np.ndarray, np.ndarray]:
+    """``core`` (object array) with its missing values taken from ``task_types``; also the mask of rows that were
+    missing."""
+    current = pd.Series(core, copy=False).astype(object).to_numpy()
+    missing = pd.isna(current)
     if not missing.any():
         return current, missing
-    derived = core_from_task_type(pd.Series(task_types, index=current.index) if len(current) else task_types)
-    filled = current.where(~missing, derived.to_numpy())
-    return filled, missing
+    derived = core_from_task_type(pd.Series(task_types).array if isinstance(task_types, pd.Series) else task_types)
+    return np.where(missing, derived, current), missing
 
 
 __all__ = ["TASK_TYPE_CORE", "core_from_task_type", "fill_missing_cores"]
