@@ -146,8 +146,9 @@ class Meta:
 
     source: str = ""
     layout: str = "unknown"
-    """One of: msprof-cann6, msprof-cann7, msprof-db, torch_npu-text, torch_npu-db, mindspore-text,
-    mindspore-db, mindspore-legacy, soc-job, op-summary-csv (a single CSV file)."""
+    """One of: msprof-cann6, msprof-cann7, msprof-db, msprof-op, msprof-op-simulator, torch_npu-text,
+    torch_npu-db, mindspore-text, mindspore-db, mindspore-legacy, soc-job, op-summary-csv (a single CSV file),
+    trace-json."""
     chip: str | None = None
     cann_version: str | None = None
     torch_npu_version: str | None = None

@@ -1,7 +1,8 @@
 """Ingest: find out what a path holds and read it into normalized :class:`advisor.model.Profile` objects.
 
 This package is the only code that knows file layouts and CANN versions. ``load(path)`` returns one Profile per
-rank (a parent directory of several ``*_ascend_pt`` / ``PROF_*`` / ``device_N`` folders gives several).
+rank (a parent directory of several ``*_ascend_pt`` / ``PROF_*`` / ``device_N`` folders gives several; several
+msprof runs of one device, e.g. a ``PROF_GROUP_*`` folder of ``--aic-metrics`` re-runs, give one, see ``runs``).
 
 Readers live one module per producer and expose ``read(root: Path, meta: Meta) -> Profile``:
 
@@ -16,6 +17,9 @@ torch_npu-db, mindspore-db    ``sqlite_db`` (``ascend_pytorch_profiler_*.db`` / 
 mindspore-legacy              ``mindspore_legacy`` (MindSpore 1.x ``profiler/`` flat dir)
 soc-job                       ``soc_job`` (SS928/SS927 SVP ACL ``JOB*`` summaries)
 trace-json                    ``timeline`` (a lone trace JSON file)
+msprof-op                     ``msprof_op`` (``msprof op`` results: ``OPPROF_*`` with ``OpBasicInfo.csv`` and
+                              the per-block metric CSVs; one launch, ``<OpName>/<n>/`` launches, ``device<N>/``)
+msprof-op-simulator           ``msprof_op_simulator`` (``msprof op simulator``: ``OPPROF_*/simulator/``)
 ============================  ===========================================================================
 """
 
@@ -41,11 +45,17 @@ _READERS = {
     "mindspore-legacy": "advisor.ingest.mindspore_legacy",
     "soc-job": "advisor.ingest.soc_job",
     "trace-json": "advisor.ingest.timeline",
+    "msprof-op": "advisor.ingest.msprof_op",
+    "msprof-op-simulator": "advisor.ingest.msprof_op_simulator",
 }
 
 
 def read_source(src: RankSource) -> Profile:
-    """Read one rank with the reader for its layout."""
+    """Read one rank with the reader for its layout (several runs of one device: merged, see ``runs``)."""
+    if src.runs:
+        from advisor.ingest.runs import read_runs
+
+        return read_runs(src, read_source)
     module = importlib.import_module(_READERS[src.layout])
     meta = Meta(source=str(src.root), layout=src.layout, rank=src.rank)
     with paused_gc():

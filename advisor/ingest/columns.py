@@ -262,6 +262,55 @@ SOC_JOB_ALIASES: dict[str, tuple[str, ...]] = {
 SOC_JOB_TEXT = frozenset({"soc_ori_layer_name", "name", "type"})
 
 
+MSPROF_OP_BASIC_ALIASES: dict[str, tuple[str, ...]] = {
+    "name": ("Op Name",),
+    "kernel_mode": ("Op Type", "OpType"),
+    "duration_us": ("Task Duration(us)", "Task Duration（us）"),
+    "block_dim": ("Block Dim",),
+    "mix_block_dim": ("Mix Block Dim",),
+    "device_id": ("Device Id", "Device ID"),
+    "pid": ("Pid", "PID"),
+    "current_freq_mhz": ("Current Freq",),
+    "rated_freq_mhz": ("Rated Freq",),
+}
+"""``msprof op`` ``OpBasicInfo.csv`` (CANN 8.x/9.x, msopprof docs). ``Op Type`` is the kernel mode (``vector``,
+``cube``, ``mix``), not an operator type."""
+MSPROF_OP_BASIC_TEXT = frozenset({"name", "kernel_mode"})
+
+MSPROF_OP_BLOCK_ALIASES: dict[str, tuple[str, ...]] = {
+    "block_id": ("block_id",),
+    "sub_block_id": ("sub_block_id",),
+}
+"""Row keys of the ``msprof op`` per-block metric CSVs (``PipeUtilization.csv``, ``Memory.csv``...); the metric
+columns themselves are mapped by :func:`msprof_op_metric_name`."""
+
+_MSPROF_OP_RENAMES = {
+    "aic_time_us": "aicore_time_us",
+    "aic_cube_time_us": "aic_mac_time_us",
+    "aic_cube_ratio": "aic_mac_ratio",
+    "aiv_vec_fops": "aiv_vector_fops",
+    "aic_vec_fops": "aic_vector_fops",
+}
+"""msprof op spellings -> the op_summary spellings the model already uses (``aic_cube_ratio`` is the cube pipe's
+share, op_summary's ``aic_mac_ratio``)."""
+
+
+def msprof_op_metric_name(header: str) -> str | None:
+    """Canonical name of an ``msprof op`` metric header: lower-cased, ``(estimate)`` kept as a suffix, units as
+    in :func:`metric_name`, then the op_summary spelling (``aic_cube_ratio`` -> ``aic_mac_ratio``).
+    ``GM_to_UB_datas(KB)`` -> ``gm_to_ub_datas_kb``; ``L1_to_GM_datas(KB)(estimate)`` -> ``l1_to_gm_datas_kb_estimate``."""
+    text = clean_header(header)
+    if not text or text.lower() in ("block_id", "sub_block_id"):
+        return None
+    estimate = text.lower().endswith("(estimate)")
+    if estimate:
+        text = text[: -len("(estimate)")].strip()
+    name = metric_name(text.lower())
+    if name is None:
+        return None
+    name = _MSPROF_OP_RENAMES.get(name, name)
+    return name + "_estimate" if estimate else name
+
 # ---------------------------------------------------------------------------------------------------------
 # header resolution
 # ---------------------------------------------------------------------------------------------------------

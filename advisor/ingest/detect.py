@@ -1,10 +1,18 @@
 """Layout detection: which producer wrote this path, and how many ranks it holds.
 
-Detection looks at names only (cheap, no file is parsed), so it is safe on multi-GB directories.
+Detection looks at names only (cheap, no file is parsed), so it is safe on multi-GB directories -- except for
+the few-KB ``info.json.N`` of msprof runs that share a device id, read for their ``rank_id``.
+
+Runs are not ranks: several msprof results of the same device (``PROF_*`` / ``OPPROF_*`` directories whose
+``device_N`` is the same or unknown and whose ``info.json`` names one host and no distinct rank ids) -- e.g. a
+``PROF_GROUP_<time>/PROF_<AicMetrics>/PROF_*`` folder of re-runs, one per ``--aic-metrics`` set, as the CANN
+``msprof_profile_run.sh`` collection script writes it -- become one source whose ``runs`` lists the other runs;
+``advisor.ingest.runs`` reads them and merges their metric sets when they profiled the same kernels.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +31,8 @@ class RankSource:
     root: Path
     layout: str
     rank: int | None = None
+    runs: tuple[RankSource, ...] = ()
+    """Other runs of the same device (re-runs with other metric sets): read and merged with this one."""
 
 
 def _has_csv(d: Path, prefix: str) -> bool:
@@ -33,6 +43,10 @@ def _classify_dir(d: Path) -> list[RankSource]:
     """The rank sources found directly at ``d`` (not in its children), or [] when ``d`` is not a profile."""
     if d.name == "ASCEND_PROFILER_OUTPUT":  # pointed inside a torch_npu/MindSpore dir: analyze the whole dir
         return _classify_dir(d.parent)
+    if d.name.startswith("OPPROF_") or any(d.glob("OpBasicInfo*.csv")):
+        return _msprof_op_sources(d)
+    if d.name.upper().startswith("PROF_GROUP"):
+        return group_runs(_search_below(d))
     out_dir = d / "ASCEND_PROFILER_OUTPUT"
     if out_dir.is_dir() or d.name.endswith(("_ascend_pt", "_ascend_ms")):
         is_ms = d.name.endswith("_ascend_ms") or any(out_dir.glob("ascend_mindspore_profiler*.db"))
@@ -69,6 +83,23 @@ def _classify_dir(d: Path) -> list[RankSource]:
     return []
 
 
+_OPPROF_DEVICE_DIR = re.compile(r"^device(\d+)$")
+
+
+def _msprof_op_sources(d: Path) -> list[RankSource]:
+    """An ``msprof op`` result: one launch (``OpBasicInfo.csv`` here), several (``<OpName>/<n>/``), one rank per
+    ``device<N>/`` (multi-device MC2/LCCL ops), or the simulator's ``simulator/`` tree."""
+    if any(d.glob("OpBasicInfo*.csv")) or any(d.glob("*/*/OpBasicInfo*.csv")):
+        return [RankSource(d, "msprof-op", None)]
+    devices = sorted((int(m.group(1)), c) for c in d.iterdir()
+                     if c.is_dir() and (m := _OPPROF_DEVICE_DIR.match(c.name)) and any(c.glob("*/*/OpBasicInfo*.csv")))
+    if devices:
+        return [RankSource(c, "msprof-op", n) for n, c in devices]
+    if (d / "simulator").is_dir():
+        return [RankSource(d, "msprof-op-simulator", None)]
+    return []
+
+
 _MS_LEGACY_FILE = re.compile(r"^(?:aicore_intermediate|framework_raw|step_trace_raw|hccl_raw|aicpu_intermediate)_(\d+)")
 
 
@@ -90,6 +121,8 @@ def _classify_file(p: Path) -> RankSource:
         if name.startswith("ascend_mindspore_profiler"):
             return RankSource(p, "mindspore-db")
         return RankSource(p, "torch_npu-db")
+    if name.startswith("opbasicinfo") and name.endswith(".csv"):
+        return RankSource(p.parent, "msprof-op")
     if name.endswith(".csv"):
         return RankSource(p, "op-summary-csv")
     if name.endswith(".json"):
@@ -115,6 +148,22 @@ def detect(path: Path) -> list[RankSource]:
     here = _classify_dir(path)
     if here:
         return here
+    found = group_runs(_search_below(path, children))
+    if not found:
+        raise InputError(path, "no recognizable Ascend profile (looked for PROF_*/mindstudio_profiler_output, "
+                               "device_N/summary|timeline, *_ascend_pt|*_ascend_ms/ASCEND_PROFILER_OUTPUT, "
+                               "msprof_*.db, MindSpore profiler/ CSVs, JOB* summaries, msprof op OPPROF_*)")
+    # number ranks that carry no rank of their own by their order
+    ranks = [s.rank for s in found]
+    if len(found) > 1 and (None in ranks or len(set(ranks)) != len(ranks)):
+        found = [RankSource(s.root, s.layout, i, s.runs) for i, s in enumerate(found)]
+    return found
+
+
+def _search_below(path: Path, children: list[Path] | None = None) -> list[RankSource]:
+    """The sources in ``path``'s children, else in its grandchildren (``cluster/*/PROF_*``)."""
+    if children is None:
+        children = sorted(c for c in path.iterdir() if c.is_dir())
     found: list[RankSource] = []
     for _ in range(2):
         for c in children:
@@ -122,12 +171,70 @@ def detect(path: Path) -> list[RankSource]:
         if found:
             break
         children = sorted(g for c in children for g in c.iterdir() if g.is_dir())
-    if not found:
-        raise InputError(path, "no recognizable Ascend profile (looked for PROF_*/mindstudio_profiler_output, "
-                               "device_N/summary|timeline, *_ascend_pt|*_ascend_ms/ASCEND_PROFILER_OUTPUT, "
-                               "msprof_*.db, MindSpore profiler/ CSVs, JOB* summaries)")
-    # number ranks that carry no rank of their own by their order
-    ranks = [s.rank for s in found]
-    if len(found) > 1 and (None in ranks or len(set(ranks)) != len(ranks)):
-        found = [RankSource(s.root, s.layout, i) for i, s in enumerate(found)]
     return found
+
+
+# ---------------------------------------------------------------------------------------------------------
+# runs of one device
+# ---------------------------------------------------------------------------------------------------------
+RUN_LAYOUTS = frozenset({"msprof-cann6", "msprof-cann7", "msprof-db", "msprof-op", "msprof-op-simulator"})
+"""Layouts whose directories record no rank of their own: several of them with one device are runs."""
+
+
+def group_runs(sources: list[RankSource]) -> list[RankSource]:
+    """Fold msprof sources that are runs of one device (same or unknown device id, same host, no distinct rank ids
+    in their ``info.json``) into one source carrying the others in ``runs``; everything else is returned as it was."""
+    by_device: dict[int | None, list[RankSource]] = {}
+    for s in sources:
+        if s.layout in RUN_LAYOUTS:
+            by_device.setdefault(_device_id(s), []).append(s)
+    out: list[RankSource] = []
+    done: set[int] = set()
+    for s in sources:
+        if id(s) in done:
+            continue
+        group = by_device.get(_device_id(s), []) if s.layout in RUN_LAYOUTS else []
+        if len(group) < 2:
+            out.append(s)
+            continue
+        done.update(id(g) for g in group)
+        infos = [_run_info(g) for g in group]
+        rank_ids = [r for r, _ in infos]
+        hosts = {h for _, h in infos if h}
+        if len(hosts) > 1 or (None not in rank_ids and len(set(rank_ids)) == len(rank_ids)):
+            # one device id, but on several hosts or with distinct collective ranks: ranks after all
+            out.extend(RankSource(g.root, g.layout, r, g.runs) for g, r in zip(group, rank_ids, strict=True))
+            continue
+        first, *others = group
+        out.append(RankSource(first.root, first.layout, first.rank, tuple(others)))
+    return out
+
+
+def _device_id(src: RankSource) -> int | None:
+    """The device a msprof source profiled: its ``device_N`` directory (itself for CANN <= 6, inside the PROF
+    directory otherwise), or the ``device<N>`` of a multi-device msprof op result; None when not recorded."""
+    if src.layout in ("msprof-cann6", "msprof-op"):
+        return src.rank
+    root = src.root if src.root.is_dir() else src.root.parent
+    ids = {int(m.group(1)) for c in root.iterdir() if c.is_dir() and (m := _DEVICE_DIR.match(c.name))}
+    return ids.pop() if len(ids) == 1 else None
+
+
+def _run_info(src: RankSource) -> tuple[int | None, str | None]:
+    """(``rank_id``, ``hostname``) from the run's ``info.json.N`` (msprof writes the collective rank there); None
+    for what is absent."""
+    root = src.root if src.root.is_dir() else src.root.parent
+    infos = [p for p in sorted(root.glob("info.json.*")) or sorted(root.glob("device_*/info.json.*"))
+             if not p.name.endswith(".done")]
+    if not infos:
+        return None, None
+    try:
+        data = json.loads(infos[0].read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    rank = data.get("rank_id")
+    host = data.get("hostname")
+    return (rank if isinstance(rank, int) and 0 <= rank < 4294967295 else None,
+            str(host) if isinstance(host, str) and host else None)

@@ -5,8 +5,10 @@ device given as ``meta.rank`` when its files are there, else the only (or the lo
 
 What each file becomes, and the decisions behind it:
 
-* ``aicore_intermediate_N_detail.csv`` (``full_kernel_name,execution_time,execution_frequency`` or
-  ``full_op_name,execution_time``): one row per AI Core op with its **average time per execution in ms**
+* ``aicore_intermediate_N_detail.csv`` (``full_kernel_name,execution_time,execution_frequency``,
+  ``full_op_name,execution_time``, or the early ``full_op_time``/``full_kernel_time,execution_time,
+  execution_frequency`` whose first column holds the op names too): one row per AI Core op with its **average
+  time per execution in ms**
   (checked: in the samples ``execution_time x execution_frequency`` summed per type equals the ``_type.csv`` total,
   and per-op averages equal the mean of that op's tasks in the timeline).
 * ``ascend_timeline_display_N.json`` (older name ``timeline_display_N.json``): one X event per AI Core task with
@@ -130,10 +132,14 @@ def _dtype(value: Any) -> str:
     return canonical_dtype(text) if text else ""
 
 
+_MS_FORMATS = {"DEFAULTFORMAT": "ND", "DEFAULT": "ND", "FRACZ": "FRACTAL_Z"}
+"""MindSpore's own format names (``kOpFormat_FRAC_Z = "FracZ"``) -> the names GE and msprof use."""
+
+
 def _format(value: Any) -> str:
     text = str(value or "").strip()
-    if text.upper() in ("DEFAULTFORMAT", "DEFAULT"):
-        return "ND"
+    if text.upper() in _MS_FORMATS:
+        return _MS_FORMATS[text.upper()]
     return canonical_format(text) if text else ""
 
 
@@ -205,10 +211,15 @@ def _json(text: Any) -> Any:
 # ---------------------------------------------------------------------------------------------------------
 # ops
 # ---------------------------------------------------------------------------------------------------------
+DETAIL_NAME_COLUMNS = ("full_op_name", "full_kernel_name", "full_op_time", "full_kernel_time")
+"""Headers of the op-name column of ``aicore_intermediate_N_detail.csv``; ``full_op_time``/``full_kernel_time``
+(MindInsight test resources, 2020) hold op names despite the name."""
+
+
 def _detail_ops(detail: pd.DataFrame, path: Path, meta: Meta) -> pd.DataFrame | None:
-    name_col = _first_col(detail, "full_op_name", "full_kernel_name")
+    name_col = _first_col(detail, *DETAIL_NAME_COLUMNS)
     if name_col is None or "execution_time" not in detail:
-        meta.skip(path, "no full_op_name/full_kernel_name or execution_time column")
+        meta.skip(path, "no " + "/".join(DETAIL_NAME_COLUMNS) + " or execution_time column")
         return None
     avg_us = _num(detail["execution_time"]) * 1000.0
     if "execution_frequency" in detail:

@@ -10,7 +10,9 @@ What is an op row (``Profile.ops``), so that counts can be checked with plain SQ
 * every ``TASK`` row that has a ``COMPUTE_TASK_INFO`` row with the same ``globalTaskId`` (inner join) -- the
   device compute tasks, as ``kernel_details.csv``/``op_summary`` list them. ``core`` is
   ``COMPUTE_TASK_INFO.taskType`` (AI_CORE, AI_VECTOR_CORE, MIX_AIC, DSA_SQE...), not ``TASK.taskType`` (the
-  hardware task kind: KERNEL_AIVEC...);
+  runtime task kind: KERNEL_AIVEC...) -- except at profiler level 0, where the former is ``N/A``: then the core
+  comes from the runtime task kind (``advisor.ingest.task_types``), block dims of 0 are read as not collected and
+  op types stay unknown;
 * plus one row per ``COMMUNICATION_OP`` row (core ``HCCL``, type ``opType``), as ``kernel_details.csv`` lists
   ``hcom_*`` ops. Communication *tasks* (``COMMUNICATION_TASK_INFO``: Notify Wait, Memcpy...) are not op rows;
   they and every other ``TASK`` row (EVENT_RECORD, MEMCPY_ASYNC...) are ``events`` of process
@@ -52,6 +54,7 @@ import pandas as pd
 from advisor.errors import InputError
 from advisor.ingest.columns import metric_name
 from advisor.ingest.normalize import finalize_ops
+from advisor.ingest.task_types import fill_missing_cores
 from advisor.ingest.timebase import us_from_float, us_from_ns
 from advisor.model import (
     API_COLUMNS,
@@ -357,7 +360,7 @@ def _compute_ops(con: sqlite3.Connection, tables: set[str], strings: StringIds, 
     tcols = table_columns(con, "TASK")
     select = ["t.globalTaskId AS gid", f"{_rel(meta, 't.startNs')} AS start_ns", "(t.endNs - t.startNs) AS dur_ns"]
     for src, dst in (("deviceId", "device_id"), ("streamId", "stream_id"), ("taskId", "task_id"),
-                     ("modelId", "model_id"), ("contextId", "context_id")):
+                     ("modelId", "model_id"), ("contextId", "context_id"), ("taskType", "task_kind")):
         if src in tcols:
             select.append(f"t.{src} AS {dst}")
     string_cols: dict[str, str] = {}
@@ -389,6 +392,8 @@ def _compute_ops(con: sqlite3.Connection, tables: set[str], strings: StringIds, 
             df[col] = pd.to_numeric(raw[col], errors="coerce").astype("float64")
     if "context_id" in df:  # 4294967295 = "no context"
         df.loc[df["context_id"] == 4294967295, "context_id"] = np.nan
+    if "task_kind" in raw:
+        _level0_cores(df, strings.decode(raw["task_kind"]), path, meta)
     df["step"] = _assign_steps(start_ns.to_numpy(dtype="float64"), step_ranges)
     if "TASK_PMU_INFO" in tables and n:
         metrics = _pmu_metrics(con, strings, raw["gid"].to_numpy(dtype="int64"),
@@ -396,6 +401,27 @@ def _compute_ops(con: sqlite3.Connection, tables: set[str], strings: StringIds, 
         for col, values in metrics.items():
             df[col] = values
     return df
+
+
+def _level0_cores(df: pd.DataFrame, task_kind: pd.Categorical, path: Path, meta: Meta) -> None:
+    """Profiler level 0 records no op task type (``COMPUTE_TASK_INFO.taskType`` is N/A) and writes block dim 0:
+    take the core from the runtime task type (``TASK.taskType``, see ``advisor.ingest.task_types``) so compute
+    time is not lost, and read block dims of 0 there as "not collected". Op types stay unknown."""
+    core = df["core"] if "core" in df else pd.Series(None, index=df.index, dtype=object)
+    filled, missing = fill_missing_cores(core, task_kind)
+    if not missing.any():
+        return
+    df["core"] = pd.Categorical(filled)
+    for col in ("block_dim", "mix_block_dim"):
+        if col in df:
+            df.loc[missing & (df[col].to_numpy() == 0), col] = np.nan
+    kinds = pd.Series(task_kind)[missing].astype(object).fillna("none").value_counts()
+    unresolved = int(pd.isna(filled[missing]).sum())
+    meta.notes.append(
+        f"{path.name}: {int(missing.sum())} compute tasks have no task type in COMPUTE_TASK_INFO (profiler level 0): "
+        "core taken from TASK.taskType (" + ", ".join(f"{k} {v}" for k, v in kinds.items()) + ")"
+        + (f"; {unresolved} left without a core" if unresolved else "")
+        + "; op types are not recorded at this level")
 
 
 def _pmu_column(raw: str) -> tuple[str, bool]:
