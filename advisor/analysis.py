@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from advisor import __version__, engine, score
+from advisor import __version__, consistency, engine, hierarchy, score
 from advisor.errors import InputError
 from advisor.findings import Finding
 from advisor.graph.model import ModelGraph
@@ -233,13 +233,18 @@ def run_analysis(path: Path, graph_path: Path | None = None, options: AnalysisOp
             statuses.append(engine.KBStatus(name, "failed", f"plugin failed to load: {reason}"))
 
     findings, waived = engine.apply_waivers(findings, rules.waivers)
-    findings = score.bound_savings(findings, {s.meta.rank: s.limits() for s in summaries})
+    limits = {s.meta.rank: s.limits() for s in summaries}
+    findings = score.bound_savings(findings, limits)
     window = sum(s.window_us for s in summaries)
     result_score = score.compute(findings, window, [s.id for s in statuses], sum(s.busy_us for s in summaries))
-    findings = rank_findings(findings)
+    findings = root_causes(findings, infos, rules, limits)
     kb_rules = {i.id: [r.id for r in i.cls.rules] for i in infos}
     report = build_report(path, summaries, graph, join_info, findings, statuses, waived, result_score, platform,
                           kb_rules=kb_rules)
+    if os.environ.get("ADVISOR_SELF_CHECK") == "1":  # the test suite checks every report it produces
+        bad = consistency.problems(report)
+        if bad:
+            raise AssertionError(f"report of {path} breaks its invariants: " + "; ".join(bad[:10]))
     return AnalysisResult(summaries, graph, findings, statuses, waived, result_score, platform, rules, join_info,
                           report)
 
@@ -282,6 +287,20 @@ def _merge_statuses(per_rank: list[list[engine.KBStatus]]) -> list[engine.KBStat
             if order[s.status] > order[cur.status]:
                 cur.status, cur.reason = s.status, s.reason
     return list(merged.values())
+
+
+def root_causes(findings: list[Finding], infos: Sequence[engine.KBInfo], rules: EffectiveRules,
+                limits: dict[int | None, score.Limits]) -> list[Finding]:
+    """Symptoms folded under their causes, one finding per rule and title over ranks, severities from the share of
+    the window, ranked (``advisor.hierarchy``)."""
+    roles = {r.id: r.role for i in infos for r in i.cls.rules}
+    levels = {i.id: rules.for_kb(i.cls.rules_file).get("severity") for i in infos
+              if i.cls.rules_file and rules.has(i.cls.rules_file)}
+    findings = hierarchy.absorb(findings, roles, limits)
+    findings = hierarchy.merge_ranks(findings)
+    findings = hierarchy.reseverity(findings, {r: lim.window_us for r, lim in limits.items()},
+                                    {k: v for k, v in levels.items() if isinstance(v, dict)})
+    return rank_findings(findings)
 
 
 _SEVERITY_ORDER = {"critical": 0, "major": 1, "minor": 2, "info": 3}

@@ -25,7 +25,7 @@ from advisor import hookspecs
 from advisor.errors import UsageError
 from advisor.findings import Finding
 from advisor.graph.model import ModelGraph
-from advisor.kb import AnalysisContext, KnowledgeBase, RankData
+from advisor.kb import ROLES, AnalysisContext, KnowledgeBase, RankData
 from advisor.model import Profile
 from advisor.rules import EffectiveRules, Waiver, builtin_rules_dir
 
@@ -180,8 +180,11 @@ def _invalid_class(cls: object) -> str | None:
         return f"{cls!r} is not a KnowledgeBase subclass"
     if not cls.id or not KB_ID_PATTERN.match(cls.id):
         return f"{cls.__name__}.id {cls.id!r} is not a kebab-case id (like 'my-kb')"
-    if "analyze" not in {n for k in cls.__mro__ if k is not KnowledgeBase for n in vars(k)}:
-        return f"{cls.__name__} does not implement analyze(ctx)"
+    if not cls.checks and "analyze" not in {n for k in cls.__mro__ if k is not KnowledgeBase for n in vars(k)}:
+        return f"{cls.__name__} declares no @rule check and does not implement analyze(ctx)"
+    bad_role = next((r for r in cls.rules if r.role not in ROLES), None)
+    if bad_role is not None:
+        return f"{cls.id}: rule {bad_role.id} has role {bad_role.role!r} (known: {', '.join(ROLES)})"
     unknown = [r for r in (*cls.requires, *cls.requires_any) if r not in DATA_NAMES]
     if unknown:
         return f"{cls.id}: requires unknown data {', '.join(map(repr, unknown))} (known: {', '.join(DATA_NAMES)})"

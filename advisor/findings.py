@@ -54,6 +54,11 @@ class Finding:
     """Optional per-op split of the saving, so findings from different KBs on one op are not double-counted.
     When empty the engine splits ``estimated_saving_us`` evenly across ``ops``."""
     rank: int | None = None
+    symptoms: list[dict[str, Any]] = field(default_factory=list)
+    """Findings this root cause explains (filled by the engine, ``advisor.hierarchy``): each with its rule, kb,
+    title, severity, ops, the saving it measured on those ops, and its evidence."""
+    ranks: list[int] = field(default_factory=list)
+    """For a finding merged over several ranks (same rule and title): the ranks it holds on (``rank`` is None)."""
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
@@ -73,6 +78,9 @@ class Finding:
         d["estimated_saving_us"] = round(self.estimated_saving_us, 3)
         if self.rank is None:
             d.pop("rank")
+        d["symptoms"] = [dict(x) for x in self.symptoms]
+        if not self.ranks:
+            d.pop("ranks")
         return d
 
 

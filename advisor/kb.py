@@ -7,8 +7,9 @@ constants in code.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from advisor.findings import Finding, Fix, Severity
@@ -17,13 +18,22 @@ if TYPE_CHECKING:
     from advisor.graph.model import ModelGraph
     from advisor.model import Profile
 
+_Check = Callable[..., Any]
+
+
+ROLES = ("cause", "symptom")
+
 
 @dataclass(frozen=True)
 class RuleDoc:
     """One rule's documentation, ruff-style: what it does, why it matters, how to fix it.
 
     ``thresholds`` names the keys of the KB's rules file this rule reads, so ``advisor explain`` can show
-    their effective values. ``needs`` says which data the rule uses (``ops``, ``graph``, ``metrics``...).
+    their effective values; the prose may cite them as ``{key}`` or ``{key.sub}`` and is shown with the values in
+    effect (:meth:`render`). ``needs`` says which data the rule uses (``ops``, ``graph``, ``metrics``...).
+    ``role``: ``cause`` (something to change: a decomposed activation, a TransData site...) or ``symptom`` (how
+    ops behave: bound class, fusible sequence, idle device); a symptom is folded under the cause that names the
+    same ops (``advisor.hierarchy``).
     """
 
     id: str
@@ -34,6 +44,40 @@ class RuleDoc:
     thresholds: tuple[str, ...] = ()
     needs: tuple[str, ...] = ("ops",)
     example: str = ""
+    role: str = "cause"
+
+    def render(self, values: Mapping[str, Any]) -> RuleDoc:
+        """A copy whose prose cites the effective threshold values instead of ``{key}`` placeholders."""
+        def fill(text: str) -> str:
+            return _PLACEHOLDER.sub(lambda m: _lookup(values, m.group(1), m.group(0)), text)
+        return replace(self, title=fill(self.title), what=fill(self.what), why=fill(self.why),
+                       how_to_fix=fill(self.how_to_fix), example=fill(self.example))
+
+
+_PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*(?:\.[A-Za-z0-9_*]+)*)\}")
+
+
+def _lookup(values: Mapping[str, Any], dotted: str, default: str) -> str:
+    cur: Any = values
+    for part in dotted.split("."):
+        if not isinstance(cur, Mapping) or part not in cur:
+            return default
+        cur = cur[part]
+    if isinstance(cur, float):
+        return f"{cur:g}"
+    if isinstance(cur, (list, tuple)):
+        return ", ".join(str(v) for v in cur)
+    return str(cur)
+
+
+def rule(doc: RuleDoc) -> Callable[[_Check], _Check]:
+    """Declare, beside a check method, the rule it implements (sqlfluff-style). Stack several for a check that
+    emits the findings of several rules. The knowledge base's ``rules`` are collected from these, in order, and
+    its default :meth:`KnowledgeBase.analyze` runs the checks in that order."""
+    def deco(fn: _Check) -> _Check:
+        fn.__advisor_rules__ = (doc, *getattr(fn, "__advisor_rules__", ()))  # type: ignore[attr-defined]
+        return fn
+    return deco
 
 
 class KnowledgeBase:
@@ -60,8 +104,22 @@ class KnowledgeBase:
     """``rank``: runs on each rank's profile. ``cluster``: runs once after all ranks, with ``ctx.cluster``
     (one :class:`RankData` per rank); skipped for single-rank input."""
 
-    def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    checks: ClassVar[tuple[Callable[..., Iterable[Finding]], ...]] = ()
+    """Check methods declared with :func:`rule`, in definition order (collected automatically)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        checks = [fn for fn in vars(cls).values() if callable(fn) and hasattr(fn, "__advisor_rules__")]
+        if checks:
+            cls.checks = tuple(checks)
+            cls.rules = tuple(doc for fn in checks for doc in fn.__advisor_rules__)  # type: ignore[attr-defined]
+
+    def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        """Run the declared checks in order (override for a knowledge base without :func:`rule` checks)."""
+        if not self.checks:  # pragma: no cover - a KB must declare checks or override analyze
+            raise NotImplementedError
+        for check in self.checks:
+            yield from check(self, ctx) or ()
 
     @classmethod
     def rule(cls, rule_id: str) -> RuleDoc:

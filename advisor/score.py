@@ -4,12 +4,15 @@ Formula (also printed by ``advisor explain score``)::
 
     score = 100 * (1 - S / T)
 
-- ``T``: the analyzed window, all ranks summed: per rank the total step time (computing + uncovered
-  communication + free) where the profile records step times, else the device busy time (the union of device
-  task intervals). Step time is used when known because findings also recover free and communication time.
-- ``S``: recoverable time, counted once per op: for each op, the largest saving any finding attributes to it
-  (``saving_by_op``, else the finding's saving split evenly over its ops); findings without ops add their
-  saving as is. ``S`` is capped at ``T``.
+- ``T``: the analyzed window of the time model, all ranks summed (``advisor.timemodel``): per rank its steps'
+  compute + uncovered communication + free time, from the profiler's own split where it has one, else derived
+  from the device tasks (the device's active span when no step is recorded). The same run gives the same T
+  whatever the layout it was exported in.
+- ``S``: recoverable time, counted once per op and weighed by confidence: for each op, the largest
+  ``confidence x saving`` any finding attributes to it (``saving_by_op``, else the finding's saving split evenly
+  over its ops); findings without ops add ``confidence x saving``. A configuration fix whose effect is known
+  (confidence 0.9) weighs nearly all its saving; a speculative one (tuning that may find nothing, 0.3) a third.
+  Savings are first bounded by the time they claim (an op's time, a bucket of the time model). ``S`` <= ``T``.
 
 Sub-score of a knowledge base: the same formula with only its findings. The score is deterministic for the
 same input and rules, is 100 when nothing recoverable is found, and falls as estimated recoverable time grows.
@@ -89,18 +92,20 @@ def _key(f: Finding, op: str) -> tuple[int | None, str]:
     return (f.rank, op)
 
 
-def recoverable_us(findings: Iterable[Finding]) -> float:
-    """S: the union of savings over ops (max per op), plus op-less findings' savings."""
+def recoverable_us(findings: Iterable[Finding], weighted: bool = True) -> float:
+    """S: the union of savings over ops (max per op), plus op-less findings' savings; each saving weighed by the
+    finding's confidence (``weighted=False``: as estimated)."""
     best: dict[tuple[int | None, str], float] = defaultdict(float)
     unattributed = 0.0
     for f in findings:
+        w = f.confidence if weighted else 1.0
         split = per_op_savings(f)
         if not split:
-            unattributed += f.estimated_saving_us
+            unattributed += w * f.estimated_saving_us
             continue
         for op, s in split.items():
             k = _key(f, op)
-            best[k] = max(best[k], s)
+            best[k] = max(best[k], w * s)
     return sum(best.values()) + unattributed
 
 
@@ -109,8 +114,11 @@ class Score:
     score: float
     window_us: float
     recoverable_us: float
+    """What the findings claim: the union over ops of their estimated savings (not weighed)."""
     by_kb: dict[str, float]
     device_busy_us: float | None = None
+    weighted_recoverable_us: float | None = None
+    """S of the formula: the union of ``confidence x saving``."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -118,9 +126,11 @@ class Score:
             "window_us": round(self.window_us, 3),
             "device_busy_us": round(self.device_busy_us if self.device_busy_us is not None else self.window_us, 3),
             "recoverable_us": round(self.recoverable_us, 3),
+            "weighted_recoverable_us": round(self.weighted_recoverable_us if self.weighted_recoverable_us
+                                             is not None else self.recoverable_us, 3),
             "by_kb": self.by_kb,
-            "formula": "100 * (1 - S/T); T = analyzed window (step time, else device busy time), "
-                       "S = per-op max of estimated savings (union)",
+            "formula": "100 * (1 - S/T); T = the analyzed window of the time model, S = per-op max of confidence x "
+                       "estimated saving (union)",
         }
 
 
@@ -134,5 +144,7 @@ def compute(findings: list[Finding], window_us: float, kb_ids: Iterable[str],
             device_busy_us: float | None = None) -> Score:
     """Score ``findings`` against the analyzed window ``window_us`` (T); ``device_busy_us`` is reported only."""
     s = recoverable_us(findings)
+    claimed = recoverable_us(findings, weighted=False)
     by_kb = {kb: _value(recoverable_us(f for f in findings if f.kb == kb), window_us) for kb in kb_ids}
-    return Score(_value(s, window_us), window_us, min(s, window_us) if window_us else s, by_kb, device_busy_us)
+    cap = (lambda v: min(v, window_us)) if window_us else (lambda v: v)
+    return Score(_value(s, window_us), window_us, cap(claimed), by_kb, device_busy_us, cap(s))

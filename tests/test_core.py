@@ -56,10 +56,24 @@ def test_busy_time_is_the_union_of_intervals() -> None:
 def test_score_counts_an_op_once_across_knowledge_bases() -> None:
     a = _finding("a.rule", "kb-a", ["op1", "op2"], 40.0, {"op1": 30.0, "op2": 10.0})
     b = _finding("b.rule", "kb-b", ["op1"], 25.0)
+    a.confidence = b.confidence = 1.0
     assert score.recoverable_us([a, b]) == pytest.approx(40.0)
     s = score.compute([a, b], 200.0, ["kb-a", "kb-b"])
     assert s.score == pytest.approx(80.0)
     assert s.by_kb == {"kb-a": 80.0, "kb-b": 87.5}
+
+
+def test_score_weighs_each_saving_by_its_confidence() -> None:
+    """A known configuration fix (0.9) weighs nearly all its saving, speculative tuning (0.3) a third; per op
+    the larger weighed saving counts."""
+    fix = _finding("cfg.rule", "kb-a", ["op1"], 50.0)
+    tune = _finding("tune.rule", "kb-b", ["op1", "op2"], 100.0, {"op1": 50.0, "op2": 50.0})
+    fix.confidence, tune.confidence = 0.9, 0.3
+    assert score.recoverable_us([fix, tune]) == pytest.approx(0.9 * 50.0 + 0.3 * 50.0)
+    assert score.recoverable_us([fix, tune], weighted=False) == pytest.approx(100.0)
+    s = score.compute([fix, tune], 200.0, ["kb-a", "kb-b"])
+    assert s.score == pytest.approx(100.0 * (1 - 60.0 / 200.0))
+    assert s.recoverable_us == pytest.approx(100.0) and s.weighted_recoverable_us == pytest.approx(60.0)
     assert score.compute([], 200.0, []).score == 100.0
     assert score.compute([_finding("x", "k", [], 500.0)], 200.0, ["k"]).score == 0.0
 
@@ -130,4 +144,4 @@ def test_score_window_includes_free_time_recorded_only_in_the_overlap_timeline()
     report = run_analysis(SAMPLES / "Ascend__msinsight/server/src/test/test_data/full_db").report
     detail = report["score_detail"]
     assert detail["window_us"] > 100 * detail["device_busy_us"]
-    assert 0 < report["score"] < 20
+    assert 0 < report["score"] < 60  # recoverable idle time weighed by its confidence

@@ -26,21 +26,21 @@ def _run(*args: str) -> tuple[int, str, str]:
 
 @pytest.fixture
 def fixed_report(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """`advisor analyze` analyzing anything yields the sample report (score 76.8), all its KBs having run."""
+    """`advisor analyze` analyzing anything yields the sample report (score 85.0), all its KBs having run."""
     report = sample_report()
     report["knowledge_bases"] = [k for k in report["knowledge_bases"] if k["status"] != "failed"]
     monkeypatch.setattr(analyze_cmd, "run_analysis", lambda *a, **k: SimpleNamespace(report=report))
     return report
 
 
-@pytest.mark.parametrize(("threshold", "code"), [("80", 1), ("76.9", 1), ("76.8", 0), ("50", 0), ("0", 0)])
+@pytest.mark.parametrize(("threshold", "code"), [("90", 1), ("85.1", 1), ("85.0", 0), ("50", 0), ("0", 0)])
 def test_fail_under(fixed_report: dict, tmp_path: Path, threshold: str, code: int) -> None:
-    assert fixed_report["score"] == 76.8
+    assert fixed_report["score"] == 85.0
     rc, out, err = _run("analyze", str(tmp_path), "--format", "json", "--fail-under", threshold, "-q")
     assert rc == code
-    assert json.loads(out)["score"] == 76.8  # the report is printed either way
+    assert json.loads(out)["score"] == 85.0  # the report is printed either way
     if code:
-        assert f"score 76.8 is below --fail-under {threshold}" in err
+        assert f"score 85.0 is below --fail-under {threshold}" in err
 
 
 def test_failed_knowledge_base_exits_3_whatever_the_score(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -88,7 +88,7 @@ def test_junit_written_to_directory_and_gate_still_fails(fixed_report: dict, tmp
     root = ET.parse(files[0]).getroot()
     assert root.tag == "testsuites" and int(root.get("failures")) == 3 + 1  # 3 rules + the score case
     score_case = next(c for c in root.iter("testcase") if c.get("name") == "score")
-    assert "score 76.8 is below 90" in score_case.find("failure").get("message")
+    assert "score 85.0 is below 90" in score_case.find("failure").get("message")
     assert f"wrote {files[0]}" in err
 
 
@@ -108,7 +108,7 @@ def test_new_directory_named_with_trailing_slash(fixed_report: dict, tmp_path: P
     assert rc == 0
     files = list(target.iterdir())
     assert len(files) == 1 and re.fullmatch(STAMPED.replace("EXT", "md"), files[0].name)
-    assert "advisor score **76.8**" in files[0].read_text("utf-8")
+    assert "advisor score **85.0**" in files[0].read_text("utf-8")
 
 
 def test_output_file_is_replaced_atomically(fixed_report: dict, tmp_path: Path) -> None:

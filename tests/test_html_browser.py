@@ -74,7 +74,7 @@ def test_report_renders_in_chromium(driver: object, report_file: Path) -> None:
     from selenium.webdriver.common.by import By
 
     driver.get(report_file.as_uri())
-    assert driver.title.startswith("advisor report · score 76.8")
+    assert driver.title.startswith("advisor report · score 85.0")
     severe = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
     assert severe == [], severe
 

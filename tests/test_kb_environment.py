@@ -150,7 +150,8 @@ def test_free_time_savings_counted_once_with_overall(rules):
     free = next(f for f in findings if f.rule == "overall.free-time")
     env_total = sum(f.estimated_saving_us for f in findings if f.kb == "environment")
     assert env_total > free.estimated_saving_us  # 0.5 x 600 + 0.4 x 600 = 540 > 600 - 0.1 x 1400 = 460
-    assert score.recoverable_us(findings) == pytest.approx(max(free.estimated_saving_us, 0.5 * 600.0, 0.4 * 600.0))
+    assert score.recoverable_us(findings, weighted=False) == pytest.approx(
+        max(free.estimated_saving_us, 0.5 * 600.0, 0.4 * 600.0))
 
 
 def test_schema_rejects_two_conditions(tmp_path):

@@ -81,7 +81,7 @@ def test_required_sections_and_ids(report_html: tuple[dict, str]) -> None:
     for i in range(1, len(report["findings"]) + 1):
         assert f"finding-{i}" in p.ids
     assert html.count("<svg") >= 3 + 2  # op types, cores, roofline, two fusion drawings
-    assert '<div class="value">76.8</div>' in html
+    assert '<div class="value">85.0</div>' in html
 
 
 def test_time_breakdown_charts_label_the_data(report_html: tuple[dict, str]) -> None:

@@ -332,3 +332,16 @@ def time_sources(time: Mapping[str, Any] | None) -> list[str]:
         first = next(iter(time["ranks"].values()))
         sources = first.get("sources") or {}
     return [f"{k}: {v}" for k, v in sources.items()]
+
+
+def symptom_lines(f: Mapping[str, Any], limit: int = 6) -> list[str]:
+    """One line per symptom a root cause explains (``findings[].symptoms``), largest first."""
+    out = []
+    symptoms = list(f.get("symptoms") or [])
+    for sym in symptoms[:limit]:
+        where = f"rank {sym['rank']} · " if sym.get("rank") is not None else ""
+        out.append(f"{where}{sym['rule']}: {sym['title']} ({fmt_us(sym.get('estimated_saving_us', 0.0))} on "
+                   f"{len(sym.get('ops') or [])} op(s))")
+    if len(symptoms) > limit:
+        out.append(f"... and {len(symptoms) - limit} more")
+    return out

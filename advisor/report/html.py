@@ -27,6 +27,7 @@ from advisor.report.common import (
     kb_notes,
     roofline_points,
     split_evidence,
+    symptom_lines,
     time_rows,
     time_sources,
 )
@@ -70,6 +71,7 @@ def _finding_views(findings: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "other": ev.other, "fix": _fix_view(f.get("fix")), "subgraph_svg": svg,
             "subgraph_source": source,
             "ops_shown": f["ops"][:40], "ops_more": max(0, len(f["ops"]) - 40),
+            "symptoms": symptom_lines(f, limit=20),
         })
     return views
 

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from advisor.report.common import SEVERITY_RANK, fmt_us
+from advisor.report.common import SEVERITY_RANK, fmt_us, symptom_lines
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
@@ -44,6 +44,7 @@ def _finding_text(f: Mapping[str, Any]) -> str:
              f"  {f['recommendation']}"]
     if ops:
         lines.append(f"  ops: {ops}")
+    lines += [f"  explains {line}" for line in symptom_lines(f)]
     fix = f.get("fix")
     if fix:
         lines.append(f"  fix ({fix['kind']}): {fix['summary']}")

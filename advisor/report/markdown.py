@@ -19,6 +19,7 @@ from advisor.report.common import (
     fmt_value,
     kb_notes,
     split_evidence,
+    symptom_lines,
     time_rows,
     time_sources,
 )
@@ -163,6 +164,10 @@ def finding_details(index: int, f: Mapping[str, Any]) -> str:
         shown = ", ".join(code(o, 100) for o in f["ops"][:12])
         parts += ["", f"**Ops ({len(f['ops'])})**: {shown}" + (f" … (+{len(f['ops']) - 12})" if len(f["ops"]) > 12
                                                              else "")]
+    symptoms = symptom_lines(f, limit=10)
+    if symptoms:
+        parts += ["", "**Symptoms it explains** (same ops, folded here):", ""]
+        parts += [f"- {cell(line, 400)}" for line in symptoms]
     ev = split_evidence(f.get("evidence"))
     if ev.scalars or ev.other:
         items = [f"{cell(k, 60)} = **{cell(v, 200)}**" for k, v in ev.scalars[:20]]

@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from advisor.report.common import time_rows, time_sources
+from advisor.report.common import symptom_lines, time_rows, time_sources
 
 _SEVERITY_STYLE = {"critical": "bold red", "major": "red", "minor": "yellow", "info": "cyan"}
 
@@ -71,8 +71,11 @@ def build(report: dict[str, Any], top: int = 20) -> Group:
         t.add_column("% time", justify="right", no_wrap=True)
         for i, f in enumerate(findings[:top], 1):
             cell = Text(f["title"])
-            where = f"rank {f['rank']} · " if f.get("rank") is not None else ""
+            where = f"rank {f['rank']} · " if f.get("rank") is not None else (
+                f"ranks {', '.join(map(str, f['ranks']))} · " if f.get("ranks") else "")
             cell.append(f"\n{where}{f['rule']} · {len(f['ops'])} op(s)", style="dim")
+            if f.get("symptoms"):
+                cell.append(f" · explains {len(f['symptoms'])} symptom(s)", style="dim")
             t.add_row(str(i), Text(f["severity"], style=_SEVERITY_STYLE[f["severity"]]), cell,
                       _us(f["estimated_saving_us"]), f"{f.get('share_of_device_time', 0) * 100:.1f}")
         if len(findings) > top:
@@ -86,6 +89,8 @@ def build(report: dict[str, Any], top: int = 20) -> Group:
                 if fix.get("command"):
                     body.append(Text(f"  $ {fix['command']}", style="bold"))
             body.append(Text(f"saving basis: {f.get('basis', '')}", style="dim"))
+            for line in symptom_lines(f):
+                body.append(Text(f"explains {line}", style="dim"))
             ops = ", ".join(f["ops"][:6]) + (f" … (+{len(f['ops']) - 6})" if len(f["ops"]) > 6 else "")
             if ops:
                 body.append(Text(f"ops: {ops}", style="dim"))

@@ -1,0 +1,94 @@
+"""What every report must keep, whatever the input: checks an engineer would make before trusting it.
+
+A report that breaks one of these misleads its reader; the test suite checks every report it produces (the
+environment variable ``ADVISOR_SELF_CHECK=1`` makes ``advisor analyze`` refuse to write such a report), and
+``advisor`` users can run :func:`problems` on saved reports.
+
+1. no saving above the analyzed window, no recoverable total above it;
+2. no share above 100 % in a title;
+3. no setting advised in two directions (``X = True`` and ``X = False``);
+4. no two top-level findings with the same title;
+5. severities consistent with the share of the window: a score of 100 carries no major or critical finding, a
+   major or critical finding recovers at least 1 % of the window, and a finding recovering 15 % or more is not
+   minor or info;
+6. no arithmetic advice that increases work: padding an axis that is already a multiple of the cube's fractal
+   (16), or padding to a smaller size;
+7. advice never cites project-internal files (DESIGN/DOMAIN/FORMATS/PEER notes) users do not have.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+_BOOL_SET = re.compile(r"\b([A-Za-z_][A-Za-z0-9_.]*)\s*[=:]\s*(True|False|true|false)\b")
+_PCT = re.compile(r"(\d+(?:\.\d+)?)\s*%")
+_INTERNAL = re.compile(r"\b(DOMAIN|FORMATS|DESIGN|PEER)\.md\b")
+_PAD = re.compile(r"\bpad(?:ded|ding)?\s+(?:\w+\s+)?(?:axis\s+)?(?:[A-Za-z]\s*=\s*)?(\d+)\s+(?:up\s+)?to\s+(\d+)",
+                  re.IGNORECASE)
+FRACTAL = 16
+
+
+def _all(findings: list[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+    for f in findings:
+        yield f
+        for s in f.get("symptoms") or []:
+            if isinstance(s, Mapping):
+                yield s
+
+
+def _text(f: Mapping[str, Any]) -> str:
+    return " ".join(str(x) for x in (f.get("title"), f.get("recommendation"), json.dumps(f.get("fix") or {})))
+
+
+def problems(report: Mapping[str, Any]) -> list[str]:
+    """Every violation of the module's invariants in ``report`` (one line each); empty when it is sound."""
+    out: list[str] = []
+    findings = list(report.get("findings") or [])
+    detail = report.get("score_detail") or {}
+    window = float(detail.get("window_us") or 0.0)
+    everything = list(_all(findings))
+    if window > 0:
+        for f in everything:
+            s = float(f.get("estimated_saving_us") or 0.0)
+            if s > window * 1.001:
+                out.append(f"{f.get('rule')}: saving {s:.1f} us exceeds the analyzed window {window:.1f} us")
+        rec = float(detail.get("recoverable_us") or 0.0)
+        if rec > window * 1.001:
+            out.append(f"recoverable {rec:.1f} us exceeds the analyzed window {window:.1f} us")
+    for f in everything:
+        for p in _PCT.findall(str(f.get("title") or "")):
+            if float(p) > 100.05:
+                out.append(f"{f.get('rule')}: share {p} % in title {str(f.get('title'))[:80]!r}")
+    seen: dict[str, set[str]] = {}
+    for f in everything:
+        for key, value in _BOOL_SET.findall(_text(f)):
+            seen.setdefault(key, set()).add(value.lower())
+    out += [f"{k} advised both True and False" for k, v in sorted(seen.items()) if len(v) > 1]
+    titles = [f.get("title") for f in findings]
+    out += [f"duplicate title: {str(t)[:80]}" for t in sorted({t for t in titles if titles.count(t) > 1}, key=str)]
+    score = report.get("score")
+    for f in findings:
+        sev = f.get("severity")
+        share = float(f.get("estimated_saving_us") or 0.0) / window if window > 0 else 0.0
+        if score is not None and float(score) >= 99.95 and sev in ("critical", "major"):
+            out.append(f"score {score} with a {sev} finding {f.get('rule')}")
+        if sev in ("critical", "major") and share < 0.01:
+            out.append(f"{f.get('rule')}: {sev} for {share:.2%} of the window")
+        if sev in ("minor", "info") and share >= 0.15:
+            out.append(f"{f.get('rule')}: {sev} for {share:.1%} of the window")
+    for f in everything:
+        for a, b in _PAD.findall(_text(f)):
+            frm, to = int(a), int(b)
+            if to <= frm or frm % FRACTAL == 0:
+                out.append(f"{f.get('rule')}: advises padding {frm} to {to}, which adds work")
+    for f in everything:
+        m = _INTERNAL.search(_text(f))
+        if m:
+            out.append(f"{f.get('rule')}: advice cites {m.group(0)}, which users do not have")
+    return out
+
+
+__all__ = ["problems"]

@@ -1,0 +1,151 @@
+"""Root causes and their symptoms: the report lists each cause once, with what it explains folded under it.
+
+Knowledge bases see the same ops from different angles: a decomposed Mish chain is also "no clear bound" to the
+roofline, a "fusible sequence" to the scheduler and "vector bound" to the operator checks. Each rule declares its
+role (``RuleDoc.role``): a ``cause`` names something to change (a decomposed activation, an unfused chain, a
+TransData site, an AI CPU op, uncovered communication, host-bound dispatch, a badly shaped op); a ``symptom``
+describes how ops behave (bound class, fusible sequence, device idle). A symptom whose ops a cause also names is
+absorbed by that cause: it is listed under the cause's ``symptoms`` with its evidence, and the cause's saving is
+the union over its ops (per op the larger of its own estimate and its symptoms', never more than the op's time).
+A symptom no cause explains stays a finding of its own: an unexplained behaviour is still worth acting on.
+
+Findings of several ranks with the same rule and title are one finding (``ranks`` lists them).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from advisor.findings import SEVERITIES, Finding
+from advisor.score import Limits, per_op_savings
+
+CAUSE = "cause"
+SYMPTOM = "symptom"
+
+
+def _claims(f: Finding) -> set[str]:
+    """What a finding claims time on: its ops and the pseudo-ops its saving is attributed to."""
+    return set(f.ops) | set(f.saving_by_op)
+
+
+def _same_scope(cause: Finding, symptom: Finding) -> bool:
+    return cause.rank is None or cause.rank == symptom.rank
+
+
+def _symptom_record(f: Finding, ops: Sequence[str], saving: float) -> dict[str, Any]:
+    return {"rule": f.rule, "kb": f.kb, "title": f.title, "severity": f.severity, "ops": list(ops),
+            "estimated_saving_us": round(saving, 3), "evidence": f.to_dict()["evidence"],
+            **({"rank": f.rank} if f.rank is not None else {})}
+
+
+def absorb(findings: Sequence[Finding], roles: Mapping[str, str],
+           limits: Mapping[int | None, Limits] | None = None) -> list[Finding]:
+    """Causes with their symptoms attached (see the module doc); unexplained symptoms stay findings."""
+    causes = [f for f in findings if roles.get(f.rule, CAUSE) != SYMPTOM]
+    symptoms = [f for f in findings if roles.get(f.rule, CAUSE) == SYMPTOM]
+    claims = [(_claims(c), c) for c in causes]
+    attached: dict[int, list[tuple[Finding, list[str], dict[str, float]]]] = defaultdict(list)
+    out: list[Finding] = []
+    for s in symptoms:
+        split = per_op_savings(s)
+        remaining = _claims(s)
+        for i, (claimed, c) in sorted(enumerate(claims), key=lambda ic: -ic[1][1].estimated_saving_us):
+            if not _same_scope(c, s):
+                continue
+            common = [op for op in s.ops if op in claimed and op in remaining]
+            common += [op for op in s.saving_by_op if op in claimed and op in remaining and op not in common]
+            if not common:
+                continue
+            attached[i].append((s, common, {op: split.get(op, 0.0) for op in common}))
+            remaining -= set(common)
+        if remaining == _claims(s):
+            out.append(s)
+        elif remaining:
+            kept = [op for op in s.ops if op in remaining]
+            by_op = {op: v for op, v in split.items() if op in remaining}
+            out.append(replace(s, ops=kept, saving_by_op=by_op if s.saving_by_op else {},
+                               estimated_saving_us=min(s.estimated_saving_us, sum(by_op.values()))))
+    for i, (_, c) in enumerate(claims):
+        parts = attached.get(i)
+        if not parts:
+            out.append(c)
+            continue
+        out.append(_with_symptoms(c, parts, limits))
+    return out
+
+
+def _with_symptoms(cause: Finding, parts: list[tuple[Finding, list[str], dict[str, float]]],
+                   limits: Mapping[int | None, Limits] | None) -> Finding:
+    """The cause with its symptoms folded under it; its saving the union over its ops."""
+    own = per_op_savings(cause)
+    union = dict(own)
+    for _, _, by_op in parts:
+        for op, v in by_op.items():
+            union[op] = max(union.get(op, 0.0), v)
+    lim = (limits or {}).get(cause.rank)
+    if lim is not None:
+        union = {op: min(v, lim.op_us.get(op, lim.bucket_us.get(op, v))) for op, v in union.items()}
+    saving = sum(union.values())
+    records = [_symptom_record(s, ops, sum(by_op.values())) for s, ops, by_op in parts]
+    records.sort(key=lambda r: (-r["estimated_saving_us"], r["rule"]))
+    grown = saving > cause.estimated_saving_us + 1e-6
+    return replace(
+        cause, symptoms=[*cause.symptoms, *records],
+        estimated_saving_us=max(saving, cause.estimated_saving_us),
+        saving_by_op=union if (cause.saving_by_op or grown) else cause.saving_by_op,
+        basis=cause.basis + ("; with the savings its symptoms measure on the same ops (union per op)" if grown
+                             else ""))
+
+
+def merge_ranks(findings: Sequence[Finding]) -> list[Finding]:
+    """Findings of several ranks with the same rule and title become one, listing the ranks."""
+    groups: dict[tuple[str, str], list[Finding]] = defaultdict(list)
+    order: list[tuple[str, str]] = []
+    for f in findings:
+        key = (f.rule, f.title)
+        if key not in groups:
+            order.append(key)
+        groups[key].append(f)
+    out: list[Finding] = []
+    for key in order:
+        group = groups[key]
+        ranks = sorted({r for f in group for r in ([f.rank] if f.rank is not None else f.ranks)})
+        if len(group) == 1 or len(ranks) < 2:
+            out.extend(group)
+            continue
+        first = max(group, key=lambda f: f.estimated_saving_us)
+        ops = list(dict.fromkeys(op for f in group for op in f.ops))
+        evidence = dict(first.evidence)
+        evidence["by_rank"] = {str(f.rank): {"estimated_saving_us": round(f.estimated_saving_us, 3),
+                                             "ops": len(f.ops)} for f in group}
+        symptoms = [{**s, "rank": f.rank} if f.rank is not None and "rank" not in s else s
+                    for f in group for s in f.symptoms]
+        out.append(replace(first, rank=None, ranks=ranks, ops=ops, saving_by_op={}, evidence=evidence,
+                           estimated_saving_us=sum(f.estimated_saving_us for f in group), symptoms=symptoms,
+                           severity=min((f.severity for f in group), key=SEVERITIES.index),
+                           basis=first.basis + f"; summed over ranks {', '.join(map(str, ranks))}"))
+    return out
+
+
+def reseverity(findings: Sequence[Finding], windows: Mapping[int | None, float],
+               levels: Mapping[str, Mapping[str, float]]) -> list[Finding]:
+    """Severity from the share of the analyzed window a finding's saving is (its KB's ``severity`` levels): a
+    finding never looks more urgent than the time it can recover. Findings with no saving keep ``info``."""
+    total = sum(windows.values())
+    out = []
+    for f in findings:
+        lv = levels.get(f.kb)
+        if not lv or f.estimated_saving_us <= 0:
+            out.append(f if f.estimated_saving_us > 0 or f.severity == "info" else replace(f, severity="info"))
+            continue
+        window = windows.get(f.rank, total) if f.rank is not None else total
+        share = f.estimated_saving_us / window if window > 0 else 0.0
+        sev = next((s for s in ("critical", "major", "minor") if share >= float(lv.get(s, 2.0))), "info")
+        out.append(f if sev == f.severity else replace(f, severity=sev))
+    return out
+
+
+__all__ = ["CAUSE", "SYMPTOM", "absorb", "merge_ranks", "reseverity"]
