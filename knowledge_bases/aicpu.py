@@ -20,7 +20,7 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.intervals import covered_before, union
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
-from knowledge_bases._common import (
+from advisor.toolkit.common import (
     atc_option,
     cat_map,
     device_busy_us,

@@ -28,7 +28,7 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 from advisor.model import canonical_format, parse_list, parse_shapes
-from knowledge_bases._graph_patterns import (
+from advisor.toolkit.graph_patterns import (
     atc_cmdline,
     const_values,
     data_digraph,

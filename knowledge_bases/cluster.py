@@ -19,8 +19,8 @@ import pandas as pd
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RankData, RuleDoc
+from advisor.toolkit.common import severity_for
 from advisor.toolkit.time import comm_op_times
-from knowledge_bases._common import severity_for
 
 COMPONENTS = ("compute", "communication", "free")
 """A rank's own time: compute, communication transmit (data moving; waiting excluded) and free time."""

@@ -21,8 +21,8 @@ from advisor.findings import Finding, Fix, table
 from advisor.intervals import overlap, union
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 from advisor.model import Profile
+from advisor.toolkit.common import pct, severity_for
 from advisor.toolkit.time import exposed_fraction, isin_mask, window_us
-from knowledge_bases._common import pct, severity_for
 
 COMM_PROCESSES = ("HCCL", "Communication")
 

@@ -17,8 +17,8 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, Severity
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 from advisor.model import Profile
+from advisor.toolkit.common import severity_for
 from advisor.toolkit.time import FREE_TIME_KEY, isin_mask
-from knowledge_bases._common import severity_for
 
 COMM_CORES = ("HCCL", "COMMUNICATION")
 _KEYS = ("variables", "severity")

@@ -20,8 +20,8 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 from advisor.model import busy_time_us
+from advisor.toolkit.common import severity_for
 from advisor.toolkit.time import FREE_TIME_KEY
-from knowledge_bases._common import severity_for
 
 COMM_CORES = ("HCCL", "COMMUNICATION")
 

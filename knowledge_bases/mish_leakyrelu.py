@@ -22,7 +22,7 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.graph.model import ModelGraph
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
-from knowledge_bases._common import (
+from advisor.toolkit.common import (
     cat_map,
     categorical,
     detected_soc,

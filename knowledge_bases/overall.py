@@ -19,8 +19,8 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 from advisor.timemodel import COMPUTE_KEYS, TimeModel
+from advisor.toolkit.common import pct, severity_for
 from advisor.toolkit.time import FREE_TIME_KEY, OTHER_COMM_KEY, comm_op_times, exposed_fraction, isin_mask
-from knowledge_bases._common import pct, severity_for
 
 CORE_TITLES = {"cube": "cube (AI Core)", "vector": "vector (AI Vector Core)", "mix": "mix (MIX_AIC/MIX_AIV)",
                "ai_cpu": "AI CPU", "other": "other"}

@@ -27,7 +27,7 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 from advisor.model import canonical_dtype, canonical_format, dtype_bytes, parse_list, parse_shapes
-from knowledge_bases._graph_patterns import device_time_us, numel, severity_for
+from advisor.toolkit.graph_patterns import device_time_us, numel, severity_for
 
 COMPUTE_CORES = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV")
 BOUNDS = ("memory", "compute", "latency", "none")

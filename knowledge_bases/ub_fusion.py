@@ -27,7 +27,7 @@ import pandas as pd
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
-from knowledge_bases._graph_patterns import (
+from advisor.toolkit.graph_patterns import (
     FusedMarkers,
     Match,
     Pattern,

@@ -13,7 +13,7 @@ import pytest
 from advisor.graph.model import ModelGraph
 from advisor.ingest.normalize import finalize_ops
 from advisor.model import Meta, Profile
-from knowledge_bases._graph_patterns import compile_patterns
+from advisor.toolkit.graph_patterns import compile_patterns
 from knowledge_bases.ub_fusion import UbFusionKB
 from tests.scenarios import cases_b as cases
 from tests.scenarios.builder import GraphBuilder, desc

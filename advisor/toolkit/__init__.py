@@ -5,6 +5,10 @@ several of them need is here, stated once, so two knowledge bases never measure 
 
 - :mod:`advisor.toolkit.time` -- the rank's time model (window, steps, compute / communication / free), the
   pseudo-ops that savings of idle and communication time are attributed to, and vectorized row selection.
+- :mod:`advisor.toolkit.common` -- tensor descriptions (formats, dtypes, shapes), stream-ordered neighbours in
+  the ops table, graph walks that skip pass-through ops, severity from a share, "similar op" duration estimates.
+- :mod:`advisor.toolkit.graph_patterns` -- op-chain patterns matched on the model graph (networkx VF2), fused
+  markers, constant values, the recorded ATC command line.
 
 No knowledge base imports another knowledge base's module; anything two of them share belongs here.
 """
