@@ -163,6 +163,7 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
     from advisor import ingest
 
     profile = ingest.read_source(src)
+    ingest.context.refine_with_graph(profile.meta, graph)
     hint = chip or profile.meta.chip or (graph.soc_version if graph is not None else None)
     platform = resolve_platform(rules, hint)
     findings, statuses = engine.run(infos, profile, graph, rules, platform, time_limit_s)
@@ -390,6 +391,14 @@ def _first(values: list[str | None]) -> str | None:
     return next((v for v in values if v), None)
 
 
+def _context(metas: list[Any]) -> tuple[str, str]:
+    """The ranks' execution context (the first rank's; ranks of one job share it)."""
+    first = next((m for m in metas if getattr(m, "context", "unknown") != "unknown"), metas[0] if metas else None)
+    if first is None:
+        return "unknown", ""
+    return first.context, first.context_evidence
+
+
 def build_report(path: Path, ranks: list[RankSummary], graph: ModelGraph | None, join_info: dict[str, Any] | None,
                  findings: list[Finding], statuses: list[engine.KBStatus], waived: list[engine.WaivedFinding],
                  result_score: score.Score, platform: dict[str, Any],
@@ -419,6 +428,8 @@ def build_report(path: Path, ranks: list[RankSummary], graph: ModelGraph | None,
             "chip": _first([m.chip for m in metas]) or (graph.soc_version if graph else None),
             "cann_version": _first([m.cann_version for m in metas]),
             "torch_npu_version": _first([m.torch_npu_version for m in metas]),
+            "context": _context(metas)[0],
+            "context_evidence": _context(metas)[1],
             "ranks": max(1, len(ranks)),
             "files_read": [f for m in metas for f in m.files_read],
             "files_skipped": [s.to_dict() for m in metas for s in m.files_skipped],

@@ -148,7 +148,7 @@ class Meta:
     layout: str = "unknown"
     """One of: msprof-cann6, msprof-cann7, msprof-db, msprof-op, msprof-op-simulator, torch_npu-text,
     torch_npu-db, mindspore-text, mindspore-db, mindspore-legacy, soc-job, op-summary-csv (a single CSV file),
-    trace-json."""
+    trace-json, static-audit (a model graph without a profile: ops estimated by ``advisor.costmodel``)."""
     chip: str | None = None
     cann_version: str | None = None
     torch_npu_version: str | None = None
@@ -169,6 +169,11 @@ class Meta:
     time_origin_ns: int | None = None
     """Absolute time (ns) that every ``*_us`` time stamp of this rank is an offset from (``advisor.ingest.timebase``):
     absolute ns = ``time_origin_ns + start_us * 1000``. None when the profile holds no time stamps."""
+    context: str = "unknown"
+    """Execution context (``advisor.ingest.context``): om-acl, torch-eager, torch-graph, mindspore-graph,
+    mindspore-pynative, kernel-dev or unknown."""
+    context_evidence: str = ""
+    """One line saying which signal decided ``context``."""
 
     def read(self, path: object) -> None:
         self.files_read.append(str(path))

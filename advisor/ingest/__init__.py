@@ -29,6 +29,7 @@ import importlib
 from pathlib import Path
 
 from advisor.errors import InputError
+from advisor.ingest import context
 from advisor.ingest.detect import RankSource, detect
 from advisor.model import Meta, Profile
 from advisor.util import paused_gc
@@ -64,6 +65,7 @@ def read_source(src: RankSource) -> Profile:
         skipped = "; ".join(f"{s.path}: {s.reason}" for s in meta.files_skipped[:3])
         raise InputError(src.root, f"no profile data could be read (layout {src.layout})"
                          + (f"; {skipped}" if skipped else ""))
+    context.apply(profile)
     profile.time  # noqa: B018 - the time model is built here, once, from the tables as read
     return profile
 

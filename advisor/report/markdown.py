@@ -80,7 +80,8 @@ def _key_numbers(report: Mapping[str, Any]) -> str:
     sev = _severity_counts(report["findings"])
     rows.append(["Findings", ", ".join(f"{n} {s}" for s, n in sev.items() if n) or "none"])
     rows.append(["Input", _Raw(code(inp["path"], 120) + " " + cell(
-        f"({inp['layout']}, chip {inp.get('chip') or '?'}, CANN {inp.get('cann_version') or '?'})"))])
+        f"({inp['layout']}, chip {inp.get('chip') or '?'}, CANN {inp.get('cann_version') or '?'}, context "
+        f"{inp.get('context') or 'unknown'})"))])
     graph = report.get("graph")
     if graph:
         join = graph.get("join") or {}

@@ -41,7 +41,8 @@ def build(report: dict[str, Any], top: int = 20) -> Group:
         head.append(f"   recoverable {_us(detail.get('recoverable_us', 0))} of {_us(window)} analyzed", style="dim")
     lines = [head,
              Text(f"{inp['path']}  ·  layout {inp['layout']}  ·  chip {inp.get('chip') or '?'}"
-                  f"  ·  CANN {inp.get('cann_version') or '?'}", style="dim"),
+                  f"  ·  CANN {inp.get('cann_version') or '?'}  ·  context {inp.get('context') or 'unknown'}",
+                  style="dim"),
              Text(f"{summ['ops']:,} ops · {summ['op_types']} op types · device time {_us(summ['device_time_us'])}"
                   + (f" · {inp['ranks']} ranks" if inp.get("ranks", 1) > 1 else ""), style="dim")]
     graph = report.get("graph")
