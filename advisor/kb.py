@@ -158,8 +158,10 @@ class AnalysisContext:
     rules: Mapping[str, Any]
     """Effective values of the KB's rules file (defaults, then pyproject, then --rules)."""
     platform: Mapping[str, Any]
-    """Peaks of the detected chip (``rules/platforms.yaml``): soc, ai_core_num, vector_core_num,
-    cube_freq_mhz, fp16_tflops, int8_tops, fp32_vector_tflops, hbm_gbps..."""
+    """Peaks and capabilities of the detected chip (``rules/platforms.yaml``): soc, soc_source, ai_core_num,
+    vector_core_num, cube_freq_mhz, fp16_tflops, int8_tops, fp32_vector_tflops, hbm_gbps, cube_dtypes, dtypes,
+    cube_fp32_tflops, tools, native_ops. Query capabilities with ``advisor.platform`` (supports_dtype,
+    cube_supports, has_tool, native_kernel, is_assumed)."""
     notes: list[str] = field(default_factory=list)
     cluster: list[RankData] | None = None
     """Cluster-scope knowledge bases only: every rank's data."""
