@@ -22,6 +22,7 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.graph.model import ModelGraph
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
+from advisor.platform import is_assumed, native_kernel
 from advisor.toolkit.common import (
     cat_map,
     categorical,
@@ -288,12 +289,14 @@ class MishLeakyReluKB(KnowledgeBase):
              "Finds Mish decomposed as Softplus -> Tanh -> Mul(x, .) or Exp -> Add -> Log -> Tanh -> Mul(x, .), "
              "checking on the graph that the Mul's other input is the same x that feeds the chain (without a graph: "
              "the op sequence on one stream with the same tensor shape).",
-             "Each op is a full pass over the tensor; on SoCs without a Mish kernel (310P, 310B, SS928) all three "
-             "stay. The SoC profiling guide's case: Mish -> LeakyRelu cut inference from 23.3 ms to 14.2 ms.",
-             "On SoCs without a native Mish kernel replace Mish with LeakyRelu (negative_slope from the rules, "
-             "`advisor fix model.onnx --apply mish-to-leakyrelu --accept mish-to-leakyrelu`); it is a different function, so fine-tune or "
-             "retrain and check accuracy. Where a native Mish kernel exists (Ascend 910/A2/A3), export with ONNX "
-             "opset >= 18 so Mish stays one op."),
+             "Each op is a full pass over the tensor, and no fusion pass merges them. The SoC profiling guide's case "
+             "(SS928, whose toolchain has no Mish): Mish -> LeakyRelu cut inference from 23.3 ms to 14.2 ms. CANN "
+             "8.1's ATC op set has a native Mish kernel on 310/310B/310P/910/A2/A3 (rules/platforms.yaml native_ops).",
+             "Where the chip's op set at the run's CANN release has a native Mish kernel, export Mish as one op "
+             "(ONNX opset >= 18; torch.nn.Mish in torch_npu). Otherwise replace Mish with LeakyRelu (negative_slope "
+             "from the rules, `advisor fix model.onnx --apply mish-to-leakyrelu --accept mish-to-leakyrelu`); it is "
+             "a different function, so fine-tune or retrain and check accuracy. An unknown CANN release is stated "
+             "as an assumption in the advice."),
         _doc("gelu", "GELU computed as Pow/Tanh or Erf op chains",
              "Finds GELU decomposed in its tanh form (Pow -> Mul -> Add(x) -> Mul -> Tanh -> Add -> Mul(x)) or its "
              "erf form (Div -> Erf -> Add -> Mul(x) [-> Mul(0.5)]).",
@@ -370,8 +373,8 @@ class MishLeakyReluKB(KnowledgeBase):
         timed = total > 0
         rows = [[" > ".join(o.ops), " > ".join(o.types), o.form, o.tasks, round(o.total_us, 3),
                  round(o.native_us, 3), round(o.saving_us, 3)] for o in sorted(occ, key=lambda o: -o.saving_us)]
-        native = soc_matches(soc, pat.get("native_socs") or []) if soc else None
-        rec, fix, confidence = _advice(pid, pat, occ, soc, native, rules)
+        native, native_why = _native(ctx, pat, soc)
+        rec, fix, confidence = _advice(pid, pat, occ, soc, native, rules, native_why, ctx.profile.meta.context)
         title = f"{pat['function']} computed as an op chain at {len(occ)} place(s)"
         if timed:
             title += f": {total:.1f} us ({pct(total / busy) if busy else '?'} of device time)"
@@ -382,7 +385,8 @@ class MishLeakyReluKB(KnowledgeBase):
             severity=severity_for(saving / busy, rules.get("severity", {})) if busy and timed else "info",
             ops=list(dict.fromkeys(n for o in occ for n in o.ops)),
             evidence={"function": pat["function"], "occurrences": len(occ), "decomposed_us": total,
-                      "soc": soc, "native_kernel_on_soc": native,
+                      "soc": soc, "native_kernel_on_soc": native, "native_kernel_reason": native_why,
+                      "cann_version": ctx.profile.meta.cann_version,
                       "table": table(["ops", "types", "form", "launches", "total_us", "native_us_each", "saving_us"],
                                      rows)},
             estimated_saving_us=saving,
@@ -480,30 +484,67 @@ class NativeEstimator:
 # ---------------------------------------------------------------------------------------------------------
 # advice
 # ---------------------------------------------------------------------------------------------------------
+def _mish_advice(occ: list[Occurrence], where: str, native: bool | None, native_why: str,
+                 rules: Mapping[str, Any], context: str) -> tuple[str, Fix, float]:
+    """Native Mish where the chip's op set (at this CANN release) has it; LeakyRelu through ``advisor fix``
+    otherwise, with the accuracy caveat; the CANN assumption stated when the release is unknown."""
+    slope = float(rules.get("leaky_relu_negative_slope", 0.1))
+    n = len(occ)
+    caveat = ("LeakyRelu is a different function: fine-tune or retrain and check accuracy (the SoC profiling "
+              "guide's case reported about 1% accuracy difference for 23.3 ms -> 14.2 ms).")
+    leaky = Fix("onnx-rewrite", f"replace Mish with LeakyRelu(negative_slope={slope:g})",
+                {"rule": "mish-to-leakyrelu", "params": {"alpha": slope}, "approximate": True},
+                f"advisor fix model.onnx --apply mish-to-leakyrelu --param mish-to-leakyrelu.alpha={slope:g} "
+                "--accept mish-to-leakyrelu -o fixed.onnx")
+    head = f"Mish runs as {n} decomposed chain(s) of {len(occ[0].ops)} ops {where}"
+    if context.startswith("torch") or context.startswith("mindspore"):
+        one_op = ("call torch.nn.functional.mish / torch.nn.Mish so it launches as one kernel"
+                  if context.startswith("torch") else "use mindspore.ops.mish so it runs as one kernel")
+    else:
+        one_op = ("export it as one op (torch.nn.Mish with ONNX opset >= 18, then check that the OM shows a "
+                  "single Mish op)")
+    if native:
+        rec = (f"{head}. {native_why}: {one_op}, with no accuracy cost. Only if that is not possible, replace it "
+               f"with LeakyRelu(negative_slope={slope:g}); {caveat}")
+        return rec, Fix("code", "keep Mish as one op (native kernel)",
+                        {"snippet": "torch.onnx.export(model, sample, 'model.onnx', opset_version=18)  "
+                                    "# torch.nn.Mish -> ONNX Mish -> one ATC Mish op"}), 0.7
+    if native is None:
+        rec = (f"{head}. {native_why}: on CANN 8.1 or later {one_op} (no accuracy cost); on an older release "
+               f"replace Mish with LeakyRelu(negative_slope={slope:g}), one op instead of {len(occ[0].ops)}. "
+               f"{caveat}")
+        return rec, leaky, 0.55
+    upgrade = (" Upgrading to a release whose op set has the native kernel, then exporting Mish as one op, avoids "
+               "the accuracy cost." if "predates" in native_why else "")
+    rec = (f"{head}. {native_why}. Replace Mish with LeakyRelu(negative_slope={slope:g}): one op instead of "
+           f"{len(occ[0].ops)}. {caveat}{upgrade}")
+    return rec, leaky, 0.6
+
+
+def _native(ctx: AnalysisContext, pat: Mapping[str, Any], soc: str | None) -> tuple[bool | None, str]:
+    """Whether the chip (and its CANN release) has the native op: the platform's ATC op set when the chip was
+    detected and the op is one it lists, else the pattern's ``native_socs`` globs."""
+    op = str(pat.get("native_op") or "")
+    if soc is None:
+        return None, "SoC not detected"
+    platform = ctx.platform
+    if platform.get("native_ops") is not None and not is_assumed(platform) and _platform_knows(platform, op):
+        return native_kernel(platform, op, ctx.profile.meta.cann_version)
+    has = soc_matches(soc, pat.get("native_socs") or [])
+    return has, f"{soc} {'has' if has else 'has no'} native {op} kernel (rules native_socs)"
+
+
+def _platform_knows(platform: Mapping[str, Any], op: str) -> bool:
+    """The op is one the platform table tracks (a chip without it lists none: SS928's table is empty)."""
+    return op in (platform.get("native_ops") or {}) or not platform.get("native_ops")
+
+
 def _advice(pid: str, pat: Mapping[str, Any], occ: list[Occurrence], soc: str | None, native: bool | None,
-            rules: Mapping[str, Any]) -> tuple[str, Fix, float]:
+            rules: Mapping[str, Any], native_why: str = "", context: str = "unknown") -> tuple[str, Fix, float]:
     where = f"on {soc}" if soc else "(SoC not detected)"
     n = len(occ)
     if pid == "mish":
-        slope = float(rules.get("leaky_relu_negative_slope", 0.1))
-        caveat = ("LeakyRelu is a different function: fine-tune or retrain and check accuracy (the SoC profiling "
-                  "guide's case reported about 1% accuracy difference for 23.3 ms -> 14.2 ms).")
-        if native:
-            rec = (f"Mish runs as {n} decomposed chain(s) {where}, which has a native Mish kernel: export with ONNX "
-                   "opset >= 18 (or keep torch.nn.Mish as one op) so it runs as one kernel. Alternatively replace it "
-                   f"with LeakyRelu(negative_slope={slope:g}); {caveat}")
-            return rec, Fix("code", "keep Mish as one op: export with ONNX opset >= 18",
-                            {"snippet": "torch.onnx.export(model, sample, 'model.onnx', opset_version=18)  "
-                                        "# torch.nn.Mish -> ONNX Mish"}), 0.7
-        rec = (f"Mish runs as {n} decomposed chain(s) {where}"
-               + (", which has no native Mish kernel (310P/310B/SS928-class SoCs support Relu, LeakyRelu, PRelu, Elu)"
-                  if native is False else "") + f". Replace Mish with LeakyRelu(negative_slope={slope:g}): one op "
-               f"instead of {len(occ[0].ops)}. {caveat} Where a native Mish kernel exists (Ascend 910/A2/A3) use it "
-               "instead (ONNX opset >= 18).")
-        return rec, Fix("onnx-rewrite", f"replace Mish with LeakyRelu(negative_slope={slope:g})",
-                        {"rule": "mish-to-leakyrelu", "params": {"alpha": slope}, "approximate": True},
-                        f"advisor fix model.onnx --apply mish-to-leakyrelu --param mish-to-leakyrelu.alpha={slope:g} "
-                        "--accept mish-to-leakyrelu -o fixed.onnx"), 0.6
+        return _mish_advice(occ, where, native, native_why, rules, context)
     if pid == "gelu":
         tanh = any(o.form.startswith("tanh") for o in occ)
         rec = (f"GELU runs as {n} decomposed chain(s). Fuse it into one Gelu op (kernel on every Ascend product): "
@@ -514,8 +555,8 @@ def _advice(pid: str, pat: Mapping[str, Any], occ: list[Occurrence], soc: str | 
                         "advisor fix model.onnx --apply gelu-fuse -o fixed.onnx"), 0.8
     if pid == "swish":
         if native is False:
-            rec = (f"Swish/SiLU runs as {n} Sigmoid+Mul chain(s) {where}, which has no Swish kernel (A2/A3/950 "
-                   "only). Keep it, or replace with HardSwish (native) and fine-tune: a different function.")
+            rec = (f"Swish/SiLU runs as {n} Sigmoid+Mul chain(s) {where}: {native_why}. Keep it, or replace with "
+                   "HardSwish and fine-tune: a different function.")
             return rec, Fix("code", "replace SiLU with HardSwish (accuracy trade-off, fine-tune)",
                             {"snippet": "model.act = torch.nn.Hardswish()  # instead of torch.nn.SiLU(); fine-tune"}), 0.5
         rec = (f"Swish/SiLU runs as {n} Sigmoid+Mul chain(s) {where}. Fuse into one Swish op "

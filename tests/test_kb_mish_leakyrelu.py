@@ -75,25 +75,44 @@ def test_mish_saving_against_a_native_leaky_relu_of_the_same_size():
     assert sum(f.saving_by_op.values()) == pytest.approx(f.estimated_saving_us)
 
 
+def _profile_on(case, cann):
+    profile = case.net.profile()
+    profile.meta.cann_version = cann
+    return profile
+
+
 def test_mish_fix_on_a_soc_without_native_mish(tmp_path):
     case = activations_case()
-    f = _by_rule(run_kb(MishLeakyReluKB, case.net.profile(), case.net.graph())[0])["mish-leakyrelu.mish"]
+    # CANN 5.1 on a 310P: older than the first release whose op set was checked to hold Mish (8.1)
+    f = _by_rule(run_kb(MishLeakyReluKB, _profile_on(case, "5.1.RC2"), case.net.graph())[0])["mish-leakyrelu.mish"]
     assert f.fix.kind == "onnx-rewrite"
     assert f.fix.data == {"rule": "mish-to-leakyrelu", "params": {"alpha": 0.1}, "approximate": True}
     assert f.fix.command == ("advisor fix model.onnx --apply mish-to-leakyrelu --param mish-to-leakyrelu.alpha=0.1 "
                              "--accept mish-to-leakyrelu -o fixed.onnx")
     assert "fine-tune or retrain" in f.recommendation and "Ascend310P3" in f.recommendation
-    assert f.evidence["native_kernel_on_soc"] is False
+    assert f.evidence["native_kernel_on_soc"] is False and "predates" in f.evidence["native_kernel_reason"]
+    assert "Upgrading" in f.recommendation
     rules = effective_rules({"rules": {"mish-leakyrelu": {"leaky_relu_negative_slope": 0.2}}}, tmp_path)
-    f2 = _by_rule(run_kb(MishLeakyReluKB, case.net.profile(), case.net.graph(), rules)[0])["mish-leakyrelu.mish"]
+    f2 = _by_rule(run_kb(MishLeakyReluKB, _profile_on(case, "5.1.RC2"), case.net.graph(), rules)[0])[
+        "mish-leakyrelu.mish"]
     assert f2.fix.data["params"] == {"alpha": 0.2} and "alpha=0.2" in f2.fix.command
+
+
+def test_mish_on_310p_with_cann_81_uses_the_native_kernel_and_unknown_cann_is_an_assumption():
+    case = activations_case()
+    f = _by_rule(run_kb(MishLeakyReluKB, _profile_on(case, "8.1.RC1"), case.net.graph())[0])["mish-leakyrelu.mish"]
+    assert f.evidence["native_kernel_on_soc"] is True and f.fix.kind == "code"
+    assert "no accuracy cost" in f.recommendation and "Ascend310P3" in f.recommendation
+    g = _by_rule(run_kb(MishLeakyReluKB, _profile_on(case, None), case.net.graph())[0])["mish-leakyrelu.mish"]
+    assert g.evidence["native_kernel_on_soc"] is None and "unknown" in g.recommendation
+    assert "CANN 8.1 or later" in g.recommendation and g.fix.data["rule"] == "mish-to-leakyrelu"
 
 
 def test_mish_fix_on_a_soc_with_native_mish():
     case = activations_case()
     graph = case.net.graph()
     graph.attrs["soc_version"] = "Ascend910B2"
-    profile = case.net.profile()
+    profile = _profile_on(case, "8.1.RC1")
     profile.meta.chip = "Ascend910B2"
     f = _by_rule(run_kb(MishLeakyReluKB, profile, graph, chip="Ascend910B2")[0])
     assert f["mish-leakyrelu.mish"].fix.kind == "code"
@@ -104,11 +123,11 @@ def test_mish_fix_on_a_soc_with_native_mish():
 
 def test_fixes_of_the_other_patterns():
     case = activations_case()
-    f = _by_rule(run_kb(MishLeakyReluKB, case.net.profile(), case.net.graph())[0])
+    f = _by_rule(run_kb(MishLeakyReluKB, _profile_on(case, "5.1.RC2"), case.net.graph())[0])
     assert f["mish-leakyrelu.gelu"].fix.data == {"rule": "gelu-fuse"}
     assert "GeluFusionPass" in f["mish-leakyrelu.gelu"].recommendation
     assert {r[2] for r in f["mish-leakyrelu.gelu"].evidence["table"]["rows"]} == {"tanh-approximation", "erf"}
-    # 310P has no Swish kernel: keep or HardSwish
+    # 310P with CANN 5.1 has no Swish kernel: keep or HardSwish
     assert f["mish-leakyrelu.swish"].fix.kind == "code" and "Hardswish" in f["mish-leakyrelu.swish"].fix.data["snippet"]
     assert "opset_version=14" in f["mish-leakyrelu.hardswish"].fix.data["snippet"]
     assert "opset_version=17" in f["mish-leakyrelu.layernorm"].fix.data["snippet"]
