@@ -162,6 +162,10 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
     """Read one rank and run the knowledge bases on it (runs in a worker process for multi-rank input)."""
     from advisor import ingest
 
+    if src.layout == "static-audit":
+        from advisor import static_audit
+
+        return static_audit.analyze(src, graph, infos, rules, chip, time_limit_s)
     profile = ingest.read_source(src)
     ingest.context.refine_with_graph(profile.meta, graph)
     hint = chip or profile.meta.chip or (graph.soc_version if graph is not None else None)
@@ -180,7 +184,7 @@ def _parallel_ok(options: AnalysisOptions) -> bool:
     return options.ecosystem is None and not options.extra_kbs
 
 
-def run_analysis(path: Path, graph_path: Path | None = None, options: AnalysisOptions | None = None,
+def run_analysis(path: Path | None, graph_path: Path | None = None, options: AnalysisOptions | None = None,
                  progress: Progress = _noop, workers: int | None = None) -> AnalysisResult:
     """Analyze ``path``. Several ranks are analyzed in parallel worker processes (one per core at most)."""
     from advisor import ingest
@@ -191,12 +195,22 @@ def run_analysis(path: Path, graph_path: Path | None = None, options: AnalysisOp
     rules = load_rules(options, pm)
     infos = select_kbs(options, pm)
 
-    if not path.exists():
-        raise InputError(path, "no such file or directory")
-    sources = ingest.detect(path)
+    from advisor import static_audit
 
-    progress("reading model graph")
-    graph, graph_note = load_graph_for(path, graph_path)
+    if path is not None and graph_path is None and static_audit.is_graph_file(path):
+        path, graph_path = None, path  # `advisor analyze model.onnx`: the graph alone
+    if path is None:  # a model graph without a profile: static audit against the chip's cost model
+        if graph_path is None:
+            raise InputError("PATH", "give a profile, a model graph (--graph), or both")
+        progress("reading model graph")
+        graph, graph_note = load_graph_for(graph_path, graph_path)
+        path, sources = graph_path, [ingest.RankSource(graph_path, static_audit.LAYOUT)]
+    else:
+        if not path.exists():
+            raise InputError(path, "no such file or directory")
+        sources = ingest.detect(path)
+        progress("reading model graph")
+        graph, graph_note = load_graph_for(path, graph_path)
 
     n_workers = min(len(sources), workers or os.cpu_count() or 1)
     results: list[RankResult] = []

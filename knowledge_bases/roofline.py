@@ -24,9 +24,10 @@ import numpy as np
 import pandas as pd
 
 from advisor import hookimpl
+from advisor.costmodel import conv_flops, matmul_flops, tensor_bytes
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
-from advisor.model import canonical_dtype, canonical_format, dtype_bytes, parse_list, parse_shapes
+from advisor.model import canonical_dtype, canonical_format, parse_list, parse_shapes
 from advisor.toolkit.graph_patterns import device_time_us, numel, severity_for
 
 COMPUTE_CORES = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV")
@@ -346,7 +347,7 @@ def _shape_work(row: pd.Series, rules: Mapping[str, Any]) -> tuple[float, float,
     in_dt, out_dt = list(parse_list(row["input_dtypes"])), list(parse_list(row["output_dtypes"]))
     in_fmt = [canonical_format(f) for f in parse_list(row["input_formats"])]
     out_fmt = [canonical_format(f) for f in parse_list(row["output_formats"])]
-    nbytes = _tensor_bytes(ins, in_dt) + _tensor_bytes(outs, out_dt)
+    nbytes = tensor_bytes(ins, in_dt) + tensor_bytes(outs, out_dt)
     is_cube = op_type in set(rules["cube_types"])
     dtype = canonical_dtype((in_dt or out_dt or [""])[0]) if is_cube else canonical_dtype((out_dt or in_dt or [""])[0])
     flops = math.nan
@@ -356,95 +357,14 @@ def _shape_work(row: pd.Series, rules: Mapping[str, Any]) -> tuple[float, float,
     elif op_type in set(rules["data_movement_types"]):
         flops = 0.0
     elif op_type in set(rules["conv_types"]) or op_type == "FullyConnection":
-        flops = _conv_flops(op_type, ins, in_fmt, out0, (out_fmt or [""])[0])
+        flops = conv_flops(op_type, ins, in_fmt, out0, (out_fmt or [""])[0])
     elif op_type in set(rules["matmul_types"]):
-        flops = _matmul_flops(ins, in_fmt, out0, (out_fmt or [""])[0])
+        flops = matmul_flops(ins, in_fmt, out0, (out_fmt or [""])[0])
     elif not is_cube and (op_type in set(rules["vector_types"]) or core == "AI_VECTOR_CORE"):
         sizes = [n for n in (numel(ins[0]) if ins else None, numel(out0)) if n is not None]
         if sizes:
             flops = float(max(sizes)) * float(rules["flops_per_element"].get(op_type, 1.0))
     return flops, (nbytes if nbytes > 0 else math.nan), is_cube, dtype
-
-
-def _tensor_bytes(shapes: Sequence[tuple[int, ...] | None], dtypes: Sequence[str]) -> float:
-    total = 0.0
-    for i, shape in enumerate(shapes):
-        if shape is None or i >= len(dtypes):
-            continue
-        n, size = numel(shape), dtype_bytes(dtypes[i])
-        if n is not None and size is not None:
-            total += n * size
-    return total
-
-
-def _channels(shape: tuple[int, ...], fmt: str) -> int | None:
-    """Channel count of a feature map (padded for 5HD/6HD formats)."""
-    if fmt in ("NC1HWC0", "NC1HWC0_C04") and len(shape) == 5:
-        return shape[1] * shape[4]
-    if fmt == "NDC1HWC0" and len(shape) == 6:
-        return shape[2] * shape[5]
-    if fmt in ("NHWC", "NDHWC") and len(shape) >= 4:
-        return shape[-1]
-    if fmt in ("NCHW", "NCDHW") and len(shape) >= 4:
-        return shape[1]
-    if len(shape) == 5:
-        return shape[1] * shape[4]
-    if len(shape) == 4:
-        return shape[1]
-    if len(shape) >= 1:
-        return shape[-1]
-    return None
-
-
-def _conv_flops(op_type: str, ins: Sequence[tuple[int, ...] | None], in_fmt: Sequence[str],
-                out: tuple[int, ...] | None, out_fmt: str) -> float:
-    """2 x output elements x (Cin/groups x kh x kw) -- the latter as weight elements / Cout."""
-    if out is None or len(ins) < 2 or ins[1] is None:
-        return math.nan
-    w = ins[1]
-    n_out, n_w = numel(out), numel(w)
-    cout = _channels(out, out_fmt)
-    if not n_out or not n_w or not cout:
-        return math.nan
-    w_fmt = in_fmt[1] if len(in_fmt) > 1 else ""
-    if op_type == "DepthwiseConv2D":
-        fractal = w_fmt.startswith("FRACTAL_Z") and len(out) == 5 and out[1]
-        taps = w[0] / out[1] if fractal else n_w / cout
-        return 2.0 * n_out * taps
-    return 2.0 * n_out * n_w / cout
-
-
-def _matmul_flops(ins: Sequence[tuple[int, ...] | None], in_fmt: Sequence[str], out: tuple[int, ...] | None,
-                  out_fmt: str) -> float:
-    """2 x M x N x K x batch; K from matching dims of ND inputs, else from element counts (NZ formats)."""
-    if out is None or len(ins) < 2 or ins[0] is None or ins[1] is None or len(out) < 2:
-        return math.nan
-    a, b = ins[0], ins[1]
-    n_out = numel(out)
-    if not n_out or len(a) < 2 or len(b) < 2:
-        return math.nan
-    nz = "FRACTAL_NZ" in (out_fmt, *in_fmt[:2])
-    if not nz:
-        m, n = out[-2], out[-1]
-        k = None
-        if a[-2] == m:
-            k = a[-1]
-        elif a[-1] == m:
-            k = a[-2]
-        elif b[-1] == n:
-            k = b[-2]
-        elif b[-2] == n:
-            k = b[-1]
-        if k:
-            return 2.0 * n_out * k
-    n_a, n_b = numel(a), numel(b)
-    if not n_a or not n_b:
-        return math.nan
-    b_fmt = in_fmt[1] if len(in_fmt) > 1 else ""
-    matrix_rank = 4 if b_fmt == "FRACTAL_NZ" else 2
-    batch_b = math.prod(b[:-matrix_rank]) if len(b) > matrix_rank else 1
-    k2 = n_a * n_b / n_out / max(batch_b, 1)
-    return 2.0 * n_out * math.sqrt(k2) if k2 > 0 else math.nan
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -83,15 +83,18 @@ def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | st
             skip: tuple[str, ...], rules_file: Path | None, ecosystem: Path | None, chip: str | None,
             fail_under: float | None, fail_on: str, example: bool, quiet: bool) -> None:
     """Analyze a profile: PROF_xxx, *_ascend_pt, *_ascend_ms, a MindSpore profiler/ dir, a JOB dir, a parent of
-    several ranks, or a single op_summary/kernel_details CSV, msprof/torch_npu .db or trace JSON."""
+    several ranks, or a single op_summary/kernel_details CSV, msprof/torch_npu .db or trace JSON.
+
+    With --graph MODEL and no PATH (or a model graph as PATH) it runs a static audit: the graph-capable rules on
+    times estimated from a cost model of the chip (--chip, else the OM's soc_version)."""
     if example:
         if path is not None:
             raise UsageError("give either PATH or --example, not both")
         from advisor.examples import example_graph, example_profile
 
         path, graph_path = example_profile(), graph_path or example_graph()
-    if path is None:
-        raise UsageError("missing PATH (or use --example to analyze the built-in example)")
+    if path is None and graph_path is None:
+        raise UsageError("missing PATH (or --graph MODEL for a static audit of a model graph alone, or --example)")
 
     options = AnalysisOptions(only=only, skip=skip, rules_file=rules_file, ecosystem=ecosystem, chip=chip)
     with StderrProgress(enabled=not quiet) as progress:

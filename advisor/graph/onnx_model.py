@@ -112,8 +112,21 @@ def _model_attrs(model: ModelProto) -> dict[str, Any]:
     return attrs
 
 
+def _with_shapes(model: ModelProto) -> ModelProto:
+    """The model with ONNX shape inference applied, so intermediate tensors carry dtypes and shapes (the cost
+    model of a static audit needs them); the model as it is when inference fails (custom ops, broken models)."""
+    if len(model.graph.value_info) >= len(model.graph.node):
+        return model
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:  # noqa: BLE001 - onnx raises several types for models it cannot infer
+        return model
+
+
 def graph_from_onnx(model: ModelProto | GraphProto, source: str) -> ModelGraph:
     """A ModelGraph from an in-memory ONNX ModelProto or GraphProto."""
+    if isinstance(model, ModelProto):
+        model = _with_shapes(model)
     graph = model.graph if isinstance(model, ModelProto) else model
     records: list[GraphRecord] = []
     _walk(graph, graph.name or "main_graph", records, None)

@@ -1,0 +1,133 @@
+"""The static audit: a model graph (OM JSON, GE dump, ONNX) analyzed without a profile.
+
+Mish chains, unfused Conv+BN+Act, preprocessing AIPP can absorb, AI CPU engines and fp32 on the cube are all visible
+in the graph before the model is ever run. The audit builds an estimated ops table from the graph with the chip cost
+model (:mod:`advisor.costmodel`), runs the graph-capable rules of every knowledge base on it (a rule is
+graph-capable when its :class:`advisor.kb.RuleDoc` ``needs`` names ``graph``), and labels every finding as an
+estimate that a profile would confirm. The report's ``input.layout`` is ``static-audit``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from advisor import costmodel, engine
+from advisor.errors import InputError
+from advisor.findings import Finding
+from advisor.model import Meta, Profile
+from advisor.platform import is_assumed, resolve_platform
+from advisor.rules import EffectiveRules
+
+if TYPE_CHECKING:
+    from advisor.analysis import RankResult
+    from advisor.graph.model import ModelGraph
+
+LAYOUT = "static-audit"
+CONFIRM = ("a profile would confirm it (msprof --application=<app> --output=<dir>, or the framework profiler, then "
+           "advisor analyze PROF_xxx --graph <model>)")
+
+
+def is_graph_file(path: Path) -> bool:
+    """A model graph given where a profile was expected (``advisor analyze model.onnx``)."""
+    from advisor.graph.load import looks_like_om_json, text_dump_kind
+
+    if not path.is_file():
+        return False
+    suffix = path.suffix.lower()
+    if suffix in (".onnx", ".om"):
+        return True
+    if suffix == ".json":
+        return looks_like_om_json(path)
+    if suffix in (".txt", ".pbtxt", ".prototxt") and path.name.startswith(("ge_proto_", "ge_onnx_")):
+        try:
+            return text_dump_kind(path.read_text(encoding="utf-8", errors="replace")[:4096]) is not None
+        except OSError:
+            return False
+    return False
+
+
+def graph_rule_ids(infos: Sequence[engine.KBInfo]) -> set[str]:
+    """Rules that can run on a graph: their documentation says they need ``graph``."""
+    return {r.id for i in infos for r in i.cls.rules if "graph" in r.needs}
+
+
+def select(infos: Sequence[engine.KBInfo]) -> tuple[list[engine.KBInfo], list[engine.KBStatus]]:
+    """Knowledge bases with at least one graph-capable rule; the others are skipped with the reason."""
+    keep, skipped = [], []
+    for info in infos:
+        if getattr(info.cls, "scope", "rank") != "rank":
+            continue  # cluster KBs are skipped by the analysis (single input)
+        if any("graph" in r.needs for r in info.cls.rules):
+            keep.append(info)
+        else:
+            skipped.append(engine.KBStatus(info.id, "skipped", "static audit: its rules need a profile (no "
+                                           "graph-capable rule)", version=info.cls.version, package=info.package))
+    return keep, skipped
+
+
+def label(findings: list[Finding], allowed: set[str], statuses: list[engine.KBStatus], factor: float) -> list[Finding]:
+    """Keep graph-capable rules' findings; mark each one an estimate that a profile would confirm."""
+    kept: list[Finding] = []
+    dropped: dict[str, list[str]] = {}
+    for f in findings:
+        if f.rule not in allowed:
+            dropped.setdefault(f.kb, []).append(f.rule)
+            continue
+        f.basis = f"{f.basis.replace('measured', 'estimated')}; ESTIMATE (static audit, no profile): {CONFIRM}"
+        f.title = f"{f.title} [estimate]"
+        f.evidence = {**f.evidence, "estimated": True}
+        f.confidence = f.confidence * factor
+        kept.append(f)
+    for s in statuses:
+        if s.id in dropped:
+            s.findings -= len(dropped[s.id])
+            s.notes.append("static audit: profile-only rule(s) not reported: " + ", ".join(sorted(set(dropped[s.id]))))
+    return kept
+
+
+def profile_of(graph: ModelGraph, platform: dict[str, Any], rules: EffectiveRules) -> Profile:
+    """The estimated profile of ``graph`` on ``platform``."""
+    from advisor.ingest.context import refine_with_graph
+
+    cm = rules.for_kb("costmodel")
+    ops = costmodel.estimate_ops(graph, platform, cm)
+    if not len(ops):
+        raise InputError(graph.source, "the graph has no compute op to audit (only inputs, constants and "
+                                       "runtime ops)")
+    meta = Meta(source=str(graph.source), layout=LAYOUT, chip=graph.soc_version)
+    meta.read(graph.source)
+    meta.notes.append(f"static audit of {graph.format} graph {Path(str(graph.source)).name}: no profile was given; "
+                      f"every time is {costmodel.basis(platform, cm, graph.format)}. The figures are estimates: "
+                      f"{CONFIRM}")
+    if "dynamic_shape" in ops.columns and ops["dynamic_shape"].astype(bool).any():
+        n = int(ops["dynamic_shape"].astype(bool).sum())
+        meta.notes.append(f"{n} op(s) have dynamic dims: taken as 1 (one sample per inference); pass a model with "
+                          "static shapes (or ATC --input_shape) for estimates at the deployed batch size")
+    if is_assumed(platform):
+        meta.notes.append(f"the graph names no SoC: the peaks of {platform.get('soc')} are assumed (pass --chip "
+                          "for the target chip)")
+    profile = Profile(ops=ops, meta=meta)
+    profile.extras["cost_model"] = {"basis": costmodel.basis(platform, cm, graph.format),
+                                    "estimated_ops": int(len(ops))}
+    refine_with_graph(meta, graph)
+    if meta.context == "unknown":
+        meta.context_evidence = f"a {graph.format} graph alone (a GE dump can come from ATC or a framework)"
+    return profile
+
+
+def analyze(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo], rules: EffectiveRules,
+            chip: str | None, time_limit_s: float | None) -> RankResult:
+    """Estimate the graph's ops, run the graph-capable rules on them, label the findings as estimates."""
+    from advisor.analysis import RankResult, RankSummary
+
+    if graph is None:
+        raise InputError(src.root, "a static audit needs a model graph")
+    platform = resolve_platform(rules, chip or graph.soc_version)
+    profile = profile_of(graph, platform, rules)
+    keep, skipped = select(infos)
+    findings, statuses = engine.run(keep, profile, graph, rules, platform, time_limit_s)
+    factor = float(rules.for_kb("costmodel").get("static_confidence_factor", 1.0))
+    findings = label(findings, graph_rule_ids(keep), statuses, factor)
+    return RankResult(RankSummary.of(profile), findings, statuses + skipped, platform)
