@@ -135,6 +135,22 @@ API_ALIASES: dict[str, tuple[str, ...]] = {
 """api_statistic (torch_npu, CANN 8.x/9.x with ``Device_id``=host) and CANN 5.x ``acl_statistic`` (``Name,Type``)."""
 API_TEXT = frozenset({"level", "name", "device_id"})
 
+TX_ALIASES: dict[str, tuple[str, ...]] = {
+    "name": ("message",),
+    "category": ("event_type",),
+    "start_us": ("Start_time(us)",),
+    "end_us": ("End_time(us)",),
+    "start_ns": ("Start_time(ns)",),
+    "end_ns": ("End_time(ns)",),
+    "device_id": ("Device_id",),
+    "pid": ("pid",),
+    "tid": ("tid",),
+    "domain": ("domain",),
+}
+"""msprof_tx (msproftx ranges and marks): CANN >= 7 ``msprof_tx_<ts>.csv`` (times in us, optional ``Device_id``,
+``domain``, ``mark_id``, ``Device Start_time(us)``) and CANN 6.x ``msprof_tx.csv`` (times in ns)."""
+TX_TEXT = frozenset({"name", "category", "domain", "device_id"})
+
 TASK_TIME_ALIASES: dict[str, tuple[str, ...]] = {
     "name": ("kernel_name",),
     "core": ("kernel_type",),

@@ -33,6 +33,7 @@ from advisor.model import (
     EVENTS_COLUMNS,
     OP_STATS_COLUMNS,
     STEPS_COLUMNS,
+    TX_COLUMNS,
     Meta,
     Profile,
     empty_frame,
@@ -225,6 +226,29 @@ def read_api_stats(path: Path, meta: Meta) -> pd.DataFrame:
     return _complete(df, API_COLUMNS)
 
 
+def read_tx(path: Path, meta: Meta) -> pd.DataFrame:
+    """msprof_tx (msproftx ranges and marks) -> TX_COLUMNS (plus ``tid``, ``pid``, ``domain``); marks last 0 us."""
+    t = read_table(path, C.TX_ALIASES, text=C.TX_TEXT, required=["name"])
+    meta.notes.extend(t.notes)
+    df = t.frame
+    if "start_us" in df.columns:
+        start, end = df["start_us"], df.get("end_us")
+    elif "start_ns" in df.columns:
+        start, end = df["start_ns"] / 1000.0, (df["end_ns"] / 1000.0 if "end_ns" in df.columns else None)
+    else:
+        raise InputError(path, "no Start_time(us)/Start_time(ns) column")
+    out = pd.DataFrame({
+        "name": clean_text(df["name"]).astype(object),
+        "start_us": start.to_numpy(dtype="float64"),
+        "duration_us": np.fmax((end - start).to_numpy(dtype="float64"), 0.0) if end is not None else 0.0,
+        "category": clean_text(df["category"]).astype(object) if "category" in df.columns else None,
+    })
+    for col in ("tid", "pid", "domain"):
+        if col in df.columns:
+            out[col] = df[col].to_numpy()
+    return out
+
+
 def read_task_time(path: Path, meta: Meta) -> pd.DataFrame:
     """msprof task_time CSV -> name, core, stream_id, task_id, duration_us, start_us, stop_us, device_id."""
     t = read_table(path, C.TASK_TIME_ALIASES, text=C.TASK_TIME_TEXT, required=["core", "duration_us"], meta=meta)
@@ -394,7 +418,7 @@ def read_output_dir(out: Path, meta: Meta) -> Profile:
     ops_files = find_kind(out, "op_summary", meta) or find_kind(out, "kernel_details", meta)
     task_time = concat([optional_table(p, meta, read_task_time) for p in find_kind(out, "task_time", meta)],
                        list(C.TASK_TIME_ALIASES))
-    msprof_json = find_kind(out, "msprof", meta, ext="json")
+    msprof_json = find_kind(out, "msprof", meta, ext="json", exclude=("msprof_tx",))
     traces = Traces()
     if ops_files:
         ops = read_ops_files(ops_files, meta)
@@ -436,6 +460,9 @@ def _read_summaries(directory: Path, meta: Meta, profile: Profile) -> None:
     profile.steps = concat(steps, STEPS_COLUMNS)
     if len(profile.steps):
         meta.source_of("steps", (split_files + trace_files)[-1])
+    tx = [optional_table(p, meta, read_tx) for p in find_kind(directory, "msprof_tx", meta)]
+    if any(t is not None and len(t) for t in tx):
+        profile.tx = concat(tx, TX_COLUMNS)
 
 
 def _read_cann6(device_dir: Path, meta: Meta) -> Profile:
@@ -445,7 +472,7 @@ def _read_cann6(device_dir: Path, meta: Meta) -> Profile:
     ops_files = find_kind(summary, "op_summary", meta)
     task_csv = concat([optional_table(p, meta, read_task_time) for p in find_kind(summary, "task_time", meta)],
                       list(C.TASK_TIME_ALIASES))
-    msprof_json = find_kind(timeline, "msprof", meta, ext="json")
+    msprof_json = find_kind(timeline, "msprof", meta, ext="json", exclude=("msprof_tx",))
     task_json = find_kind(timeline, "task_time", meta, ext="json")
     hccl_json = find_kind(timeline, "hccl", meta, ext="json")
     step_json = find_kind(timeline, "step_trace", meta, ext="json")

@@ -1,0 +1,382 @@
+"""host-inference: host-side waste of an inference application, from what msprof records.
+
+An ACL application's time is not only device work: it copies inputs and outputs, loads the model, executes it and
+runs pre/post-processing on the host. msprof records the ACL and runtime APIs (``api_statistic``: count and time
+per API) and, with ``--msproftx=on``, the application's own ranges (``msprof_tx``). Set against the device busy
+time these show what the host adds: synchronous copies that serialize transfer with compute (``aclrtMemcpy`` is
+blocking), execute calls that take longer than the device work they launch, a model loaded inside the loop, and
+ranges where the host sleeps or pre-processes while the device idles (one SSD case showed a 5 s sleep and
+synchronous copies in msproftx ranges and ACL API timings before any operator work).
+
+Each rule is documented beside its check; thresholds and API names are in ``rules/host-inference.yaml``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor import hookimpl
+from advisor.findings import Finding, Fix, table
+from advisor.intervals import overlap, union
+from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
+from knowledge_bases._common import pct, severity_for
+
+_THRESHOLDS = ("contexts", "severity")
+
+RULE_COPY = RuleDoc(
+    id="host-inference.sync-copy",
+    title="Synchronous host-device copies in the inference loop",
+    what="Sums the synchronous copy APIs in the API statistics (aclrtMemcpy, else the runtime's rtMemcpy / "
+         "MemCopySync: the outermost layer present, so one copy is counted once) and reports them with the calls "
+         "per execute and the per-call cost.",
+    why="aclrtMemcpy is blocking: while it runs the host submits nothing and the device waits for the input. With "
+        "pinned host buffers (aclrtMallocHost) and aclrtMemcpyAsync on a copy stream the transfer of frame n+1 "
+        "overlaps the inference of frame n. Saving: recoverable_fraction of the synchronous copy time, never more "
+        "than the device busy time it can hide behind.",
+    how_to_fix="Allocate the input/output host buffers once with aclrtMallocHost (pinned, 64-byte aligned), copy "
+               "with aclrtMemcpyAsync on a dedicated stream and synchronize only before the data is used; feed "
+               "DVPP output buffers to the model directly (no copy); pipeline pre-process / copy / execute / "
+               "post-process on separate threads and streams.",
+    thresholds=(*_THRESHOLDS, "sync_copy_apis", "async_copy_apis", "execute_apis", "min_api_us", "sync_copy"),
+    needs=("api",),
+)
+RULE_EXECUTE = RuleDoc(
+    id="host-inference.execute-gap",
+    title="Execute calls take longer than the device work they launch",
+    what="Compares the time of the synchronous execute calls (aclmdlExecute, svp_acl_mdl_execute: they return when "
+         "the inference has finished) with the device busy time: the difference is submission, synchronization "
+         "and input/output handling per call. Reported when it reaches execute_gap.min_share of the execute time.",
+    why="Per-call overhead is paid on every frame; at small batch sizes it can rival the device work. The device "
+        "is idle while the host prepares the next call.",
+    how_to_fix="Overlap calls: aclmdlExecuteAsync on two or more streams (one loaded model instance per concurrent "
+               "stream; a model id must not run on several streams at once), with pre/post-processing in other "
+               "threads; batch frames (a larger static batch, or atc --dynamic_batch_size gears); give the model "
+               "device buffers it can read directly (aclmdlCreateDataset with aclrtMalloc'd buffers, DVPP output).",
+    thresholds=(*_THRESHOLDS, "execute_apis", "execute_async_apis", "sync_wait_apis", "execute_gap"),
+    needs=("api", "ops"),
+)
+RULE_LOAD = RuleDoc(
+    id="host-inference.model-load",
+    title="Model loaded more than once",
+    what="Counts the model-load APIs (aclmdlLoadFromFile*, aclmdlLoadFromMem*) in the API statistics.",
+    why="Loading parses the OM, allocates memory and copies weights: hundreds of milliseconds. Loading inside the "
+        "loop repeats that per frame or per request.",
+    how_to_fix="Load each model once at start-up (aclmdlLoadFromFile), keep the model id and its datasets, and "
+               "reuse them for every inference; unload at exit.",
+    thresholds=(*_THRESHOLDS, "load_apis", "max_loads", "min_api_us"),
+    needs=("api",),
+)
+RULE_TX = RuleDoc(
+    id="host-inference.tx-range",
+    title="Host-only time in the application's msproftx ranges",
+    what="For each msproftx range name (leaf ranges: those containing no other range), the range time minus the "
+         "device busy time inside it is host-only time. Ranges whose host-only time reaches tx.min_share of the "
+         "analyzed window are reported, classed by name as idle (sleep, wait), pre-processing or post-processing.",
+    why="While the host sleeps, decodes or post-processes in the inference thread the device waits. A sleep or a "
+        "synchronization left in the loop is pure loss; pre/post-processing can run concurrently with inference.",
+    how_to_fix="Remove sleeps and extra synchronization from the loop; move image conversion, resize and "
+               "normalization to DVPP/AIPP (atc --insert_op_conf); run pre- and post-processing in their own "
+               "threads with a queue, and inference on two streams so the device always has work.",
+    thresholds=(*_THRESHOLDS, "tx"),
+    needs=("tx",),
+)
+
+
+class HostInferenceKB(KnowledgeBase):
+    id = "host-inference"
+    title = "Host-side waste of an inference application (ACL API statistics, msproftx ranges)"
+    version = "1.0.0"
+    api_version = "1"
+    requires = ()
+    requires_any = ("api", "tx")
+    rules_file = "host-inference"
+    rules = (RULE_COPY, RULE_EXECUTE, RULE_LOAD, RULE_TX)
+
+    def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        r = ctx.rules
+        context = ctx.profile.meta.context or "unknown"
+        if context not in set(r["contexts"]):
+            ctx.note(f"host-inference: skipped, a {context} run (host-side work of frameworks is the schedule "
+                     "knowledge base's)")
+            return []
+        busy = device_busy_us(ctx.profile)
+        window = max(busy, tx_span_us(ctx.profile.tx))
+        api = _api_table(ctx.profile.api)
+        found: list[Finding | None] = []
+        if len(api):
+            found += [_sync_copy(ctx, api, busy, window), _execute_gap(ctx, api, busy, window),
+                      _model_load(ctx, api, window)]
+        if len(ctx.profile.tx):
+            found += _tx_ranges(ctx, window)
+        return [f for f in found if f is not None]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# accessors (the time model of issue 12 replaces these two when it lands)
+# ---------------------------------------------------------------------------------------------------------
+def device_busy_us(profile: Any) -> float:
+    """Device busy time: the union of device task intervals."""
+    return float(profile.busy_time_us()) if len(profile.ops) else 0.0
+
+
+def tx_span_us(tx: pd.DataFrame) -> float:
+    """First msproftx start to last end: the application's recorded wall time."""
+    if not len(tx):
+        return 0.0
+    start = tx["start_us"].to_numpy(dtype="float64")
+    end = start + tx["duration_us"].to_numpy(dtype="float64")
+    if not np.isfinite(start).any():
+        return 0.0
+    return float(np.nanmax(end) - np.nanmin(start))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# API statistics
+# ---------------------------------------------------------------------------------------------------------
+def _api_table(api: pd.DataFrame) -> pd.DataFrame:
+    """One row per API name: count, total_us, max_us (several files or levels of one name summed)."""
+    if not len(api):
+        return pd.DataFrame(columns=["count", "total_us", "max_us"])
+    df = pd.DataFrame({"name": api["name"].astype(str).to_numpy(),
+                       "count": pd.to_numeric(api["count"], errors="coerce").to_numpy(dtype="float64"),
+                       "total_us": pd.to_numeric(api["total_us"], errors="coerce").to_numpy(dtype="float64"),
+                       "max_us": pd.to_numeric(api["max_us"], errors="coerce").to_numpy(dtype="float64")})
+    return df.groupby("name").agg(count=("count", "sum"), total_us=("total_us", "sum"), max_us=("max_us", "max"))
+
+
+def _first_present(api: pd.DataFrame, names: Sequence[str]) -> str | None:
+    return next((n for n in names if n in api.index and api.at[n, "count"] > 0), None)
+
+
+def _sum(api: pd.DataFrame, names: Sequence[str]) -> tuple[float, float]:
+    """(count, total_us) over the names present."""
+    sub = api.loc[[n for n in names if n in api.index]]
+    return float(sub["count"].sum()), float(sub["total_us"].sum())
+
+
+def _executes(api: pd.DataFrame, r: Mapping[str, Any]) -> tuple[float, float, str | None]:
+    name = _first_present(api, r["execute_apis"]) or _first_present(api, r["execute_async_apis"])
+    if name is None:
+        return 0.0, 0.0, None
+    return float(api.at[name, "count"]), float(api.at[name, "total_us"]), name
+
+
+def _severity(saving: float, window: float, r: Mapping[str, Any]) -> Any:
+    return severity_for(saving / window, r["severity"]) if window > 0 else "info"
+
+
+def _sync_copy(ctx: AnalysisContext, api: pd.DataFrame, busy: float, window: float) -> Finding | None:
+    r = ctx.rules
+    name = _first_present(api, r["sync_copy_apis"])
+    if name is None:
+        return None
+    count, total, worst = float(api.at[name, "count"]), float(api.at[name, "total_us"]), float(api.at[name, "max_us"])
+    if total < float(r["min_api_us"]):
+        return None
+    executes, _, exec_api = _executes(api, r)
+    frac = float(r["sync_copy"]["recoverable_fraction"])
+    saving = min(total * frac, busy) if busy > 0 else total * frac
+    async_n, async_us = _sum(api, r["async_copy_apis"])
+    per_exec = count / executes if executes else None
+    rows = [[n, int(api.at[n, "count"]), round(float(api.at[n, "total_us"]), 3),
+             round(float(api.at[n, "total_us"]) / max(float(api.at[n, "count"]), 1.0), 3)]
+            for n in [*r["sync_copy_apis"], *r["async_copy_apis"], *r["execute_apis"]] if n in api.index]
+    return ctx.finding(
+        rule=RULE_COPY.id,
+        title=f"{int(count)} synchronous copies ({name}): {total:.1f} us ({pct(total / window)} of the analyzed "
+              "time)",
+        severity=_severity(saving, window, r),
+        ops=[],
+        evidence={"api": name, "calls": int(count), "total_us": total, "avg_us": total / max(count, 1.0),
+                  "max_us": worst, "calls_per_execute": round(per_exec, 3) if per_exec else None,
+                  "execute_api": exec_api, "async_copy_calls": int(async_n), "async_copy_us": async_us,
+                  "device_busy_us": busy, "source": "api_statistic",
+                  "table": table(["api", "calls", "total_us", "avg_us"], rows)},
+        estimated_saving_us=saving,
+        basis=(f"{frac:.0%} (sync_copy.recoverable_fraction) of the {name} time, which async copies on a copy "
+               "stream overlap with device work; at most the device busy time"),
+        recommendation=(
+            f"{name} runs {int(count)} times ({total / max(count, 1.0):.1f} us per call"
+            + (f", {per_exec:g} per {exec_api} call" if per_exec else "")
+            + "), blocking the host while the device waits. Allocate input/output buffers once with "
+              "aclrtMallocHost (pinned), copy with aclrtMemcpyAsync on a separate stream and synchronize just "
+              "before the data is used, so the copy of the next frame overlaps the current inference; where the "
+              "input comes from DVPP, pass its device buffer to the model without a copy."),
+        fix=Fix("code", "pinned buffers + aclrtMemcpyAsync on a copy stream, overlapped with inference",
+                {"snippet": "aclrtMallocHost(&host_in, size);            // once, at start-up\n"
+                            "aclrtMemcpyAsync(dev_in, size, host_in, size, ACL_MEMCPY_HOST_TO_DEVICE, copy_stream);\n"
+                            "aclrtSynchronizeStream(copy_stream);         // just before aclmdlExecuteAsync"}),
+        confidence=0.7,
+    )
+
+
+def _execute_gap(ctx: AnalysisContext, api: pd.DataFrame, busy: float, window: float) -> Finding | None:
+    r = ctx.rules
+    name = _first_present(api, r["execute_apis"])
+    if name is None or busy <= 0:
+        return None
+    count, total = float(api.at[name, "count"]), float(api.at[name, "total_us"])
+    gap = total - busy
+    share = gap / total if total > 0 else 0.0
+    if gap <= 0 or share < float(r["execute_gap"]["min_share"]):
+        return None
+    frac = float(r["execute_gap"]["recoverable_fraction"])
+    saving = gap * frac
+    waits_n, waits_us = _sum(api, r["sync_wait_apis"])
+    return ctx.finding(
+        rule=RULE_EXECUTE.id,
+        title=f"{name} takes {gap:.1f} us more than the device work it launches ({pct(share)} of its time)",
+        severity=_severity(saving, window, r),
+        ops=[],
+        evidence={"api": name, "calls": int(count), "execute_us": total, "avg_execute_us": total / max(count, 1.0),
+                  "device_busy_us": busy, "device_busy_per_execute_us": busy / max(count, 1.0), "gap_us": gap,
+                  "gap_share": share, "sync_wait_calls": int(waits_n), "sync_wait_us": waits_us,
+                  "source": "api_statistic + device tasks"},
+        estimated_saving_us=saving,
+        basis=(f"{frac:.0%} (execute_gap.recoverable_fraction) of the {name} time not covered by device tasks "
+               "(execute time minus device busy time), which overlapping calls and batching hide"),
+        recommendation=(
+            f"Each {name} call takes {total / max(count, 1.0):.1f} us on the host for "
+            f"{busy / max(count, 1.0):.1f} us of device work: the rest is per-call submission, synchronization "
+            "and input/output handling, and the device idles in between. Run aclmdlExecuteAsync on two or more "
+            "streams (one loaded model instance per concurrent stream) with pre/post-processing in other threads, "
+            "batch frames (a larger static batch or atc --dynamic_batch_size), and pass device buffers the model "
+            "reads directly."),
+        fix=Fix("code", "pipeline inference: aclmdlExecuteAsync on several streams, batching",
+                {"snippet": "aclmdlExecuteAsync(model_id[k], in[k], out[k], stream[k]);  // k = frame % n_streams\n"
+                            "aclrtSynchronizeStream(stream[(k + 1) % n_streams]);       // collect the older frame"}),
+        confidence=0.5,
+    )
+
+
+def _model_load(ctx: AnalysisContext, api: pd.DataFrame, window: float) -> Finding | None:
+    r = ctx.rules
+    present = [n for n in r["load_apis"] if n in api.index]
+    count, total = _sum(api, present)
+    if count <= int(r["max_loads"]) or total < float(r["min_api_us"]):
+        return None
+    saving = min(total * (count - 1) / count, window)
+    rows = [[n, int(api.at[n, "count"]), round(float(api.at[n, "total_us"]), 3)] for n in present]
+    return ctx.finding(
+        rule=RULE_LOAD.id,
+        title=f"Model loaded {int(count)} times: {total:.1f} us",
+        severity=_severity(saving, window, r),
+        ops=[],
+        evidence={"loads": int(count), "load_us": total, "max_loads": int(r["max_loads"]), "source": "api_statistic",
+                  "table": table(["api", "calls", "total_us"], rows)},
+        estimated_saving_us=saving,
+        basis="every load but the first: load time x (loads - 1) / loads",
+        recommendation=(f"The model is loaded {int(count)} times ({total / count:.1f} us each). Load it once at "
+                        "start-up, keep the model id and its input/output datasets, and reuse them for every "
+                        "inference."),
+        fix=Fix("code", "load the model once and reuse the model id",
+                {"snippet": "aclmdlLoadFromFile(om_path, &model_id);  // once, before the loop"}),
+        confidence=0.8,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# msproftx ranges
+# ---------------------------------------------------------------------------------------------------------
+def _leaves(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Ranges that contain no other range (nesting: a loop range holding its sleep and pre-process ranges)."""
+    order = np.lexsort((-end, start))
+    s, e = start[order], end[order]
+    leaf = np.ones(len(s), dtype=bool)
+    # a range is a parent when the next range (by start) starts inside it and ends no later than it
+    nxt_start, nxt_end = s[1:], e[1:]
+    parent = (nxt_start >= s[:-1]) & (nxt_end <= e[:-1]) & ((nxt_start > s[:-1]) | (nxt_end < e[:-1]))
+    leaf[:-1] &= ~parent
+    out = np.empty(len(s), dtype=bool)
+    out[order] = leaf
+    return out
+
+
+def _kind(name: str, kinds: Mapping[str, str]) -> str:
+    for kind in ("idle", "preprocess", "postprocess"):
+        if re.search(kinds[kind], name):
+            return kind
+    return "other"
+
+
+_TX_ADVICE = {
+    "idle": ("the host sleeps or waits in the loop while the device has nothing to do: remove the sleep / extra "
+             "synchronization, or move the wait out of the inference thread", "remove the sleep/wait from the "
+             "inference loop"),
+    "preprocess": ("pre-processing runs on the host while the device waits: move colour conversion, resize and "
+                   "normalization to DVPP / static AIPP (atc --insert_op_conf), and run what remains in its own "
+                   "thread with a queue so frame n+1 is prepared during inference of frame n",
+                   "AIPP/DVPP pre-processing; pre-process in a separate thread"),
+    "postprocess": ("post-processing runs on the host while the device waits: run it in its own thread with a "
+                    "queue (pipelined with the next inference), and move NMS/decoding into the model where the SoC "
+                    "has the op", "post-process in a separate thread, pipelined with inference"),
+    "other": ("host work with the device idle: pipeline it with inference (separate threads and streams) or "
+              "shorten it", "pipeline host work with inference"),
+}
+
+
+def _tx_ranges(ctx: AnalysisContext, window: float) -> list[Finding | None]:
+    r = ctx.rules
+    t = r["tx"]
+    tx = ctx.profile.tx
+    start = tx["start_us"].to_numpy(dtype="float64")
+    dur = tx["duration_us"].to_numpy(dtype="float64")
+    ok = np.isfinite(start) & np.isfinite(dur) & (dur > 0)
+    if not ok.any() or window <= 0:
+        return []
+    names = tx["name"].astype(str).to_numpy()[ok]
+    s, e = start[ok], start[ok] + dur[ok]
+    leaf = _leaves(s, e)
+    ops = ctx.profile.ops
+    bs, be = union(ops["start_us"].to_numpy(dtype="float64"),
+                   (ops["start_us"] + ops["duration_us"]).to_numpy(dtype="float64")) if len(ops) else \
+        (np.zeros(0), np.zeros(0))
+    aligned = len(bs) > 0 and bool(((bs < e.max()) & (be > s.min())).any())
+    inside = overlap(bs, be, s, e) if aligned else np.zeros(len(s))
+    df = pd.DataFrame({"name": names[leaf], "dur": (e - s)[leaf], "device": inside[leaf]})
+    per = df.groupby("name", sort=False).agg(calls=("dur", "size"), total_us=("dur", "sum"), max_us=("dur", "max"),
+                                             device_us=("device", "sum"))
+    per["host_us"] = (per["total_us"] - per["device_us"]).clip(lower=0.0)
+    per = per.sort_values("host_us", ascending=False)
+    out: list[Finding | None] = []
+    for name, row in per.iterrows():
+        host = float(row["host_us"])
+        if host < float(t["min_host_us"]) or host / window < float(t["min_share"]):
+            continue
+        kind = _kind(str(name), t["kinds"])
+        frac = float(t["recoverable_fraction"][kind])
+        saving = host * frac
+        advice, summary = _TX_ADVICE[kind]
+        out.append(ctx.finding(
+            rule=RULE_TX.id,
+            title=f"msproftx range '{name}': {host:.1f} us of host-only time ({pct(host / window)} of the analyzed "
+                  f"time, {kind})",
+            severity=_severity(saving, window, r),
+            ops=[],
+            evidence={"range": str(name), "kind": kind, "calls": int(row["calls"]), "total_us": float(row["total_us"]),
+                      "max_us": float(row["max_us"]), "device_busy_inside_us": float(row["device_us"]),
+                      "host_only_us": host, "window_us": window, "source": "msprof_tx",
+                      "device_clock_aligned": aligned,
+                      "table": table(["range", "calls", "total_us", "device_busy_inside_us", "host_only_us", "kind"],
+                                     [[str(n), int(v["calls"]), round(float(v["total_us"]), 3),
+                                       round(float(v["device_us"]), 3), round(float(v["host_us"]), 3),
+                                       _kind(str(n), t["kinds"])] for n, v in per.head(10).iterrows()])},
+            estimated_saving_us=saving,
+            basis=(f"{frac:.0%} (tx.recoverable_fraction.{kind}) of the range time minus the device busy time "
+                   "inside it" + ("" if aligned else " (device tasks not on the range's clock: taken as 0)")),
+            recommendation=(f"Range '{name}' ({int(row['calls'])} call(s), {float(row['total_us']) / 1e3:.1f} ms, "
+                            f"{float(row['device_us']) / 1e3:.1f} ms of it with the device busy): {advice}."),
+            fix=Fix("code", summary, {"range": str(name), "kind": kind}),
+            confidence=0.8 if kind == "idle" else 0.5,
+        ))
+    return out
+
+
+@hookimpl
+def advisor_knowledge_bases() -> list[type[KnowledgeBase]]:
+    return [HostInferenceKB]
