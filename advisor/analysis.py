@@ -117,13 +117,17 @@ class RankSummary:
     """The rank's time model (window, steps, compute / communication / free): small, no op rows."""
     small_extras: dict[str, Any]
     """Extras cheap to pass between processes (profiler metadata), for cluster-scope knowledge bases."""
+    model_summary: dict[str, Any] | None = None
+    """The rank's ``model_summary`` (advisor.model_summary: work, utilization, block dim, memory traffic, Memory
+    Bound, L2 hit rate, execute calls)."""
 
     def rank_data(self) -> RankData:
         return RankData(self.meta.rank, self.meta, self.steps, self.comm, self.communication_matrix, self.busy_us,
                         self.device_time_us, self.time)
 
     @classmethod
-    def of(cls, profile: Profile) -> RankSummary:
+    def of(cls, profile: Profile, platform: dict[str, Any] | None = None, rules: EffectiveRules | None = None
+           ) -> RankSummary:
         ops = profile.ops
         by_type = ops.groupby("type", observed=True)["duration_us"].agg(["count", "sum"])
         by_core = ops.groupby("core", observed=True)["duration_us"].sum()
@@ -134,7 +138,8 @@ class RankSummary:
         return cls(profile.meta, len(ops), profile.device_time_us(), busy, by_type, by_core,
                    profile.steps, join_ops, profile.comm, profile.extras.get("communication_matrix"),
                    set(profile.available), profile.time,
-                   {k: v for k, v in profile.extras.items() if k in ("profiler_metadata",)})
+                   {k: v for k, v in profile.extras.items() if k in ("profiler_metadata",)},
+                   _model_summary(profile, platform, rules))
 
     def limits(self) -> score.Limits:
         """What a finding on this rank may claim (see :func:`advisor.score.bound_savings`)."""
@@ -147,6 +152,15 @@ class RankSummary:
     def window_us(self) -> float:
         """The analyzed window of this rank (``time.window_us``): what every share and the score divide by."""
         return self.time.window_us
+
+
+def _model_summary(profile: Profile, platform: dict[str, Any] | None, rules: EffectiveRules | None
+                   ) -> dict[str, Any] | None:
+    if platform is None or rules is None:
+        return None
+    from advisor.model_summary import summarize
+
+    return summarize(profile, platform, rules)
 
 
 @dataclass
@@ -171,7 +185,7 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
     hint = chip or profile.meta.chip or (graph.soc_version if graph is not None else None)
     platform = resolve_platform(rules, hint)
     findings, statuses = engine.run(infos, profile, graph, rules, platform, time_limit_s)
-    return RankResult(RankSummary.of(profile), findings, statuses, platform)
+    return RankResult(RankSummary.of(profile, platform, rules), findings, statuses, platform)
 
 
 def _worker_analyze_rank(args: tuple[Any, ...]) -> RankResult:
@@ -459,4 +473,15 @@ def build_report(path: Path, ranks: list[RankSummary], graph: ModelGraph | None,
         "findings": out_findings,
         "waived": [w.to_dict() for w in waived],
         "cluster": _cluster(ranks),
+        "model_summary": _model_summaries(ranks),
     }
+
+
+def _model_summaries(ranks: list[RankSummary]) -> dict[str, Any] | None:
+    """The model summary of a single rank, or ``{"ranks": [...]}`` with each rank's."""
+    have = [r for r in ranks if r.model_summary is not None]
+    if not have:
+        return None
+    if len(ranks) == 1:
+        return have[0].model_summary
+    return {"ranks": [{"rank": r.meta.rank, **(r.model_summary or {})} for r in have]}

@@ -294,3 +294,40 @@ def basis(platform: Mapping[str, Any], rules: Mapping[str, Any], graph_format: s
         text += (f"; fp32 ops assumed to run as {rules['precision']['onnx_runs_as']} (ATC's default "
                  "--precision_mode=force_fp16)")
     return text
+
+
+_SHAPE_KEYS = ("type", "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
+               "output_formats")
+
+
+def profile_work(ops: pd.DataFrame, rules: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(FLOPs, bytes, unit) of each row of a profile's ops table from its tensor descriptions, computed once per
+    distinct (type, shapes, dtypes, formats) combination; NaN where the profile has no shapes."""
+    from advisor.model import parse_list, parse_shapes
+
+    n = len(ops)
+    if not n:
+        return np.zeros(0), np.zeros(0), np.zeros(0, dtype=object)
+    codes = np.zeros(n, dtype=np.int64)
+    for key in _SHAPE_KEYS:
+        col = ops[key] if isinstance(ops[key].dtype, pd.CategoricalDtype) else ops[key].astype("category")
+        c = col.cat.codes.to_numpy().astype(np.int64) + 1
+        codes, _ = pd.factorize(codes * (len(col.cat.categories) + 2) + c, sort=False)
+        codes = codes.astype(np.int64)
+    first = np.unique(codes, return_index=True)[1]
+    out_flops = np.full(len(first), np.nan)
+    out_bytes = np.full(len(first), np.nan)
+    out_unit = np.empty(len(first), dtype=object)
+    for k, i in enumerate(first):
+        row = ops.iloc[int(i)]
+        op_type = str(row["type"]) if pd.notna(row["type"]) else ""
+        ins, outs = list(parse_shapes(row["input_shapes"])), list(parse_shapes(row["output_shapes"]))
+        in_fmt = [canonical_format(f) for f in parse_list(row["input_formats"])]
+        out_fmt = [canonical_format(f) for f in parse_list(row["output_formats"])]
+        flops, nbytes, unit = op_work(op_type, ins, list(parse_list(row["input_dtypes"])), in_fmt, outs,
+                                      list(parse_list(row["output_dtypes"])), out_fmt, rules)
+        if not ins and not outs:
+            flops, nbytes = math.nan, math.nan
+        out_flops[k], out_bytes[k], out_unit[k] = flops, (nbytes if nbytes > 0 else math.nan), unit
+    # factorize numbers combinations 0..k-1 in order of appearance, and first[k] is the first row of combination k
+    return out_flops[codes], out_bytes[codes], out_unit[codes]

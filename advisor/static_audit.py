@@ -130,4 +130,4 @@ def analyze(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo], rule
     findings, statuses = engine.run(keep, profile, graph, rules, platform, time_limit_s)
     factor = float(rules.for_kb("costmodel").get("static_confidence_factor", 1.0))
     findings = label(findings, graph_rule_ids(keep), statuses, factor)
-    return RankResult(RankSummary.of(profile), findings, statuses + skipped, platform)
+    return RankResult(RankSummary.of(profile, platform, rules), findings, statuses + skipped, platform)

@@ -29,6 +29,7 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, Severity, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 from advisor.model import parse_list, parse_shapes
+from advisor.platform import has_tool
 
 # ---------------------------------------------------------------------------------------------------------
 # small helpers
@@ -102,11 +103,23 @@ def _text(value: object) -> str:
     return str(value)
 
 
+def aoe_tuning(ctx: AnalysisContext, what: str = "Tune them") -> str:
+    """The tuning sentence: AOE operator tuning where the chip's toolchain has AOE, else what replaces it."""
+    if has_tool(ctx.platform, "aoe"):
+        return f"{what} with AOE operator tuning (aoe --job_type=2)"
+    return (f"{ctx.platform.get('soc')}'s toolchain has no AOE: change the model instead (fuse the layer with its "
+            "neighbours, smaller dtypes, shapes the kernels tile well)")
+
+
 def tune_fix(ctx: AnalysisContext, summary: str, names: list[str]) -> Fix:
     """AOE operator tuning of ``names``: the offline command for ATC models; for framework (eager) profiles the
-    op list only, since the model is tuned from the training script there."""
+    op list only, since the model is tuned from the training script there; a model change where the chip's
+    toolchain has no AOE (SS928/SS927)."""
     framework = (ctx.profile.meta.framework or "").lower()
     data = {"tune_ops_name": names[:50]}
+    if not has_tool(ctx.platform, "aoe"):
+        return Fix("code", f"no AOE for {ctx.platform.get('soc')}: fuse / re-shape these layers in the model",
+                   {"ops": names[:50]})
     if framework in ("pytorch", "mindspore"):
         return Fix("config", summary + " (op tuning of the framework graph; the list is AOE's tune_ops_name)", data)
     return Fix("config", summary, data, "aoe --framework=5 --model=<model.onnx> --job_type=2")
@@ -441,9 +454,9 @@ def block_dim(ctx: AnalysisContext, ops: pd.DataFrame, busy: float) -> list[Find
         estimated_saving_us=total,
         basis=f"per task: duration x (1 - blocks / (waves x cores)) x {realism:g} (block_dim.realism: tiling and "
               "per-core overheads keep part of the idle share)",
-        recommendation=f"{top}: their last wave leaves cores idle. Tune their tiling with AOE operator tuning "
-                       "(aoe --job_type=2) or choose shapes whose split divides into the core count; for custom "
-                       "kernels set the block dim to a multiple of the core count.",
+        recommendation=f"{top}: their last wave leaves cores idle. {aoe_tuning(ctx, 'Tune their tiling')} or "
+                       "choose shapes whose split divides into the core count; for custom kernels set the block dim "
+                       "to a multiple of the core count.",
         fix=tune_fix(ctx, "tune tiling / block dim of these ops with AOE operator tuning", list(by_op)),
         confidence=confidence,
         saving_by_op=by_op,
@@ -519,8 +532,8 @@ def no_bound(ctx: AnalysisContext, ops: pd.DataFrame, busy: float) -> list[Findi
         estimated_saving_us=total,
         basis=f"per task: duration x (1 - busiest pipe ratio / {bound:g}) x {realism:g} (no_bound.realism): a tuned "
               "op's busiest pipe reaches the bound ratio",
-        recommendation=f"{top}: no pipe is busy, so latency, synchronisation or the tiling limits them. Tune them "
-                       "with AOE operator tuning (aoe --job_type=2) and check their block dim and shape alignment.",
+        recommendation=f"{top}: no pipe is busy, so latency, synchronisation or the tiling limits them. "
+                       f"{aoe_tuning(ctx)} and check their block dim and shape alignment.",
         fix=tune_fix(ctx, "tune these ops with AOE operator tuning", list(by_op)),
         confidence=0.5,
         saving_by_op=by_op,
@@ -815,7 +828,7 @@ def cube_checks(ctx: AnalysisContext, ops: pd.DataFrame, busy: float) -> list[Fi
                 estimated_saving_us=total,
                 basis=f"optimization space: time x (1 - mac ratio / {mac_t:g}) x {realism:g} (cube.realism); MTE2 "
                       f"bound: time x {cfg.get('mte2_saving_fraction', 0.1):g} (cube.mte2_saving_fraction)",
-                recommendation="Tune the tiling of these matmuls with AOE (aoe --job_type=2) and align their shapes; "
+                recommendation=f"{aoe_tuning(ctx, 'Tune the tiling of these matmuls')} and align their shapes; "
                                "for MTE2-bound ones keep the weights in FRACTAL_NZ "
                                "(torch_npu.npu_format_cast(w, 29)) or raise the rows per call (batch more tokens).",
                 fix=tune_fix(ctx, "tune these matmuls with AOE operator tuning", list(by_op)),

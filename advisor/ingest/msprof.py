@@ -463,6 +463,16 @@ def _read_summaries(directory: Path, meta: Meta, profile: Profile) -> None:
     tx = [optional_table(p, meta, read_tx) for p in find_kind(directory, "msprof_tx", meta)]
     if any(t is not None and len(t) for t in tx):
         profile.tx = concat(tx, TX_COLUMNS)
+    l2 = [optional_table(p, meta, _read_l2_cache) for p in find_kind(directory, "l2_cache", meta)]
+    if any(t is not None and len(t) for t in l2):
+        profile.extras["l2_cache"] = pd.concat([t for t in l2 if t is not None], ignore_index=True)
+
+
+def _read_l2_cache(path: Path, meta: Meta) -> pd.DataFrame:
+    """l2_cache (same header as torch_npu's l2_cache.csv, plus Device_id) -> ``extras["l2_cache"]``."""
+    from advisor.ingest.torch_npu import read_l2_cache
+
+    return read_l2_cache(path, meta)
 
 
 def _read_cann6(device_dir: Path, meta: Meta) -> Profile:

@@ -1,0 +1,158 @@
+"""memory-bound: layers whose time goes to moving data, by the chip's own Memory Bound definition.
+
+The SS928/SS927 SoC profiling guide defines, per layer of a JOB summary, ``Memory Bound = max(Dstr, DLD, WLD) /
+max(Mac Busy, Vec Ppen)`` (DDR store, feature-map load and weight load against the busiest compute unit); msprof
+writes ``memory_bound = mte2_ratio / max(mac_ratio, vec_ratio)`` in op_summary. Above 1 a layer waits for data more
+than it computes. The advice depends on which transfer dominates (on the SoC: stores, feature-map loads or weight
+loads) and on the toolchain: the SoC's has no AOE, so it is never suggested there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor import hookimpl
+from advisor.findings import Finding, Fix, table
+from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
+from advisor.model_summary import COMPUTE_CORES, SOC_FORMULA, memory_bound_ratio
+from advisor.platform import has_tool
+from knowledge_bases._common import pct, severity_for
+
+RULE = RuleDoc(
+    id="memory-bound.layers",
+    title="Layers bound by data movement (Memory Bound > 1)",
+    what="Takes each compute task's Memory Bound -- the SoC guide's max(Dstr, DLD, WLD) / max(Mac Busy, Vec Ppen) "
+         "for SS928/SS927 JOB summaries, msprof's mte2_ratio / max(mac_ratio, vec_ratio) elsewhere (the profile's "
+         "column, else computed from the pipe ratios) -- and reports the layers above the threshold, with the "
+         "transfer that dominates them.",
+    why="A layer above 1 spends more time moving data between DDR/HBM and the core than computing: the compute "
+        "units idle. The part of its time beyond compute, time x (1 - 1/MemoryBound), is what less traffic can "
+        "recover (recoverable_fraction of it is counted). Above model_share of the compute time the whole model "
+        "is memory bound (msprof rule_memory_bound_1).",
+    how_to_fix="Move fewer bytes: fuse the layer with its neighbours so intermediates stay on chip (UB fusion; on "
+               "the SoC, conv + activation + pooling in one layer), use 16-bit or int8 tensors, keep layouts "
+               "consistent (no TransData round trips). Weight-load bound layers: int8 weights or a larger batch "
+               "that reuses each weight; store-bound layers: fuse the consumer. Where the toolchain has AOE "
+               "(ATC models on Ascend, not the SS928/SS927 SVP toolchain), tune tiling with AOE so transfers are "
+               "larger.",
+    thresholds=("threshold", "min_op_us", "min_saving_us", "recoverable_fraction", "model_share", "max_rows",
+                "severity"),
+    needs=("ops", "metrics"),
+)
+
+_SOC_PARTS = {
+    "soc_dstr_ratio": ("DDR stores (Dstr)", "the layer writes its output feature map to DDR: fuse it with its "
+                       "consumer (activation, pooling, eltwise in the same layer) or shrink the output (fewer "
+                       "channels, 8-bit feature maps)"),
+    "soc_dld_ratio": ("feature-map loads (DLD)", "the layer reads its input feature map from DDR: fuse it with "
+                      "its producer, lower the input resolution or channel count, or use 8-bit feature maps"),
+    "soc_wld_ratio": ("weight loads (WLD)", "the layer streams its weights from DDR: quantize the weights to "
+                      "int8 (or lower), reuse each weight over a larger batch, or prune channels"),
+}
+
+
+class MemoryBoundKB(KnowledgeBase):
+    id = "memory-bound"
+    title = "Layers bound by data movement (the chip's Memory Bound)"
+    version = "1.0.0"
+    api_version = "1"
+    requires = ("ops",)
+    rules_file = "memory-bound"
+    rules = (RULE,)
+
+    def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        r = ctx.rules
+        ops = ctx.profile.ops
+        ratio, formula = memory_bound_ratio(ops)
+        compute = ops["core"].isin(COMPUTE_CORES).to_numpy(dtype=bool)
+        ok = compute & np.isfinite(ratio)
+        if not ok.any():
+            ctx.note("memory-bound: no Memory Bound in the profile (needs PipeUtilization metrics: mte2/mac/vec "
+                     "ratios, or a SoC JOB summary)")
+            return []
+        dur = ops["duration_us"].to_numpy(dtype="float64")
+        limit = float(r["threshold"])
+        bound = ok & (ratio > limit)
+        if not bound.any():
+            return []
+        frac = float(r["recoverable_fraction"])
+        extra = np.where(bound, np.nan_to_num(dur) * (1.0 - 1.0 / np.where(bound, ratio, 1.0)), 0.0)
+        rows = pd.DataFrame({"name": ops["name"].astype(str).to_numpy()[bound],
+                             "type": ops["type"].astype(str).to_numpy()[bound],
+                             "dur": dur[bound], "ratio_x_dur": (ratio * np.nan_to_num(dur))[bound],
+                             "extra": extra[bound]})
+        for col in _SOC_PARTS:
+            if col in ops.columns:
+                rows[col] = ops[col].to_numpy(dtype="float64")[bound] * rows["dur"].to_numpy()
+        per = rows.groupby(["name", "type"], sort=False).sum(min_count=1).reset_index()
+        per = per[per["dur"] >= float(r["min_op_us"])]
+        if not len(per):
+            return []
+        per["saving"] = per["extra"] * frac
+        saving = float(per["saving"].sum())
+        if saving < float(r["min_saving_us"]):
+            return []
+        per = per.sort_values("saving", ascending=False)
+        busy = float(ctx.profile.busy_time_us())
+        compute_time = float(np.nansum(dur[ok]))
+        share_bound = float(per["dur"].sum()) / compute_time if compute_time > 0 else 0.0
+        soc = formula == SOC_FORMULA
+        part, part_advice = _dominant(per) if soc else (None, "")
+        table_rows = [[str(x.name), str(x.type), round(float(x.dur), 3), round(float(x.ratio_x_dur / x.dur), 3),
+                       round(float(x.saving), 3)] for x in per.head(int(r["max_rows"])).itertuples()]
+        return [ctx.finding(
+            rule=RULE.id,
+            title=(f"{len(per)} layer(s) memory bound (Memory Bound > {limit:g}): {per['dur'].sum():.1f} us, "
+                   f"{pct(share_bound)} of the compute time"),
+            severity=severity_for(saving / busy, r["severity"]) if busy > 0 else "info",  # type: ignore[arg-type]
+            ops=[str(n) for n in dict.fromkeys(per["name"])],
+            evidence={"formula": formula, "threshold": limit, "layers": int(len(per)),
+                      "memory_bound_us": float(per["dur"].sum()), "share_of_compute_time": share_bound,
+                      "model_memory_bound": share_bound > float(r["model_share"]), "dominant_transfer": part,
+                      "source": "SoC JOB op_summary" if soc else "op_summary pipe ratios",
+                      "table": table(["layer", "type", "time_us", "memory_bound", "saving_us"], table_rows)},
+            estimated_saving_us=saving,
+            basis=(f"per layer: time x (1 - 1/MemoryBound), the time data movement adds beyond compute, x "
+                   f"{frac:g} (recoverable_fraction)"),
+            recommendation=_advice(ctx, part, part_advice, share_bound, float(r["model_share"]), soc),
+            fix=Fix("code", "cut the bytes these layers move (fusion, smaller dtypes, weight reuse)",
+                    {"layers": [str(n) for n in per["name"].head(int(r["max_rows"]))],
+                     "dominant_transfer": part}),
+            confidence=0.6,
+            saving_by_op={str(n): float(s) for n, s in per.groupby("name", sort=False)["saving"].sum().items()},
+        )]
+
+
+def _dominant(per: pd.DataFrame) -> tuple[str | None, str]:
+    """The SoC transfer (store / feature-map load / weight load) with the most time-weighted ratio."""
+    totals = {c: float(per[c].sum()) for c in _SOC_PARTS if c in per.columns and per[c].notna().any()}
+    if not totals:
+        return None, ""
+    best = max(totals, key=lambda c: totals[c])
+    return _SOC_PARTS[best]
+
+
+def _advice(ctx: AnalysisContext, part: str | None, part_advice: str, share: float, model_share: float,
+            soc: bool) -> str:
+    platform: Mapping[str, Any] = ctx.platform
+    lead = (f"These layers wait for data more than they compute; {pct(share)} of the compute time is in them"
+            + (" -- the model as a whole is memory bound. " if share > model_share else ". "))
+    if soc:
+        text = lead + (f"Their dominant transfer is {part}: {part_advice}. " if part else "")
+        text += ("Check DDR Read/Write per layer in the JOB summary after the change. The SoC toolchain has no "
+                 "AOE: the fix is in the model (fusion, dtypes, shapes).")
+        return text
+    text = lead + ("Move fewer bytes: fuse them with their neighbours so intermediates stay on chip (UB fusion), "
+                   "use 16-bit (or int8) tensors, and avoid TransData round trips between them.")
+    if has_tool(platform, "aoe") and ctx.profile.meta.context == "om-acl":
+        text += " Then tune their tiling with AOE operator tuning (aoe --framework=5 --model=<model> --job_type=2)."
+    return text
+
+
+@hookimpl
+def advisor_knowledge_bases() -> list[type[KnowledgeBase]]:
+    return [MemoryBoundKB]
