@@ -608,16 +608,26 @@ def _emit(ctx: AnalysisContext, rule: str, pre: _Preprocess, stats: pd.DataFrame
         evidence["todo"] = todo
     if total_us > 0:
         evidence["share_of_device_time"] = round(saving / total_us, 4)
+    rewrite = _model_rewrite(ctx, pre, cmdline) if source == "graph" else None
+    data: dict[str, Any] = {"aipp_op": params, "text": text, "file": CONFIG_FILE, "flags": flags,
+                            "model_input": {"name": pre.input, "becomes": "uint8 NHWC"}}
+    if rewrite:
+        data["model_rewrite"] = rewrite
     fix = Fix(
         kind="aipp-config",
         summary=f"static AIPP on input {pre.input} ({params['input_format']}), written to {CONFIG_FILE}",
-        data={"aipp_op": params, "text": text, "file": CONFIG_FILE, "flags": flags},
+        data=data,
         command=_atc_command(cmdline, flags),
     )
     kinds = ", ".join(dict.fromkeys(pre.types.get(op, "") for op in pre.ops))
-    host = "" if str(pre.dtype or "").upper() in ("UINT8", "DT_UINT8") else (
-        f" The model input is {pre.dtype or 'not uint8'}: with AIPP it becomes uint8 NHWC, so feed raw images and "
-        "drop the matching host-side conversion/normalization.")
+    host = (f" With AIPP the model input '{pre.input}' becomes uint8 NHWC (the decoded image, "
+            f"{pre.height or 'H'}x{pre.width or 'W'}x{pre.channels or 'C'}): feed raw images and drop the matching "
+            "host-side conversion/normalization.")
+    if rewrite:
+        host += (" Build the OM from the model without these ops (`" + rewrite["command"] + "`), or it converts and "
+                 "normalizes twice.")
+    elif source == "graph":
+        host += " Remove the same ops from the model before conversion, or it converts and normalizes twice."
     basis = (f"absorbed ops' device time x (1 - residual_fraction {residual:g})"
              + ("" if measured else "; ops not in the profile: tensor bytes / platform hbm_gbps + launch overhead, "
                 "per inference"))
@@ -639,6 +649,34 @@ def _emit(ctx: AnalysisContext, rule: str, pre: _Preprocess, stats: pd.DataFrame
         confidence=confidence,
         saving_by_op=saving_by_op,
     )
+
+
+def _model_rewrite(ctx: AnalysisContext, pre: _Preprocess, cmdline: str | None) -> dict[str, Any] | None:
+    """``advisor fix MODEL --apply aipp-preprocess`` for an ONNX model (or an OM built from one), and the shape the
+    input has once the ops are gone (NCHW of the image): the model ATC must build with the AIPP config."""
+    mg = ctx.graph
+    if mg is None:
+        return None
+    model = None
+    if mg.format == "onnx":
+        model = str(mg.source)
+    else:
+        m = re.search(r"--model[= ](\S+)", cmdline or "")
+        framework = re.search(r"--framework[= ](\d+)", cmdline or "")
+        onnx_built = (framework is not None and framework.group(1) == "5") or \
+            str(mg.attrs.get("framework_type") or "") == "5"
+        if not onnx_built:
+            return None
+        model = m.group(1) if m else "model.onnx"
+    stem = re.sub(r"\.onnx$", "", model)
+    desc = (mg.node(pre.input).get("outputs") or [{}])[0] or {} if pre.input in mg.g else {}
+    shape = list(desc.get("origin_shape") or desc.get("shape") or [])
+    batch = int(shape[0]) if shape and isinstance(shape[0], int) and shape[0] > 0 else 1
+    out: dict[str, Any] = {"rule": "aipp-preprocess", "input": pre.input,
+                           "command": f"advisor fix {model} --apply aipp-preprocess -o {stem}.aipp.onnx"}
+    if pre.channels and pre.height and pre.width:
+        out["input_shape"] = [batch, int(pre.channels), int(pre.height), int(pre.width)]
+    return out
 
 
 def _atc_command(cmdline: str | None, flags: Sequence[str]) -> str:

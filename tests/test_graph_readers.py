@@ -85,11 +85,17 @@ def count_ge_onnx(path: Path) -> tuple[int, int, int, int]:
 
 
 def count_onnx_json(path: Path) -> tuple[int, int, int, int]:
+    """ONNX JSON: the nodes, plus one Data node per model input and one Const node per initializer a node reads;
+    an edge per node input that one of them produces."""
     doc = json.loads(path.read_text(encoding="utf-8"))
     graph = doc.get("graph", doc)
-    produced = {o for n in graph["node"] for o in n.get("output", [])}
+    inits = {t["name"] for t in graph.get("initializer", [])}
+    inputs = {v["name"] for v in graph.get("input", [])} - inits
+    read = {i for n in graph["node"] for i in n.get("input", [])}
+    produced = {o for n in graph["node"] for o in n.get("output", [])} | inputs | (inits & read)
     refs = [i for n in graph["node"] for i in n.get("input", []) if i in produced]
-    return len(graph["node"]), len(refs), 0, sum(n["op_type"] == "TransData" for n in graph["node"])
+    nodes = len(graph["node"]) + len(inputs) + len(inits & read)
+    return nodes, len(refs), 0, sum(n["op_type"] == "TransData" for n in graph["node"])
 
 
 COUNTERS = {"om.json": count_om_json, "ge_proto.txt": count_ge_proto, "ge_onnx.pbtxt": count_ge_onnx,
@@ -308,12 +314,17 @@ def test_onnx_model_built_with_helper(tmp_path: Path) -> None:
 
     mg = load_graph(path)
     assert mg.format == "onnx" and mg.attrs["producer_name"] == "test"
-    assert mg.g.number_of_nodes() == 7  # 5 + one node in each branch
-    assert set(mg.g.nodes) == {"MatMul_0", "Cast_1", "ReduceSum_2", "Greater_3", "If_4", "then_id", "else_neg"}
-    # graph inputs and initializers are not nodes: MatMul has no in-edges, Greater one (from ReduceSum)
+    assert mg.g.number_of_nodes() == 10  # 5 + one node in each branch + input x, initializers w and zero
+    assert set(mg.g.nodes) == {"MatMul_0", "Cast_1", "ReduceSum_2", "Greater_3", "If_4", "then_id", "else_neg",
+                               "x", "w", "zero"}
+    # the model input is a Data node, the initializers Const nodes (small ones with their values)
+    assert mg.node("x")["type"] == "Data" and mg.node("x")["outputs"][0]["shape"] == [1, 4]
+    assert mg.node("w")["type"] == "Const" and mg.node("w")["attrs"]["value"] == [0.0] * 32
+    assert mg.node("zero")["engine"] == "GE_LOCAL"
     data = sorted((u, v, d["src_index"], d["dst_index"]) for u, v, d in mg.g.edges(data=True))
     assert data == [("Cast_1", "ReduceSum_2", 0, 0), ("Greater_3", "If_4", 0, 0), ("MatMul_0", "Cast_1", 0, 0),
-                    ("ReduceSum_2", "Greater_3", 0, 0)]
+                    ("ReduceSum_2", "Greater_3", 0, 0), ("w", "MatMul_0", 0, 1), ("x", "MatMul_0", 0, 0),
+                    ("zero", "Greater_3", 0, 1)]
     cast = mg.node("Cast_1")
     assert cast["attrs"]["to"] == "FLOAT16" and cast["engine"] == "UNKNOWN"
     assert cast["inputs"][0]["dtype"] == "FLOAT" and cast["inputs"][0]["shape"] == [1, 8]

@@ -53,18 +53,21 @@ MAX_PROTO_BYTES = 2**31 - 1
               help="onnxruntime graph optimizations while verifying ('disable' measures the graph as written).")
 @click.option("--atc-config", "report_path", type=click.Path(path_type=Path),
               help="An advisor JSON report: write fusion_switch.cfg, aipp.cfg and atc_command.txt from its fixes.")
+@click.option("--merge-switch", "merge_switch", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="With --atc-config: the build's own fusion switch file, merged into fusion_switch.cfg (its "
+                   "settings kept) instead of replaced.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def command(model: Path | None, apply_: tuple[str, ...], out: Path | None, params: tuple[str, ...],
             allow_contrib: bool, accept_approx: bool, accept: tuple[str, ...], verify: bool, runs: int, warmup: int,
             atol: float, rtol: float, min_gain: float, shapes: tuple[str, ...], seed: int, ort_opt: str,
-            report_path: Path | None, fmt: str) -> None:
+            report_path: Path | None, merge_switch: Path | None, fmt: str) -> None:
     """Apply mechanical fixes: rewrite an ONNX MODEL (--apply, checked, optionally --verify'd), or turn a
     report's ATC fixes into config files (--atc-config). Without either, list what would match in MODEL."""
     console = Console(width=None if sys.stdout.isatty() else 160, highlight=False)
     if report_path is not None:
         if apply_:
             raise UsageError("--atc-config and --apply are separate modes; run them one at a time")
-        _atc(report_path, model, out or Path("atc_config"), fmt, console)
+        _atc(report_path, model, out or Path("atc_config"), fmt, console, merge_switch)
         return
     if model is None:
         if apply_:
@@ -179,9 +182,10 @@ def _shapes(values: tuple[str, ...]) -> dict[str, list[int]]:
     return out
 
 
-def _atc(report_path: Path, model: Path | None, out_dir: Path, fmt: str, console: Console) -> None:
+def _atc(report_path: Path, model: Path | None, out_dir: Path, fmt: str, console: Console,
+         merge_switch: Path | None = None) -> None:
     report = atc_config.load_report(report_path)
-    cfg = atc_config.build(report, out_dir, str(model) if model is not None else None)
+    cfg = atc_config.build(report, out_dir, str(model) if model is not None else None, merge_switch)
     written = []
     for name, text in cfg.files.items():
         write_atomic(out_dir / name, text)

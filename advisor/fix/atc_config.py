@@ -1,17 +1,33 @@
-"""Turn the ATC-side fixes of an advisor JSON report into files ATC reads.
+"""Turn the ATC-side fixes of an advisor JSON report into files ATC reads, and the command that uses them.
 
 From ``findings[].fix``: ``fusion-switch`` -> ``fusion_switch.cfg`` (ATC ``--fusion_switch_file`` JSON, DOMAIN.md
 2.2), ``aipp-config`` -> ``aipp.cfg`` (``--insert_op_conf`` prototext, ``domi.AippOpParams``), ``atc-option`` ->
 flags; plus ``atc_command.txt`` with the ``atc`` call that uses them. Findings are taken in rank order, and when two
 disagree (a pass both on and off, one flag with two values) the better-ranked one wins and a note says so.
+
+What makes the files run on the user's toolchain:
+
+* the command is the build the OM recorded (``graph.build.atc_cmdline``: model, framework, input shapes,
+  soc_version and every other option kept), with the generated files and the added flags swapped in;
+* every added option exists in the recorded CANN release (``rules/atc-options.yaml``) -- or, with no recorded
+  release, the assumption is written above the command -- and options that only act on dynamic-shape graphs are
+  added only to dynamic graphs;
+* ``fusion_switch.cfg`` lists only passes of the target release's fusion config (``rules/fusion-passes.yaml``), and
+  says (in ``atc_command.txt``) whether it replaces the build's own switch file or was merged with it
+  (``--merge-switch``);
+* ``aipp.cfg`` keeps the TODO comments of the findings (e.g. normalization constants the graph did not have), and
+  when AIPP takes over preprocessing ops that are still in the model, the command builds the model those ops were
+  removed from (``advisor fix MODEL --apply aipp-preprocess``): the OM then takes uint8 NHWC images.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import shlex
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +61,12 @@ _AIPP_FIELDS: dict[str, str] = {
 }
 
 
+def quote(arg: str) -> str:
+    """Shell-quote one argument of the generated command (one place, so the shared escaping function of the
+    hostile-input work can replace it)."""
+    return shlex.quote(arg)
+
+
 @dataclass
 class AtcConfig:
     """The files to write (name -> text), the atc command, and what was merged, skipped or conflicting."""
@@ -54,10 +76,24 @@ class AtcConfig:
     notes: list[str] = field(default_factory=list)
     sources: dict[str, list[str]] = field(default_factory=dict)
     rewrites: list[str] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    """Statements the command rests on that the report could not confirm (CANN release, chip, switch file)."""
 
     @property
     def empty(self) -> bool:
         return not self.files
+
+
+@dataclass
+class Target:
+    """What the files are built for, from the report."""
+
+    cann: str | None
+    soc: str | None
+    dynamic: bool | None
+    cmdline: str
+    graph_source: str | None
+    context: str
 
 
 def load_report(path: Path) -> dict[str, Any]:
@@ -70,18 +106,62 @@ def load_report(path: Path) -> dict[str, Any]:
         raise InputError(path, "is a directory, expected an advisor JSON report") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InputError(path, f"not a JSON report ({e})") from None
+    except RecursionError:
+        raise InputError(path, "not a JSON report (nested too deeply)") from None
     if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
         raise InputError(path, "not an advisor report: no 'findings' list")
     return data
 
 
-def build(report: dict[str, Any], out_dir: Path, model: str | None = None) -> AtcConfig:
+# ---------------------------------------------------------------------------------------------------------
+# rules data: options by CANN release, fusion passes by release
+# ---------------------------------------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def _options() -> dict[str, Any]:
+    from advisor.rules import builtin_rules_dir, load_rules_file
+
+    return load_rules_file(builtin_rules_dir() / "atc-options.yaml")["options"]
+
+
+@lru_cache(maxsize=1)
+def _passes() -> dict[str, Any]:
+    from advisor.rules import builtin_rules_dir, load_rules_file
+
+    return load_rules_file(builtin_rules_dir() / "fusion-passes.yaml")
+
+
+def _release(version: object) -> tuple[int, int] | None:
+    from advisor.platform import cann_release
+
+    return cann_release(version)
+
+
+def _target(report: dict[str, Any]) -> Target:
+    inp = report.get("input") if isinstance(report.get("input"), dict) else {}
+    graph = report.get("graph") if isinstance(report.get("graph"), dict) else {}
+    build = graph.get("build") if isinstance(graph.get("build"), dict) else {}  # type: ignore[union-attr]
+    cmdline = build.get("atc_cmdline") if isinstance(build.get("atc_cmdline"), str) else ""
+    dynamic = build.get("dynamic_shape") if isinstance(build.get("dynamic_shape"), bool) else None
+    chip = inp.get("chip") or build.get("soc_version")  # type: ignore[union-attr]
+    return Target(cann=inp.get("cann_version") if isinstance(inp.get("cann_version"), str) else None,  # type: ignore[union-attr]
+                  soc=_soc_version(chip), dynamic=dynamic, cmdline=cmdline or "",
+                  graph_source=graph.get("source") if isinstance(graph.get("source"), str) else None,  # type: ignore[union-attr]
+                  context=str(inp.get("context") or "unknown"))  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# build
+# ---------------------------------------------------------------------------------------------------------
+def build(report: dict[str, Any], out_dir: Path, model: str | None = None, merge_switch: Path | None = None
+          ) -> AtcConfig:
     """Merge the report's ATC fixes into file texts and the atc command (nothing is written here)."""
     cfg = AtcConfig()
+    target = _target(report)
     switches: dict[str, dict[str, str]] = {s: {} for s in SECTIONS}
     owners: dict[tuple[str, str], str] = {}
     aipp_blocks: dict[str, str] = {}  # input key -> text
     flags: dict[str, str] = {}  # option name -> full flag
+    model_inputs: dict[str, list[int]] = {}  # input name -> shape once AIPP's preprocessing ops are removed
     for finding in _ranked(report["findings"]):
         fix = finding.get("fix")
         if not isinstance(fix, dict):
@@ -95,6 +175,7 @@ def build(report: dict[str, Any], out_dir: Path, model: str | None = None) -> At
         elif kind == "aipp-config":
             if _merge_aipp(data, aipp_blocks, rule, cfg.notes):
                 _add(cfg.sources, AIPP_FILE, rule)
+                _aipp_rewrite(data, cfg, model_inputs)
             _merge_flags(data, flags, rule, cfg.notes)  # e.g. --enable_small_channel=1 with a small-C input
         elif kind == "atc-option":
             if _merge_flags(data, flags, rule, cfg.notes):
@@ -102,14 +183,20 @@ def build(report: dict[str, Any], out_dir: Path, model: str | None = None) -> At
         elif kind == "onnx-rewrite" and fix.get("command") and str(fix["command"]) not in cfg.rewrites:
             cfg.rewrites.append(str(fix["command"]))
     out_dir = Path(out_dir)
+    _check_passes(switches, target, cfg)
+    replaced = _switch_origin(switches, target, merge_switch, cfg)
     if any(switches.values()):
         body = {"Switch": {s: dict(sorted(v.items())) for s, v in switches.items() if v}}
         cfg.files[FUSION_FILE] = json.dumps(body, indent=4) + "\n"
     if aipp_blocks:
         cfg.files[AIPP_FILE] = "".join(aipp_blocks.values())
-    if cfg.files or flags:
-        cfg.command = atc_command(report, out_dir, model, cfg.files, list(flags.values()), cfg.notes)
-        cfg.files[COMMAND_FILE] = cfg.command + "\n"
+    checked = _check_flags(flags, target, cfg)
+    if cfg.files or checked:
+        cfg.command = atc_command(report, out_dir, model, cfg.files, checked, cfg.notes, target, model_inputs, cfg)
+        header = [f"# {line}" for line in [*replaced, *cfg.assumptions]]
+        if cfg.rewrites and model_inputs:
+            header.append("# first: " + next(r for r in cfg.rewrites if "aipp-preprocess" in r))
+        cfg.files[COMMAND_FILE] = "\n".join([*header, cfg.command]) + "\n"
     return cfg
 
 
@@ -124,6 +211,9 @@ def _ranked(findings: list[Any]) -> list[dict[str, Any]]:
     return sorted(items, key=lambda f: f["rank"] if isinstance(f.get("rank"), int) else 1 << 30)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# fusion switch
+# ---------------------------------------------------------------------------------------------------------
 def _merge_switch(data: dict[str, Any], switches: dict[str, dict[str, str]], owners: dict[tuple[str, str], str],
                   rule: str, notes: list[str]) -> bool:
     """Add one finding's pass settings; accepts data {"Switch": {...}} and the bare {"GraphFusion": ...} form."""
@@ -151,6 +241,100 @@ def _merge_switch(data: dict[str, Any], switches: dict[str, dict[str, str]], own
     return used
 
 
+def pass_release(cann: str | None) -> tuple[str, bool]:
+    """The release whose fusion config checks the passes, and whether it is the target release itself."""
+    releases = sorted(_passes()["releases"], key=lambda r: _release(r) or (0, 0))
+    want = _release(cann)
+    if want is not None:
+        for r in releases:
+            if _release(r) == want:
+                return r, True
+        below = [r for r in releases if (_release(r) or (0, 0)) <= want]
+        return (below[-1] if below else releases[0]), False
+    return releases[-1], False
+
+
+def _check_passes(switches: dict[str, dict[str, str]], target: Target, cfg: AtcConfig) -> None:
+    """Keep only passes of the target release's fusion config (checked release: see rules/fusion-passes.yaml)."""
+    if not any(switches.values()):
+        return
+    data = _passes()
+    release, exact = pass_release(target.cann)
+    known = data["releases"][release]
+    introduced = data["introduced"]
+    want = _release(target.cann)
+    for section, passes in switches.items():
+        for name in list(passes):
+            if name == "ALL":
+                continue
+            since = introduced.get(name)
+            if want is not None and since is not None and want < (_release(since) or (0, 0)):
+                del passes[name]
+                cfg.notes.append(f"{section}.{name} dropped: it is first in CANN {since}'s fusion config, the target "
+                                 f"is CANN {target.cann}")
+            elif name not in set(known[section]):
+                del passes[name]
+                other = next((s for s in SECTIONS if s != section and name in set(known[s])), None)
+                cfg.notes.append(f"{section}.{name} dropped: not a {section} pass of CANN {release}'s fusion config"
+                                 + (f" (it is a {other} pass)" if other else ""))
+    if not exact:
+        cfg.assumptions.append(
+            f"fusion passes checked against CANN {release}'s fusion config; the target is "
+            f"{'CANN ' + target.cann if target.cann else 'an unknown CANN release'}: confirm each pass in "
+            "<toolkit>/lib64/plugin/opskernel/fusion_pass/config/fusion_config.json")
+
+
+def read_switch_file(path: Path) -> dict[str, dict[str, str]]:
+    """A user's fusion switch file: the JSON form ({"Switch": {...}}) or the legacy ``Pass:off`` line form."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise InputError(path, f"cannot read the fusion switch file ({e.strerror or e})") from None
+    out: dict[str, dict[str, str]] = {s: {} for s in SECTIONS}
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        data = None
+    if isinstance(data, dict):
+        block = data.get("Switch", data)
+        for section in SECTIONS:
+            for name, value in (block.get(section) or {}).items():
+                out[section][str(name)] = str(value).strip().lower()
+        return out
+    for line in text.splitlines():
+        m = re.match(r"^\s*([A-Za-z0-9_]+)\s*:\s*(on|off)\s*$", line, re.I)
+        if m:
+            # the legacy form does not say graph or UB fusion: UB passes are Tbe*/*UbFusion* by convention
+            section = "UBFusion" if re.match(r"(?i)a?tbe|.*ub", m.group(1)) else "GraphFusion"
+            out[section][m.group(1)] = m.group(2).lower()
+        elif line.strip() and not line.strip().startswith("#"):
+            raise InputError(path, f"not a fusion switch file (line {line.strip()[:40]!r})")
+    return out
+
+
+def _switch_origin(switches: dict[str, dict[str, str]], target: Target, merge_switch: Path | None,
+                   cfg: AtcConfig) -> list[str]:
+    """Merge with the user's switch file when given; otherwise say that ours replaces the build's own."""
+    recorded = _option(target.cmdline, "fusion_switch_file")
+    if not any(switches.values()):
+        return []
+    if merge_switch is not None:
+        user = read_switch_file(merge_switch)
+        for section in SECTIONS:
+            for name, value in user[section].items():
+                switches[section].setdefault(name, value)  # ours win where both set a pass
+        return [f"fusion_switch.cfg = {merge_switch} merged with the advised passes: its settings are kept, the "
+                "advised passes are 'on' (a pass setting overrides \"ALL\": \"off\")"]
+    if recorded:
+        return [f"fusion_switch.cfg REPLACES {recorded}, the switch file of the original build: passes it switched "
+                "off (including \"ALL\": \"off\") are back at their defaults; run advisor fix --atc-config ... "
+                f"--merge-switch {recorded} to keep its other settings"]
+    return ["fusion_switch.cfg holds only the advised passes; every other pass keeps its default"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# flags
+# ---------------------------------------------------------------------------------------------------------
 def _merge_flags(data: dict[str, Any], flags: dict[str, str], rule: str, notes: list[str]) -> bool:
     """Add one finding's ``flags`` (or single ``flag``); the first value of an option wins."""
     raw = data.get("flags", [])
@@ -179,14 +363,64 @@ def _merge_flags(data: dict[str, Any], flags: dict[str, str], rule: str, notes: 
     return used
 
 
+def _soc_match(soc: str | None, globs: list[str]) -> bool:
+    return bool(soc) and any(fnmatch.fnmatchcase(str(soc).upper(), g.upper()) for g in globs)
+
+
+def _check_flags(flags: dict[str, str], target: Target, cfg: AtcConfig) -> list[str]:
+    """The added flags that exist for the target release and SoC and apply to this graph."""
+    options = _options()
+    have = _release(target.cann)
+    kept: list[str] = []
+    assumed: list[str] = []
+    recorded = _options_in(target.cmdline)
+    for name, flag in flags.items():
+        spec = options.get(name)
+        value = flag.partition("=")[2]
+        if spec is None:
+            cfg.notes.append(f"{flag}: not an option advisor knows the CANN release of; kept as the finding gave it")
+            kept.append(flag)
+            continue
+        since = str((spec.get("values") or {}).get(value, spec["since"]))
+        if spec.get("dynamic_only") and target.dynamic is not True:
+            cfg.notes.append(f"{flag} dropped: it acts on dynamic-shape graphs only, and this graph is "
+                             + ("static" if target.dynamic is False else "not known to be dynamic"))
+            continue
+        if spec.get("socs") and not _soc_match(target.soc, spec["socs"]):
+            cfg.notes.append(f"{flag} dropped: {target.soc or 'the chip'} is not one of {', '.join(spec['socs'])}")
+            continue
+        if spec.get("not_socs") and _soc_match(target.soc, spec["not_socs"]):
+            cfg.notes.append(f"{flag} dropped: not available on {target.soc}")
+            continue
+        clash = [o for o in spec.get("exclusive_with") or [] if o in recorded]
+        if clash:
+            cfg.notes.append(f"{flag} dropped: the build uses --{clash[0]}, which excludes --{name}")
+            continue
+        if have is None:
+            assumed.append(f"{flag} (CANN >= {since})")
+        elif have < (_release(since) or (0, 0)):
+            cfg.notes.append(f"{flag} dropped: CANN {target.cann} predates it (first in {since})")
+            continue
+        kept.append(flag)
+    if assumed:
+        cfg.assumptions.append("the CANN release of the build is unknown; these options assume: " + ", ".join(assumed))
+    return kept
+
+
+# ---------------------------------------------------------------------------------------------------------
+# AIPP
+# ---------------------------------------------------------------------------------------------------------
 def _merge_aipp(data: dict[str, Any], blocks: dict[str, str], rule: str, notes: list[str]) -> bool:
-    """Add one ``aipp_op`` block (one per model input; the first block for an input wins)."""
+    """Add one ``aipp_op`` block (one per model input; the first block for an input wins), with the comments
+    (TODOs) of the finding's text kept above it."""
     params = data.get("aipp_op")
+    text_in = data.get("text") if isinstance(data.get("text"), str) else ""
+    comments = [line for line in text_in.splitlines() if line.strip().startswith("#")]
     if isinstance(params, dict) and params:
-        text = render_aipp(params, rule, notes)
+        text = "".join(f"{c.strip()}\n" for c in comments) + render_aipp(params, rule, notes)
         key = str(params.get("related_input_name", params.get("related_input_rank", 0)))
-    elif isinstance(data.get("text"), str) and "aipp_op" in data["text"]:
-        text = data["text"].strip() + "\n"
+    elif "aipp_op" in text_in:
+        text = text_in.strip() + "\n"
         m = re.search(r"related_input_(?:rank|name)\s*:\s*\"?([^\s\"]+)", text)
         key = m.group(1) if m else "0"
     else:
@@ -198,6 +432,19 @@ def _merge_aipp(data: dict[str, Any], blocks: dict[str, str], rule: str, notes: 
         return False
     blocks[key] = text
     return True
+
+
+def _aipp_rewrite(data: dict[str, Any], cfg: AtcConfig, model_inputs: dict[str, list[int]]) -> None:
+    """AIPP does the preprocessing: the model handed to ATC must not do it again."""
+    rewrite = data.get("model_rewrite")
+    if not isinstance(rewrite, dict):
+        return
+    command = rewrite.get("command")
+    if isinstance(command, str) and command not in cfg.rewrites:
+        cfg.rewrites.insert(0, command)
+    name, shape = rewrite.get("input"), rewrite.get("input_shape")
+    if isinstance(name, str) and isinstance(shape, list) and all(isinstance(d, int) for d in shape):
+        model_inputs[name] = shape
 
 
 def render_aipp(params: dict[str, Any], rule: str = "", notes: list[str] | None = None) -> str:
@@ -241,41 +488,118 @@ def _aipp_value(kind: str, key: str, v: Any) -> str | None:
     return repr(num) if num != int(num) else str(int(num))
 
 
+# ---------------------------------------------------------------------------------------------------------
+# the atc command
+# ---------------------------------------------------------------------------------------------------------
+def _split(cmdline: str) -> list[str]:
+    try:
+        return shlex.split(cmdline)
+    except ValueError:
+        return cmdline.split()
+
+
+def _options_in(cmdline: str) -> dict[str, str]:
+    """``--name=value`` / ``--name value`` options of a command line (name -> value, "" for a bare flag)."""
+    out: dict[str, str] = {}
+    parts = _split(cmdline)
+    for i, part in enumerate(parts):
+        if not part.startswith("-"):
+            continue
+        key, sep, val = part.lstrip("-").partition("=")
+        if not sep and i + 1 < len(parts) and not parts[i + 1].startswith("-"):
+            val = parts[i + 1]
+        out.setdefault(key, val)
+    return out
+
+
+def _option(cmdline: str, name: str) -> str | None:
+    return _options_in(cmdline).get(name) if cmdline else None
+
+
+def _with_input_shapes(value: str, new: dict[str, list[int]]) -> str:
+    """``--input_shape`` with the inputs AIPP now feeds replaced by their shapes in the rewritten model."""
+    parts = []
+    seen = set()
+    for item in value.split(";"):
+        name, sep, _ = item.rpartition(":")
+        if sep and name in new:
+            parts.append(f"{name}:{','.join(str(d) for d in new[name])}")
+            seen.add(name)
+        elif item:
+            parts.append(item)
+    parts += [f"{n}:{','.join(str(d) for d in s)}" for n, s in new.items() if n not in seen]
+    return ";".join(parts)
+
+
 def atc_command(report: dict[str, Any], out_dir: Path, model: str | None, files: dict[str, str], flags: list[str],
-                notes: list[str]) -> str:
-    """``atc --model=... --framework=... --output=... --soc_version=... --fusion_switch_file=... ...``."""
-    inp = report.get("input") if isinstance(report.get("input"), dict) else {}
-    meta = report.get("meta") if isinstance(report.get("meta"), dict) else {}
-    graph = report.get("graph") if isinstance(report.get("graph"), dict) else {}
-    if model is None:
-        for cand in (inp.get("model"), meta.get("model"), graph.get("source")):  # type: ignore[union-attr]
-            if isinstance(cand, str) and Path(cand).suffix.lower() in FRAMEWORKS:
-                model = cand
-                break
-    if model is None:
+                notes: list[str], target: Target | None = None, model_inputs: dict[str, list[int]] | None = None,
+                cfg: AtcConfig | None = None) -> str:
+    """``atc ...``: the recorded build (model, framework, input shapes, soc_version, its options) with the generated
+    files and the checked flags; a template with placeholders when the OM recorded no command line."""
+    target = target or _target(report)
+    model_inputs = model_inputs or {}
+    recorded = _options_in(target.cmdline)
+    model_arg = model or recorded.get("model") or _model_from_report(report, target)
+    if model_arg and model_inputs:
+        rewritten = str(Path(model_arg).with_name(Path(model_arg).stem + ".aipp.onnx"))
+        notes.append(f"AIPP takes over the preprocessing ops: build {rewritten} (advisor fix {model_arg} --apply "
+                     "aipp-preprocess) instead of the original, and feed the OM uint8 NHWC images")
+        model_arg = rewritten
+    if not model_arg:
         notes.append("no model in the report or on the command line: replace <model.onnx> in the command")
-    model_arg = model or "<model.onnx>"
-    framework = FRAMEWORKS.get(Path(model_arg).suffix.lower(), 5)
-    output = str(out_dir.resolve() / (Path(model).stem if model else "model"))
-    chip = inp.get("chip") or meta.get("chip")  # type: ignore[union-attr]
-    soc = _soc_version(chip)
+    model_arg = model_arg or "<model.onnx>"
+    stem = Path(recorded["output"]).name if recorded.get("output") else (
+        Path(model_arg).stem if not model_arg.startswith("<") else "model")
+    soc = target.soc or _soc_version(recorded.get("soc_version"))
     if soc is None:
         notes.append("the report names no chip: replace <soc_version> (e.g. Ascend310P3) in the command")
-    args = ["atc", f"--model={model_arg}", f"--framework={framework}", f"--output={output}",
-            f"--soc_version={soc or '<soc_version>'}"]
+    framework = recorded.get("framework") or str(FRAMEWORKS.get(Path(model_arg).suffix.lower(), 5))
+    args: dict[str, str] = {"model": model_arg, "framework": framework, "output": str(out_dir.resolve() / stem),
+                            "soc_version": soc or "<soc_version>"}
+    skip = {"model", "framework", "output", "soc_version", "mode"}
+    for name, value in recorded.items():
+        if name in skip or name in args:
+            continue
+        if name == "fusion_switch_file" and FUSION_FILE in files:
+            continue
+        if name == "insert_op_conf" and AIPP_FILE in files:
+            continue
+        args[name] = value
+    if "input_shape" in args and model_inputs:
+        args["input_shape"] = _with_input_shapes(args["input_shape"], model_inputs)
+    elif model_inputs and not target.cmdline:
+        args["input_shape"] = _with_input_shapes("", model_inputs)
     if FUSION_FILE in files:
-        args.append(f"--fusion_switch_file={out_dir.resolve() / FUSION_FILE}")
+        args["fusion_switch_file"] = str(out_dir.resolve() / FUSION_FILE)
     if AIPP_FILE in files:
-        args.append(f"--insert_op_conf={out_dir.resolve() / AIPP_FILE}")
-    args += flags
-    return " ".join(a if a.startswith("<") or "=<" in a else shlex.quote(a) for a in args)
+        args["insert_op_conf"] = str(out_dir.resolve() / AIPP_FILE)
+    for flag in flags:
+        name, _, value = flag[2:].partition("=")
+        if name in args and args[name] != value:
+            notes.append(f"--{name}={args[name]} of the original build replaced by {flag}")
+        args[name] = value
+    if not target.cmdline and cfg is not None:
+        cfg.assumptions.append("the model graph recorded no atc command line: model, framework and input shapes "
+                               "are placeholders or guesses; check them")
+    return " ".join(["atc", *(quote(f"--{k}={v}") if v != "" else quote(f"--{k}") for k, v in args.items())])
+
+
+def _model_from_report(report: dict[str, Any], target: Target) -> str | None:
+    inp = report.get("input") if isinstance(report.get("input"), dict) else {}
+    meta = report.get("meta") if isinstance(report.get("meta"), dict) else {}
+    for cand in (inp.get("model"), meta.get("model"), target.graph_source):  # type: ignore[union-attr]
+        if isinstance(cand, str) and Path(cand).suffix.lower() in FRAMEWORKS:
+            return cand
+    return None
 
 
 def _soc_version(chip: object) -> str | None:
-    """``Ascend310P3`` from 'Ascend310P3' or '310P3'; None when unknown."""
+    """``Ascend310P3`` from 'Ascend310P3' or '310P3'; None when unknown or only a family ('Ascend910B-class')."""
     if not isinstance(chip, str) or not chip.strip():
         return None
     chip = chip.strip()
+    if chip.endswith("-class"):
+        return None
     if re.match(r"^\d{3}", chip):
         return f"Ascend{chip}"
     return chip

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 from onnx import ModelProto
 
@@ -46,6 +47,8 @@ class StepReport:
     max_rel_diff: float | None = None
     latency_before_ms: float | None = None
     latency_after_ms: float | None = None
+    input_map: dict[str, str] = field(default_factory=dict)
+    """New model input -> the old model's tensor it stands for (a rewrite that changes the inputs)."""
 
     @property
     def gain_pct(self) -> float | None:
@@ -149,6 +152,7 @@ def _apply(rewrite: Rewrite, model: ModelProto, params: dict[str, object], step:
         step.status, step.reason = REJECTED, f"the rewrite failed: {type(e).__name__}: {e}"
         return None
     step.matches, step.notes = list(result.matches), list(result.notes)
+    step.input_map = dict(result.input_map)
     if not result.changed:
         step.status = NO_MATCH
         step.reason = step.notes[0] if step.notes else "pattern not found"
@@ -162,7 +166,8 @@ class _Verifier:
 
     def __init__(self, model: ModelProto, settings: VerifySettings, source: str | Path) -> None:
         self.settings = settings
-        self.feeds = input_feeds(model, settings)
+        self.feeds = self.origin_feeds = input_feeds(model, settings)
+        self.ref_model = model
         try:
             self.origin = self.ref = Runner(model, settings.opt_level)
             self.origin_out = self.ref_out = self.ref.run(self.feeds)
@@ -175,18 +180,37 @@ class _Verifier:
     def measure(self, candidate: ModelProto, step: StepReport) -> bool:
         """Run the candidate: fill diff and latency; False (step rejected) when onnxruntime cannot run it."""
         try:
+            feeds = self._mapped_feeds(step.input_map) if step.input_map else self.feeds
             runner = Runner(candidate, self.settings.opt_level)
-            out = runner.run(self.feeds)
+            out = runner.run(feeds)
         except Exception as e:  # noqa: BLE001
             step.status, step.reason = REJECTED, f"onnxruntime cannot run the rewritten model: {_first_line(e)}"
             return False
         diff = compare(self.ref_out, out, self.settings.atol, self.settings.rtol)
         step.max_abs_diff, step.max_rel_diff = diff.max_abs, diff.max_rel
         step.latency_before_ms, step.latency_after_ms = time_pair(
-            self.ref, runner, self.feeds, self.settings.runs, self.settings.warmup)
-        self._pending = (runner, out)
+            self.ref, runner, self.feeds, self.settings.runs, self.settings.warmup, feeds_b=feeds)
+        self._pending = (runner, out, feeds, candidate)
         self._diff = diff
         return True
+
+    def _mapped_feeds(self, input_map: dict[str, str]) -> dict[str, np.ndarray]:
+        """Inputs of a model whose inputs moved: what the reference model computes at the tensors they stand for."""
+        probe = onnx.ModelProto()
+        probe.CopyFrom(self.ref_model)
+        inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(probe, strict_mode=False).graph.value_info}
+        known = {o.name for o in probe.graph.output}
+        for old in input_map.values():
+            if old in known or old in self.feeds:
+                continue
+            if old not in inferred:
+                raise ValueError(f"cannot type tensor '{old}' of the original model to feed the rewritten one")
+            probe.graph.output.append(inferred[old])
+        values = Runner(probe, "disable").run(self.feeds)
+        feeds = {k: v for k, v in self.feeds.items() if k not in input_map}
+        for new, old in input_map.items():
+            feeds[new] = self.feeds[old] if old in self.feeds else values[old]
+        return feeds
 
     def judge(self, step: StepReport, rewrite: Rewrite) -> bool:
         """Numerics within tolerance (for numerics-preserving rewrites) and gain at least --min-gain."""
@@ -208,7 +232,7 @@ class _Verifier:
     def advance(self) -> None:
         """The candidate just measured becomes the reference for the next rewrite."""
         assert self._pending is not None
-        self.ref, self.ref_out = self._pending
+        self.ref, self.ref_out, self.feeds, self.ref_model = self._pending
         self._pending = None
 
     def total(self) -> StepReport:
@@ -217,7 +241,7 @@ class _Verifier:
         diff = compare(self.origin_out, self.ref_out, self.settings.atol, self.settings.rtol)
         total.max_abs_diff, total.max_rel_diff = diff.max_abs, diff.max_rel
         total.latency_before_ms, total.latency_after_ms = time_pair(
-            self.origin, self.ref, self.feeds, self.settings.runs, self.settings.warmup)
+            self.origin, self.ref, self.origin_feeds, self.settings.runs, self.settings.warmup, feeds_b=self.feeds)
         return total
 
 

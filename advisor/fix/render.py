@@ -85,7 +85,8 @@ def print_rewrites(console: Console) -> None:
 
 def atc_json(cfg: AtcConfig, out_dir: str, written: list[str]) -> str:
     return json.dumps({"output_dir": out_dir, "written": written, "command": cfg.command or None,
-                       "sources": cfg.sources, "onnx_rewrites": cfg.rewrites, "notes": cfg.notes}, indent=2) + "\n"
+                       "sources": cfg.sources, "onnx_rewrites": cfg.rewrites, "notes": cfg.notes,
+                       "assumptions": cfg.assumptions}, indent=2) + "\n"
 
 
 def print_atc(cfg: AtcConfig, console: Console, written: list[str]) -> None:
@@ -99,5 +100,7 @@ def print_atc(cfg: AtcConfig, console: Console, written: list[str]) -> None:
         console.print("\n" + cfg.command, highlight=False, soft_wrap=True)
     for cmd in cfg.rewrites:
         console.print(f"ONNX rewrite suggested by the report: {cmd}", highlight=False, soft_wrap=True)
+    for a in cfg.assumptions:
+        console.print(f"assumption: {a}", highlight=False)
     for n in cfg.notes:
         console.print(f"note: {n}", highlight=False)

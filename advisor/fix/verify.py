@@ -161,19 +161,23 @@ def compare(ref: dict[str, np.ndarray], new: dict[str, np.ndarray], atol: float,
     return Diff(max_abs, max_rel, within)
 
 
-def time_pair(a: Runner, b: Runner, feeds: dict[str, np.ndarray], runs: int, warmup: int) -> tuple[float, float]:
-    """Median latency (ms) of two sessions, runs interleaved so drift and noise hit both alike."""
+def time_pair(a: Runner, b: Runner, feeds: dict[str, np.ndarray], runs: int, warmup: int,
+              feeds_b: dict[str, np.ndarray] | None = None) -> tuple[float, float]:
+    """Median latency (ms) of two sessions, runs interleaved so drift and noise hit both alike (``feeds_b``: the
+    second session's inputs when a rewrite changed them)."""
+    fb = feeds if feeds_b is None else feeds_b
+    inputs = {id(a): feeds, id(b): fb}
     for _ in range(max(0, warmup)):
         a.session.run(None, feeds)
-        b.session.run(None, feeds)
+        b.session.run(None, fb)
     ta: list[float] = []
     tb: list[float] = []
     for i in range(max(1, runs)):
         first, second = (a, b) if i % 2 == 0 else (b, a)
         t0 = time.perf_counter()
-        first.session.run(None, feeds)
+        first.session.run(None, inputs[id(first)])
         t1 = time.perf_counter()
-        second.session.run(None, feeds)
+        second.session.run(None, inputs[id(second)])
         t2 = time.perf_counter()
         (ta if first is a else tb).append(t1 - t0)
         (tb if first is a else ta).append(t2 - t1)

@@ -28,6 +28,9 @@ from typing import Any
 
 import networkx as nx
 
+BUILD_ATTRS = ("soc_version", "atc_cmdline", "opp_version", "atc_version", "framework_type")
+DYNAMIC_ATC_OPTIONS = ("dynamic_batch_size", "dynamic_image_size", "dynamic_dims", "input_shape_range")
+
 
 @dataclass
 class ModelGraph:
@@ -71,5 +74,46 @@ class ModelGraph:
         return [u for u, _, d in self.g.in_edges(name, data=True) if d.get("kind") == "control"]
 
     def summary(self) -> dict[str, Any]:
-        return {"source": self.source, "format": self.format, "nodes": self.g.number_of_nodes(),
-                "edges": self.g.number_of_edges()}
+        out: dict[str, Any] = {"source": self.source, "format": self.format, "nodes": self.g.number_of_nodes(),
+                               "edges": self.g.number_of_edges()}
+        build = self.build_info()
+        if build:
+            out["build"] = build
+        return out
+
+    def build_info(self) -> dict[str, Any]:
+        """How the model was built and what it takes: the OM's build attributes (``atc_cmdline``, ``soc_version``,
+        ``opp_version``, ``atc_version``, ``framework_type``), its inputs, and whether its shapes are dynamic.
+        ``advisor fix --atc-config`` rebuilds the atc command from it."""
+        out: dict[str, Any] = {}
+        for key in BUILD_ATTRS:
+            value = self.attrs.get(key)
+            if isinstance(value, dict):
+                value = value.get("s")
+            if value not in (None, ""):
+                out[key] = str(value)
+        inputs = []
+        for n, d in self.g.nodes(data=True):
+            if d.get("type") in ("Data", "RefData", "AippData") and d.get("subgraph") in (None, "", self.root_graph):
+                desc = (d.get("outputs") or [{}])[0] or {}
+                inputs.append({"name": n, "dtype": desc.get("dtype"), "shape": desc.get("origin_shape") or
+                               desc.get("shape"), "format": desc.get("origin_format") or desc.get("format")})
+        if inputs:
+            out["inputs"] = sorted(inputs, key=lambda i: str(i["name"]))[:16]
+        out["dynamic_shape"] = self.dynamic_shape()
+        return out
+
+    def dynamic_shape(self) -> bool:
+        """Dynamic shapes: an input with a -1/-2 dim, an unknown-shape op attribute, or a dynamic atc option."""
+        cmd = str(self.attrs.get("atc_cmdline") or "")
+        if any(f"--{opt}" in cmd for opt in DYNAMIC_ATC_OPTIONS):
+            return True
+        for _, d in self.g.nodes(data=True):
+            attrs = d.get("attrs") or {}
+            if any(attrs.get(k) for k in ("_is_unknown_shape", "_force_unknown_shape")):
+                return True
+            if d.get("type") in ("Data", "RefData"):
+                for desc in d.get("outputs") or []:
+                    if desc and any(isinstance(x, int) and x < 0 for x in (desc.get("shape") or [])):
+                        return True
+        return False

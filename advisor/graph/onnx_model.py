@@ -1,13 +1,15 @@
 """Read a standard ONNX model (``.onnx``, or an ONNX graph/model written as JSON) with the onnx library.
 
 ONNX edges are tensor names; they are turned into ``"producer:output_index"`` references so the shared
-builder handles them like GE inputs. Graph inputs and initializers have no producer node: their slots stay
-unconnected. Engines are unknown before ATC compiles the model, except for types that fix them (Constant).
+builder handles them like GE inputs. The main graph's inputs become ``Data`` nodes and the initializers its
+nodes read become ``Const`` nodes (small ones with their values), as in an OM or GE graph; inside control-flow
+bodies, outer-scope tensors stay unconnected. Engines are unknown before ATC compiles the model, except for types that fix them (Constant).
 Control-flow bodies (If/Loop/Scan GRAPH attributes) become subgraphs ``<node>/<attr>`` linked to their node.
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +70,45 @@ def _value_infos(graph: GraphProto) -> dict[str, dict[str, Any]]:
     return out
 
 
+SMALL_CONST = 64
+"""Initializers up to this many elements keep their values on their ``Const`` node (``attrs["value"]``): the
+normalization constants AIPP takes over, scalars of activation patterns. Weights keep only dtype and shape."""
+
+
+def _sources(graph: GraphProto, infos: dict[str, dict[str, Any]], used: set[str], first_id: int) -> list[OpRecord]:
+    """``Data`` nodes for the model inputs and ``Const`` nodes for the initializers the nodes read, as an OM or GE
+    graph has them (the main graph only)."""
+    inits = {t.name: t for t in graph.initializer}
+    read = {t for node in graph.node for t in node.input if t}
+    records: list[OpRecord] = []
+
+    def unique(base: str, suffix: str) -> str:
+        name = base if base not in used else f"{base}/{suffix}"
+        used.add(name)
+        return name
+
+    for k, vi in enumerate(v for v in graph.input if v.name not in inits):
+        records.append(OpRecord(name=unique(vi.name, "input"), type="Data", inputs=[], attrs={"index": k},
+                                in_descs=[], out_descs=[dict(infos.get(vi.name) or empty_desc())],
+                                id=first_id + len(records), stream_id=None))
+        records[-1].attrs["_onnx_tensor"] = vi.name
+    for t in graph.initializer:
+        if t.name not in read:
+            continue
+        attrs: dict[str, Any] = {"_onnx_tensor": t.name}
+        n = 1
+        for d in t.dims:
+            n *= int(d)
+        if n <= SMALL_CONST:
+            with contextlib.suppress(Exception):  # external or malformed data: keep the descriptor only
+                attrs["value"] = [f32(x) if isinstance(x, float) else x
+                                  for x in onnx.numpy_helper.to_array(t).ravel().tolist()]
+        records.append(OpRecord(name=unique(t.name, "const"), type="Const", inputs=[], attrs=attrs, in_descs=[],
+                                out_descs=[dict(infos.get(t.name) or empty_desc())], id=first_id + len(records),
+                                stream_id=None))
+    return records
+
+
 def _walk(graph: GraphProto, name: str, out: list[GraphRecord], parent: str | None) -> None:
     infos = _value_infos(graph)
     producers: dict[str, str] = {}
@@ -84,6 +125,10 @@ def _walk(graph: GraphProto, name: str, out: list[GraphRecord], parent: str | No
                 producers[tensor] = f"{node_name}:{k}"
     record = GraphRecord(name=name, ops=[], parent=parent)
     out.append(record)
+    if parent is None:
+        for src in _sources(graph, infos, used, len(graph.node)):
+            record.ops.append(src)
+            producers.setdefault(src.attrs["_onnx_tensor"], f"{src.name}:0")
     pending: list[tuple[str, GraphProto, str]] = []
     for i, (node, node_name) in enumerate(zip(graph.node, names, strict=True)):
         subs: list[tuple[str, GraphProto]] = []

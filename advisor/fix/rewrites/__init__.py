@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from advisor.fix.rewrites import bn_fold, gelu_fuse, mish_to_leakyrelu, remove_roundtrips, swish_fuse
+from advisor.fix.rewrites import (
+    aipp_preprocess,
+    bn_fold,
+    gelu_fuse,
+    mish_to_leakyrelu,
+    remove_roundtrips,
+    swish_fuse,
+)
 from advisor.fix.rewrites.base import Param, Rewrite, RewriteResult
 
 REWRITES: dict[str, Rewrite] = {
     m.REWRITE.name: m.REWRITE
-    for m in (mish_to_leakyrelu, gelu_fuse, swish_fuse, bn_fold, remove_roundtrips)
+    for m in (mish_to_leakyrelu, gelu_fuse, swish_fuse, bn_fold, remove_roundtrips, aipp_preprocess)
 }
 
 

@@ -38,6 +38,9 @@ class RewriteResult:
     model: ModelProto
     matches: list[str]
     notes: list[str] = field(default_factory=list)
+    input_map: dict[str, str] = field(default_factory=dict)
+    """New model input -> the tensor of the old model it stands for, when a rewrite changes the inputs (``--verify``
+    feeds the new model what the old one computed there)."""
 
     @property
     def changed(self) -> bool:
