@@ -178,3 +178,23 @@ def test_cli_end_to_end_on_the_synthetic_loop(sleep_loop: Path) -> None:
     report = json.loads(res.output)
     assert report["input"]["context"] == "om-acl"
     assert {"host-inference.tx-range", "host-inference.sync-copy"} <= {f["rule"] for f in report["findings"]}
+
+
+def test_cann6_msprof_tx_in_nanoseconds(tmp_path: Path) -> None:
+    """CANN 6.x writes msprof_tx.csv without Device_id and with ns time stamps: same offsets as the us variant."""
+    from advisor.ingest.msprof import read_tx
+    from advisor.model import Meta
+
+    header = ["pid", "tid", "category", "event_type", "payload_type", "payload_value", "Start_time(ns)",
+              "End_time(ns)", "message_type", "message"]
+    rows = [[1, 2, "", "Push/Pop", "", "", 1_700_000_000_123_456_789, 1_700_000_000_623_456_789, "", "sleep"],
+            [1, 2, "", "Mark", "", "", 1_700_000_000_700_000_000, 1_700_000_000_700_000_000, "", "tick"]]
+    path = tmp_path / "msprof_tx.csv"
+    with path.open("w", newline="") as fh:
+        csv.writer(fh).writerows([header, *rows])
+    meta = Meta(source=str(tmp_path))
+    tx = read_tx(path, meta)
+    assert list(tx["name"]) == ["sleep", "tick"]
+    assert tx["duration_us"].tolist() == [500_000.0, 0.0]
+    assert meta.time_origin_ns == 1_700_000_000_000_000_000
+    assert tx["start_us"].iloc[0] == pytest.approx(123_456.789, abs=1e-6)

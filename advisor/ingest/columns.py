@@ -139,9 +139,9 @@ TX_ALIASES: dict[str, tuple[str, ...]] = {
     "name": ("message",),
     "category": ("event_type",),
     "start_us": ("Start_time(us)",),
-    "end_us": ("End_time(us)",),
+    "stop_us": ("End_time(us)",),
     "start_ns": ("Start_time(ns)",),
-    "end_ns": ("End_time(ns)",),
+    "stop_ns": ("End_time(ns)",),
     "device_id": ("Device_id",),
     "pid": ("pid",),
     "tid": ("tid",),
@@ -149,7 +149,7 @@ TX_ALIASES: dict[str, tuple[str, ...]] = {
 }
 """msprof_tx (msproftx ranges and marks): CANN >= 7 ``msprof_tx_<ts>.csv`` (times in us, optional ``Device_id``,
 ``domain``, ``mark_id``, ``Device Start_time(us)``) and CANN 6.x ``msprof_tx.csv`` (times in ns)."""
-TX_TEXT = frozenset({"name", "category", "domain", "device_id"})
+TX_TEXT = frozenset({"name", "category", "domain", "device_id", "start_ns", "stop_ns"})
 
 TASK_TIME_ALIASES: dict[str, tuple[str, ...]] = {
     "name": ("kernel_name",),

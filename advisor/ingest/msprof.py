@@ -227,20 +227,30 @@ def read_api_stats(path: Path, meta: Meta) -> pd.DataFrame:
 
 
 def read_tx(path: Path, meta: Meta) -> pd.DataFrame:
-    """msprof_tx (msproftx ranges and marks) -> TX_COLUMNS (plus ``tid``, ``pid``, ``domain``); marks last 0 us."""
-    t = read_table(path, C.TX_ALIASES, text=C.TX_TEXT, required=["name"])
+    """msprof_tx (msproftx ranges and marks) -> TX_COLUMNS (plus ``tid``, ``pid``, ``domain``); time stamps are
+    offsets from the rank's origin like the ops' (CANN 6.x writes integer ns); marks last 0 us."""
+    from advisor.ingest import timebase
+
+    t = read_table(path, C.TX_ALIASES, text=C.TX_TEXT, required=["name"], meta=meta)
     meta.notes.extend(t.notes)
     df = t.frame
     if "start_us" in df.columns:
-        start, end = df["start_us"], df.get("end_us")
+        start = df["start_us"].to_numpy(dtype="float64")
+        end = df["stop_us"].to_numpy(dtype="float64") if "stop_us" in df.columns else start
     elif "start_ns" in df.columns:
-        start, end = df["start_ns"] / 1000.0, (df["end_ns"] / 1000.0 if "end_ns" in df.columns else None)
+        def ns(col: str) -> np.ndarray:
+            cells = df[col].astype("string").str.strip().fillna("")
+            ints = [int(c) if c.lstrip("-").isdigit() else timebase.MISSING_NS for c in cells]
+            return timebase.us_from_ns(meta, np.asarray(ints, dtype=np.int64))
+
+        start = ns("start_ns")
+        end = ns("stop_ns") if "stop_ns" in df.columns else start
     else:
         raise InputError(path, "no Start_time(us)/Start_time(ns) column")
     out = pd.DataFrame({
         "name": clean_text(df["name"]).astype(object),
-        "start_us": start.to_numpy(dtype="float64"),
-        "duration_us": np.fmax((end - start).to_numpy(dtype="float64"), 0.0) if end is not None else 0.0,
+        "start_us": start,
+        "duration_us": np.fmax(end - start, 0.0),
         "category": clean_text(df["category"]).astype(object) if "category" in df.columns else None,
     })
     for col in ("tid", "pid", "domain"):
