@@ -105,7 +105,8 @@ class HostInferenceKB(KnowledgeBase):
                      "knowledge base's)")
             return []
         busy = device_busy_us(ctx.profile)
-        window = max(busy, tx_span_us(ctx.profile.tx))
+        # the analyzed window: the app's msproftx span for an offline-model app (as the analysis takes it)
+        window = max(busy, tx_span_us(ctx.profile.tx)) if context == "om-acl" else busy
         api = _api_table(ctx.profile.api)
         found: list[Finding | None] = []
         if len(api):
@@ -350,7 +351,7 @@ def _tx_ranges(ctx: AnalysisContext, window: float) -> list[Finding | None]:
             continue
         kind = _kind(str(name), t["kinds"])
         frac = float(t["recoverable_fraction"][kind])
-        saving = host * frac
+        saving = min(host * frac, window)
         advice, summary = _TX_ADVICE[kind]
         out.append(ctx.finding(
             rule=RULE_TX.id,
