@@ -636,6 +636,22 @@ def _task_step_bounds(profile: Profile) -> list[tuple[Any, float, float]]:
     return [(step, float(a), float(b)) for step, a, b in zip(frame.index, lo, hi, strict=True)]
 
 
+def _app_loop_bounds(profile: Profile) -> list[tuple[Any, float, float]]:
+    """An offline-model application that marks its loop with msproftx ranges: the span of those ranges is the
+    analyzed window (its sleeps and host work between inferences are the app's free time, which host-side findings
+    recover), not only the device's active span. Framework runs keep their steps: their mstx marks can span the
+    whole process."""
+    tx = profile.tx
+    if profile.meta.context != "om-acl" or not len(tx):
+        return []
+    start = tx["start_us"].to_numpy(dtype="float64")
+    end = start + np.nan_to_num(tx["duration_us"].to_numpy(dtype="float64"))
+    ok = np.isfinite(start)
+    if not ok.any() or np.nanmax(end[ok]) <= np.nanmin(start[ok]):
+        return []
+    return [(None, float(np.nanmin(start[ok])), float(np.nanmax(end[ok])))]
+
+
 def _active_span(iv: _Intervals) -> tuple[float, float] | None:
     firsts = [b[0][0] for b in (iv.compute, iv.comm) if len(b[0])]
     lasts = [b[1][-1] for b in (iv.compute, iv.comm) if len(b[1])]
@@ -735,6 +751,8 @@ def build(profile: Profile) -> TimeModel:
         sources["window"] = sources["split"] = f"{steps_source} (the profiler's per-step split)"
     else:
         bounds = _recorded_bounds(profile)
+        if not bounds and (bounds := _app_loop_bounds(profile)):
+            steps_source = f"{profile.meta.sources.get('tx', 'msprof_tx')}: the application's msproftx span"
         if not bounds:
             bounds = _task_step_bounds(profile)
             if bounds:

@@ -470,9 +470,11 @@ def _read_summaries(directory: Path, meta: Meta, profile: Profile) -> None:
     profile.steps = concat(steps, STEPS_COLUMNS)
     if len(profile.steps):
         meta.source_of("steps", (split_files + trace_files)[-1])
-    tx = [optional_table(p, meta, read_tx) for p in find_kind(directory, "msprof_tx", meta)]
+    tx_files = find_kind(directory, "msprof_tx", meta)
+    tx = [optional_table(p, meta, read_tx) for p in tx_files]
     if any(t is not None and len(t) for t in tx):
         profile.tx = concat(tx, TX_COLUMNS)
+        meta.source_of("tx", tx_files[-1])
     l2 = [optional_table(p, meta, _read_l2_cache) for p in find_kind(directory, "l2_cache", meta)]
     if any(t is not None and len(t) for t in l2):
         profile.extras["l2_cache"] = pd.concat([t for t in l2 if t is not None], ignore_index=True)
