@@ -70,17 +70,28 @@ def summarize(profile: Profile, platform: Mapping[str, Any], rules: EffectiveRul
     vec_m = ops["vector_fops"].to_numpy(dtype="float64") if "vector_fops" in ops.columns else np.full(len(ops), np.nan)
     measured = bool(np.nansum(cube_m) + np.nansum(vec_m) > 0)
     is_cube = unit == "cube"
+    fp16 = float(platform.get("fp16_tflops") or 0.0)
+    vec_peak = costmodel.vector_tflops(platform, "FLOAT16")
+    dropped = 0
     if measured:
         cube_flops, vec_flops, work_source = np.nansum(cube_m[compute]), np.nansum(vec_m[compute]), "cube_fops/vector_fops"
     else:
+        # a shape-based estimate far above what the peak allows in the op's time means the shapes were not understood
+        peak = np.where(is_cube, fp16, vec_peak) * 1e6 * float(cost_rules.get("max_pct_of_peak", 1.5))
+        understood = ~(np.isfinite(flops) & (flops > peak * np.nan_to_num(dur)))
+        if not estimated:
+            dropped = int((compute & ~understood).sum())
+            compute = compute & understood
         cube_flops = float(np.nansum(np.where(is_cube & compute, flops, 0.0)))
         vec_flops = float(np.nansum(np.where(~is_cube & compute, flops, 0.0)))
         work_source = "theoretical, from tensor shapes" if np.isfinite(flops).any() else None
     cube_time = float(np.nansum(dur[compute & is_cube]))
     vec_time = float(np.nansum(dur[compute & ~is_cube]))
     busy = float(profile.busy_time_us())
-    fp16 = float(platform.get("fp16_tflops") or 0.0)
-    vec_peak = costmodel.vector_tflops(platform, "FLOAT16")
+    if dropped:
+        out["work_note"] = (f"{dropped} task(s) left out of work and utilization: their shape-based FLOPs exceed "
+                            f"{float(cost_rules.get('max_pct_of_peak', 1.5)):g}x the peak in their time (shapes not "
+                            "understood)")
     if work_source:
         out["work_source"] = work_source
         out["cube"] = {"gops": _r(cube_flops / 1e9, 6), "time_us": _r(cube_time),

@@ -170,3 +170,14 @@ def test_example_model_summary_host_section() -> None:
     busy = report["summary"]["device_busy_us"]
     assert host["device_busy_per_execute_us"] == pytest.approx(busy / 10, abs=1e-3)
     assert not math.isnan(report["model_summary"]["cube"]["gops"])
+
+
+def test_shapes_that_do_not_fit_the_time_are_left_out_of_utilization() -> None:
+    m = k = n = 4096  # 137 GFLOP in 10 us would be 13,700 TFLOPS: the shapes are not what ran
+    bad = OpRow("mm_bad", "MatMulV2", 10.0, input_shapes=f"{m},{k};{k},{n}", input_dtypes="FLOAT16;FLOAT16",
+                input_formats="ND;ND", output_shapes=f"{m},{n}", output_dtypes="FLOAT16", output_formats="ND")
+    ok = OpRow("mm_ok", "MatMulV2", 4000.0, input_shapes=f"{m},{k};{k},{n}", input_dtypes="FLOAT16;FLOAT16",
+               input_formats="ND;ND", output_shapes=f"{m},{n}", output_dtypes="FLOAT16", output_formats="ND")
+    ms = summarize(make_profile([bad, ok]), resolve_platform(_rules(), "Ascend310P3"), _rules())
+    assert "1 task(s) left out" in ms["work_note"]
+    assert 0 < ms["cube"]["utilization"] <= 1 and ms["cube"]["time_us"] == pytest.approx(4000.0)
