@@ -192,7 +192,8 @@ def test_aipp_from_onnx_initializers_and_the_rewrite_reproduce_the_model(tmp_pat
     assert np.abs(before - after).max() < 1e-4
 
 
-def test_aipp_cfg_with_todo_and_onnx_constants_parses_with_insert_op_proto(tmp_path: Path) -> None:
+def compile_insert_op(tmp_path: Path) -> None:
+    """insert_op_pb2 in ``tmp_path``, compiled from metadef's insert_op.proto (skips without it or grpc_tools)."""
     proto = REFERENCE / "metadef_insert_op.proto"
     if not proto.exists():
         pytest.skip("../shared/reference is not available")
@@ -200,6 +201,10 @@ def test_aipp_cfg_with_todo_and_onnx_constants_parses_with_insert_op_proto(tmp_p
     (tmp_path / "insert_op.proto").write_text(proto.read_text(encoding="utf-8"), encoding="utf-8")
     subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp_path}", f"--python_out={tmp_path}",
                     str(tmp_path / "insert_op.proto")], check=True)
+
+
+def test_aipp_cfg_with_todo_and_onnx_constants_parses_with_insert_op_proto(tmp_path: Path) -> None:
+    compile_insert_op(tmp_path)
     path = tmp_path / "pre.onnx"
     onnx.save(preprocessing_model(), str(path))
     sys.path.insert(0, str(tmp_path))
