@@ -24,7 +24,8 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.intervals import overlap, union
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
-from knowledge_bases._common import pct, severity_for
+from advisor.toolkit.common import pct, severity_for
+from advisor.toolkit.time import FREE_TIME_KEY
 
 _THRESHOLDS = ("contexts", "severity")
 
@@ -374,6 +375,7 @@ def _tx_ranges(ctx: AnalysisContext, window: float) -> list[Finding | None]:
                             f"{float(row['device_us']) / 1e3:.1f} ms of it with the device busy): {advice}."),
             fix=Fix("code", summary, {"range": str(name), "kind": kind}),
             confidence=0.8 if kind == "idle" else 0.5,
+            saving_by_op={FREE_TIME_KEY: saving},  # host-only time is the device's free time
         ))
     return out
 

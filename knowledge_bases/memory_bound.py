@@ -20,7 +20,7 @@ from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 from advisor.model_summary import COMPUTE_CORES, SOC_FORMULA, memory_bound_ratio
 from advisor.platform import has_tool
-from knowledge_bases._common import pct, severity_for
+from advisor.toolkit.common import pct, severity_for
 
 RULE = RuleDoc(
     id="memory-bound.layers",
@@ -42,6 +42,7 @@ RULE = RuleDoc(
     thresholds=("threshold", "min_op_us", "min_saving_us", "recoverable_fraction", "model_share", "max_rows",
                 "severity"),
     needs=("ops", "metrics"),
+    role="symptom",
 )
 
 _SOC_PARTS = {

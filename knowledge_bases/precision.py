@@ -23,7 +23,7 @@ from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 from advisor.model import canonical_format, parse_list, parse_shapes
 from advisor.platform import cube_supports, has_tool, is_assumed, supports_dtype
-from knowledge_bases._common import atc_option, graph_cmdline, pct, severity_for
+from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for
 
 _THRESHOLDS = ("conv_types", "transposed_conv_types", "matmul_types", "min_saving_us", "severity", "confidence",
                "contexts")

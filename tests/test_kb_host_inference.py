@@ -117,7 +117,7 @@ def test_sleep_in_the_loop_is_the_top_finding(sleep_loop: Path) -> None:
     assert set(ranges) == {"sleep", "preprocess"}  # 'frame' holds the others; postprocess is below min_share
     assert ranges["preprocess"]["evidence"]["host_only_us"] == pytest.approx(PRE_US * FRAMES)
     assert "AIPP" in ranges["preprocess"]["recommendation"]
-    assert report["score"] < 10  # the loop sleeps 98 % of the time
+    assert report["score"] < 30  # the loop sleeps 98 % of the time (confidence-weighted: 0.8 x the sleep)
 
 
 def test_sync_copy_and_execute_gap_on_the_synthetic_loop(sleep_loop: Path) -> None:
