@@ -6,10 +6,8 @@ This is the only place that strings the stages together; the CLI renders what it
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from advisor import __version__, consistency, engine, hierarchy, score
+from advisor import __version__, cluster_data, consistency, engine, executor, hierarchy, score
 from advisor.errors import InputError
 from advisor.findings import Finding
 from advisor.graph.model import ModelGraph
@@ -42,6 +40,8 @@ class AnalysisOptions:
     chip: str | None = None
     time_limit_s: float | None = None
     extra_kbs: list[engine.KBInfo] = field(default_factory=list)
+    scheduler: str | None = None
+    """Address of an existing Dask scheduler (``tcp://host:8786``) to send the per-rank work to."""
 
 
 @dataclass
@@ -56,6 +56,8 @@ class AnalysisResult:
     rules: EffectiveRules
     join: dict[str, Any] | None
     report: dict[str, Any]
+    skipped: list[executor.RankFailure] = field(default_factory=list)
+    """Ranks that could not be read (multi-rank input): reported in ``input.ranks_skipped``."""
 
 
 def _noop(_: str) -> None:
@@ -109,9 +111,11 @@ class RankSummary:
     by_type: pd.DataFrame  # index type: count, sum
     by_core: pd.Series
     steps: pd.DataFrame
-    join_ops: pd.DataFrame  # name, type, duration_us aggregated per unique name (for the graph join)
+    join_ops: pd.DataFrame  # name, type, duration_us aggregated per unique name (the graph join, the score's caps)
     comm: pd.DataFrame
+    """One row per communication op (``advisor.cluster_data.COLLECTIVE_COLUMNS``), not per op x transport."""
     communication_matrix: Any
+    """Per-link sums of communication_matrix.json (``advisor.cluster_data.LINK_COLUMNS``)."""
     available: set[str]
     time: TimeModel
     """The rank's time model (window, steps, compute / communication / free): small, no op rows."""
@@ -120,14 +124,19 @@ class RankSummary:
     model_summary: dict[str, Any] | None = None
     """The rank's ``model_summary`` (advisor.model_summary: work, utilization, block dim, memory traffic, Memory
     Bound, L2 hit rate, execute calls)."""
+    step_time: pd.DataFrame = field(default_factory=pd.DataFrame)
+    transports: pd.DataFrame = field(default_factory=pd.DataFrame)
+    groups: dict[str, Any] = field(default_factory=dict)
 
     def rank_data(self) -> RankData:
         return RankData(self.meta.rank, self.meta, self.steps, self.comm, self.communication_matrix, self.busy_us,
-                        self.device_time_us, self.time)
+                        self.device_time_us, self.time, step_time=self.step_time, transports=self.transports,
+                        groups=self.groups)
 
     @classmethod
     def of(cls, profile: Profile, platform: dict[str, Any] | None = None, rules: EffectiveRules | None = None
            ) -> RankSummary:
+        """Reduce a rank's profile to what the report and the cluster analysis need (no op rows travel)."""
         ops = profile.ops
         by_type = ops.groupby("type", observed=True)["duration_us"].agg(["count", "sum"])
         by_core = ops.groupby("core", observed=True)["duration_us"].sum()
@@ -135,11 +144,15 @@ class RankSummary:
                     .agg(type=("type", "first"), duration_us=("duration_us", "sum"), count=("duration_us", "size"))
                     .reset_index())
         busy = profile.busy_time_us()
+        metadata = profile.extras.get("profiler_metadata")
         return cls(profile.meta, len(ops), profile.device_time_us(), busy, by_type, by_core,
-                   profile.steps, join_ops, profile.comm, profile.extras.get("communication_matrix"),
+                   profile.steps, join_ops, cluster_data.collectives(profile.comm),
+                   cluster_data.links(profile.extras.get("communication_matrix")),
                    set(profile.available), profile.time,
-                   {k: v for k, v in profile.extras.items() if k in ("profiler_metadata",)},
-                   _model_summary(profile, platform, rules))
+                   {"profiler_metadata": metadata} if metadata else {},
+                   _model_summary(profile, platform, rules),
+                   step_time=cluster_data.step_time(profile), transports=cluster_data.transports(profile.comm),
+                   groups=cluster_data.parallel_groups(metadata, profile.meta.rank))
 
     def limits(self) -> score.Limits:
         """What a finding on this rank may claim (see :func:`advisor.score.bound_savings`)."""
@@ -173,7 +186,7 @@ class RankResult:
 
 def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo], rules: EffectiveRules,
                  chip: str | None, time_limit_s: float | None) -> RankResult:
-    """Read one rank and run the knowledge bases on it (runs in a worker process for multi-rank input)."""
+    """Read one rank and run the knowledge bases on it (runs on a Dask worker for multi-rank input)."""
     from advisor import ingest
 
     if src.layout == "static-audit":
@@ -188,9 +201,11 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
     return RankResult(RankSummary.of(profile, platform, rules), findings, statuses, platform)
 
 
-def _worker_analyze_rank(args: tuple[Any, ...]) -> RankResult:
-    src, graph, options, rules = args
-    infos = select_kbs(options)  # entry points are loaded again in the worker process
+def _analyze_rank_job(args: tuple[Any, Any]) -> RankResult:
+    """The per-rank job of :func:`advisor.executor.run_jobs`: ``((graph, options, rules, infos), source)``."""
+    (graph, options, rules, infos), src = args
+    if infos is None:
+        infos = select_kbs(options)  # on a worker: entry points are loaded there
     return analyze_rank(src, graph, infos, rules, options.chip, options.time_limit_s)
 
 
@@ -200,7 +215,7 @@ def _parallel_ok(options: AnalysisOptions) -> bool:
 
 def run_analysis(path: Path | None, graph_path: Path | None = None, options: AnalysisOptions | None = None,
                  progress: Progress = _noop, workers: int | None = None) -> AnalysisResult:
-    """Analyze ``path``. Several ranks are analyzed in parallel worker processes (one per core at most)."""
+    """Analyze ``path``. Several ranks are analyzed on Dask (advisor.executor): a local cluster, or ``options.scheduler``."""
     from advisor import ingest
 
     options = options or AnalysisOptions()
@@ -226,21 +241,7 @@ def run_analysis(path: Path | None, graph_path: Path | None = None, options: Ana
         progress("reading model graph")
         graph, graph_note = load_graph_for(path, graph_path)
 
-    n_workers = min(len(sources), workers or os.cpu_count() or 1)
-    results: list[RankResult] = []
-    if len(sources) > 1 and n_workers > 1 and _parallel_ok(options):
-        progress(f"analyzing {len(sources)} ranks in {n_workers} processes")
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
-            jobs = [(src, graph, options, rules) for src in sources]
-            for i, r in enumerate(pool.map(_worker_analyze_rank, jobs)):
-                progress(f"analyzed rank {i + 1}/{len(sources)}")
-                results.append(r)
-    else:
-        for i, src in enumerate(sources):
-            progress("reading profile" if len(sources) == 1 else f"analyzing rank {i + 1}/{len(sources)}")
-            results.append(analyze_rank(src, graph, infos, rules, options.chip, options.time_limit_s))
-
+    results, skipped = _analyze_ranks(path, sources, graph, infos, rules, options, progress, workers)
     summaries = [r.summary for r in results]
     if graph_note:
         summaries[0].meta.skip(*graph_note)
@@ -255,6 +256,7 @@ def run_analysis(path: Path | None, graph_path: Path | None = None, options: Ana
     findings = [f for r in results for f in r.findings]
     statuses = _merge_statuses([r.statuses for r in results])
     findings_c, statuses_c = _run_cluster_kbs(infos, summaries, graph, rules, platform, options, progress)
+    cluster_section = _cluster_section(findings_c)
     findings += findings_c
     statuses += statuses_c
     for name, reason in engine.PLUGIN_LOAD_ERRORS.items():
@@ -269,13 +271,45 @@ def run_analysis(path: Path | None, graph_path: Path | None = None, options: Ana
     findings = root_causes(findings, infos, rules, limits)
     kb_rules = {i.id: [r.id for r in i.cls.rules] for i in infos}
     report = build_report(path, summaries, graph, join_info, findings, statuses, waived, result_score, platform,
-                          kb_rules=kb_rules)
+                          kb_rules=kb_rules, cluster=cluster_section, skipped=skipped)
     if os.environ.get("ADVISOR_SELF_CHECK") == "1":  # the test suite checks every report it produces
         bad = consistency.problems(report)
         if bad:
             raise AssertionError(f"report of {path} breaks its invariants: " + "; ".join(bad[:10]))
     return AnalysisResult(summaries, graph, findings, statuses, waived, result_score, platform, rules, join_info,
-                          report)
+                          report, skipped)
+
+
+def _analyze_ranks(path: Path, sources: list[Any], graph: ModelGraph | None, infos: list[engine.KBInfo],
+                   rules: EffectiveRules, options: AnalysisOptions, progress: Progress,
+                   workers: int | None) -> tuple[list[RankResult], list[executor.RankFailure]]:
+    """Every rank through :mod:`advisor.executor`: in this process, on the embedded local Dask cluster (several
+    ranks) or on ``options.scheduler``. A single rank's error stops the run; in a cluster an unreadable rank is
+    skipped and reported, unless no rank could be read."""
+    if len(sources) == 1 and not options.scheduler:
+        progress("reading profile")
+        return [analyze_rank(sources[0], graph, infos, rules, options.chip, options.time_limit_s)], []
+    mode = executor.plan(len(sources), workers, options.scheduler, _parallel_ok(options))
+    if mode == executor.REMOTE:  # the workers see the profile at the same absolute path (shared storage)
+        sources = [type(s)(s.root.resolve(), s.layout, s.rank) for s in sources]
+    shared = (graph, options, rules, infos if mode == executor.SERIAL else None)
+    outcomes = executor.run_jobs(_analyze_rank_job, sources, [str(s.root) for s in sources], mode=mode,
+                                 workers=workers, scheduler=options.scheduler, shared=shared, progress=progress)
+    results = [o.result for o in outcomes if o.result is not None]
+    skipped = [o.failure for o in outcomes if o.failure is not None]
+    if not results:
+        first = skipped[0]
+        raise InputError(path, f"no rank could be read ({len(skipped)} tried); {first.path}: {first.reason}")
+    return results, skipped
+
+
+def _cluster_section(findings: list[Finding]) -> dict[str, Any] | None:
+    """The report's ``cluster`` section: the cluster knowledge base's overview (its ``cluster.spread`` finding
+    carries it as ``evidence["cluster_section"]``, taken out here so the report holds it once)."""
+    for f in findings:
+        if f.rule == "cluster.spread" and isinstance(f.evidence.get("cluster_section"), dict):
+            return f.evidence.pop("cluster_section")
+    return None
 
 
 def _run_cluster_kbs(infos: list[engine.KBInfo], summaries: list[RankSummary], graph: ModelGraph | None,
@@ -290,7 +324,7 @@ def _run_cluster_kbs(infos: list[engine.KBInfo], summaries: list[RankSummary], g
                     for i in cluster_infos]
     progress("running cluster knowledge bases")
     first = summaries[0]
-    stub = Profile(ops=empty_frame(OPS_COLUMNS), meta=first.meta, steps=first.steps, comm=first.comm,
+    stub = Profile(ops=empty_frame(OPS_COLUMNS), meta=first.meta, steps=first.steps,
                    extras=dict(first.small_extras))
     available = set().union(*(s.available for s in summaries)) | {"cluster"}
     return engine.run(cluster_infos, stub, graph, rules, platform, options.time_limit_s,
@@ -371,40 +405,6 @@ def _summary(ranks: list[RankSummary]) -> dict[str, Any]:
     return summary
 
 
-def _cluster(ranks: list[RankSummary]) -> dict[str, Any] | None:
-    """Multi-rank input: per-rank compute / uncovered communication / free time, their spread, the slowest rank
-    and the component that makes it slow (the one furthest above the other ranks' median)."""
-    if len(ranks) < 2:
-        return None
-    rows = []
-    for r in ranks:
-        st = r.steps
-        have_steps = len(st) and st["computing_us"].notna().any()
-        compute = float(st["computing_us"].sum()) if have_steps else r.busy_us
-        comm = float(st["comm_not_overlapped_us"].sum()) if have_steps else float("nan")
-        free = float(st["free_us"].sum()) if have_steps else float("nan")
-        rows.append({"rank": r.meta.rank, "compute_us": compute, "communication_us": comm, "free_us": free,
-                     "source": "step_trace" if have_steps else "device busy time"})
-    df = pd.DataFrame(rows)
-    df["total_us"] = df[["compute_us", "communication_us", "free_us"]].sum(axis=1, min_count=1)
-    slow = int(df["total_us"].idxmax())
-    others = df.drop(index=slow)
-    excess = {c: float(df.loc[slow, c] - others[c].median()) for c in ("compute_us", "communication_us", "free_us")
-              if pd.notna(df.loc[slow, c])}
-    reason = max(excess, key=lambda c: excess[c]) if excess else "compute_us"
-    spread = {c: {"min": round(float(df[c].min()), 3), "max": round(float(df[c].max()), 3),
-                  "spread_us": round(float(df[c].max() - df[c].min()), 3)}
-              for c in ("compute_us", "communication_us", "free_us", "total_us") if df[c].notna().any()}
-    return {
-        "ranks": [{k: (round(v, 3) if isinstance(v, float) and pd.notna(v) else (None if isinstance(v, float) else v))
-                   for k, v in row.items()} for row in df.to_dict("records")],
-        "slowest_rank": int(df.loc[slow, "rank"]) if pd.notna(df.loc[slow, "rank"]) else slow,
-        "slowest_reason": reason.removesuffix("_us"),
-        "slowest_excess_us": round(excess.get(reason, 0.0), 3),
-        "spread": spread,
-    }
-
-
 def _time(ranks: list[RankSummary]) -> dict[str, Any]:
     """The report's ``time``: the rank's time model; for several ranks their totals plus ``ranks`` (rank id ->
     that rank's time model)."""
@@ -430,7 +430,8 @@ def _context(metas: list[Any]) -> tuple[str, str]:
 def build_report(path: Path, ranks: list[RankSummary], graph: ModelGraph | None, join_info: dict[str, Any] | None,
                  findings: list[Finding], statuses: list[engine.KBStatus], waived: list[engine.WaivedFinding],
                  result_score: score.Score, platform: dict[str, Any],
-                 kb_rules: dict[str, list[str]] | None = None) -> dict[str, Any]:
+                 kb_rules: dict[str, list[str]] | None = None, cluster: dict[str, Any] | None = None,
+                 skipped: Sequence[executor.RankFailure] = ()) -> dict[str, Any]:
     """The JSON report (schema: advisor/schemas/report.schema.json)."""
     metas = [r.meta for r in ranks]
     layouts = sorted({m.layout for m in metas})
@@ -461,6 +462,7 @@ def build_report(path: Path, ranks: list[RankSummary], graph: ModelGraph | None,
             "ranks": max(1, len(ranks)),
             "files_read": [f for m in metas for f in m.files_read],
             "files_skipped": [s.to_dict() for m in metas for s in m.files_skipped],
+            "ranks_skipped": [s.to_dict() for s in skipped],
             "notes": notes,
         },
         "platform": {k: v for k, v in platform.items()},
@@ -472,7 +474,7 @@ def build_report(path: Path, ranks: list[RankSummary], graph: ModelGraph | None,
         "knowledge_bases": [{**s.to_dict(), "rules": list((kb_rules or {}).get(s.id, []))} for s in statuses],
         "findings": out_findings,
         "waived": [w.to_dict() for w in waived],
-        "cluster": _cluster(ranks),
+        "cluster": cluster,
         "model_summary": _model_summaries(ranks),
     }
 

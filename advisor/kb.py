@@ -131,21 +131,29 @@ class KnowledgeBase:
 
 @dataclass
 class RankData:
-    """What a cluster-scope knowledge base sees of one rank (small: no op rows)."""
+    """What a cluster-scope knowledge base sees of one rank (small: no op rows; built on the worker that read the
+    rank by ``advisor.cluster_data``, see docs/cluster.md for what travels)."""
 
     rank: int | None
     meta: Any
     steps: Any
     """``advisor.model.STEPS_COLUMNS`` table of that rank."""
     comm: Any
-    """``advisor.model.COMM_COLUMNS`` table of that rank."""
+    """One row per communication op of that rank (``advisor.cluster_data.COLLECTIVE_COLUMNS``: step, op, group,
+    start, elapse, transit, wait, idle), from communication.json."""
     communication_matrix: Any
-    """``profile.extras["communication_matrix"]`` of that rank: a DataFrame (one row per step x op x link, see
-    ``advisor.ingest.torch_npu.read_communication_matrix``) or None."""
+    """Per-link sums of that rank's communication_matrix.json (``advisor.cluster_data.LINK_COLUMNS``; ranks
+    numbered within their group), or None."""
     busy_us: float
     device_time_us: float
     time: Any = None
     """The rank's :class:`advisor.timemodel.TimeModel` (window, steps, compute / communication / free split)."""
+    step_time: Any = None
+    """Per-step time split (``advisor.cluster_data.STEP_TIME_COLUMNS``), from the rank's time model."""
+    transports: Any = None
+    """Bytes and transit time per transport (``advisor.cluster_data.TRANSPORT_COLUMNS``)."""
+    groups: dict[str, Any] = field(default_factory=dict)
+    """DP / PP / TP indices and members (``advisor.cluster_data.parallel_groups``); {} when not recorded."""
 
 
 @dataclass

@@ -1,11 +1,13 @@
-"""Cluster knowledge base: multi-rank input, analysed once after every rank.
+"""Cluster knowledge base: multi-rank input, analysed once from every rank's small summary.
 
 In synchronous training every rank's step lasts as long as the slowest one; the others show the difference as
-communication wait. This KB compares the ranks' own time (compute, free, data transmission -- not waiting),
-names the slow rank and why (compute, communication or free time), finds the slow link (the src -> dst link of a
-communication group with the lowest bandwidth relative to its transport's median, from every rank's
-communication matrix) and reports the per-rank spread. It runs with ``ctx.cluster`` (one
-:class:`advisor.kb.RankData` per rank) and stays silent on single-rank input.
+communication wait. From each rank's per-step time split (its time model), its collectives and its links, this
+KB builds the cluster step table per rank and per pipeline stage (with DP / PP / TP indices), names the slow rank
+of each stage and why (compute, free time on the host, or waiting for another pipeline stage), finds for each
+collective the ranks that arrived last and what they were doing before, the pipeline stages that sit in bubbles,
+and the links slower than their transport's reference bandwidth. The ``cluster.spread`` finding carries the
+report's ``cluster`` section (``evidence["cluster_section"]``), so the report and the findings share one
+definition of the slow rank. It runs with ``ctx.cluster`` (one :class:`advisor.kb.RankData` per rank).
 """
 
 from __future__ import annotations
@@ -20,114 +22,157 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RankData, RuleDoc
 from advisor.toolkit.common import severity_for
-from advisor.toolkit.time import comm_op_times
 
-COMPONENTS = ("compute", "communication", "free")
-"""A rank's own time: compute, communication transmit (data moving; waiting excluded) and free time."""
-
-
-# ---------------------------------------------------------------------------------------------------------
-# per-rank table
-# ---------------------------------------------------------------------------------------------------------
-def _label(rd: RankData, i: int) -> str:
-    return f"rank {rd.rank}" if rd.rank is not None else f"input {i}"
-
-
-def _bandwidth(comm: Any, transport: str) -> float:
-    """Bytes / transit time over the rank's transfers on a transport (GB/s), NaN without any."""
-    if not isinstance(comm, pd.DataFrame) or not len(comm) or "transport" not in comm.columns:
-        return float("nan")
-    sub = comm[(comm["transport"].astype(str) == transport) & (comm["size_mb"] > 0)]
-    col = "transport_transit_us" if "transport_transit_us" in sub.columns else "transit_us"
-    t = float(sub[col].sum()) if len(sub) else 0.0
-    return float(sub["size_mb"].sum()) / (t / 1000.0) if t > 0 else float("nan")
-
-
-def rank_table(cluster: Sequence[RankData]) -> pd.DataFrame:
-    """One row per rank: steps, compute/comm/free (sums), comm wait vs transmit, own time, SDMA/RDMA bandwidth.
-
-    ``*_per_step`` columns divide by the rank's step count so ranks with different windows compare fairly.
-    """
-    rows = []
-    for i, rd in enumerate(cluster):
-        st = rd.steps if isinstance(rd.steps, pd.DataFrame) else pd.DataFrame()
-        have = bool(len(st)) and "computing_us" in st.columns and st["computing_us"].notna().any()
-        n = int(st["step"].nunique(dropna=False)) if have else 1
-        compute = float(st["computing_us"].sum()) if have else float(rd.busy_us)
-        comm = float(st["comm_not_overlapped_us"].sum()) if have else float("nan")
-        free = float(st["free_us"].sum()) if have else float("nan")
-        transmit = wait = float("nan")
-        if have and isinstance(rd.comm, pd.DataFrame) and len(rd.comm):
-            per = comm_op_times(rd.comm)
-            t, w, d = (float(per[c].sum()) for c in ("transit_us", "wait_us", "idle_us"))
-            if t + w + d > 0:
-                transmit = comm * t / (t + w + d)
-                wait = comm - transmit
-        rows.append({"label": _label(rd, i), "rank": rd.rank, "steps": n, "compute_us": compute,
-                     "comm_us": comm, "comm_wait_us": wait, "comm_transmit_us": transmit, "free_us": free,
-                     "source": "step_trace_time" if have else "device busy time",
-                     "sdma_gbps": _bandwidth(rd.comm, "SDMA"), "rdma_gbps": _bandwidth(rd.comm, "RDMA")})
-    df = pd.DataFrame(rows)
-    df["total_us"] = df[["compute_us", "comm_us", "free_us"]].sum(axis=1, min_count=1)
-    # communication as a rank's own time: the transmit part (or none when the split is unknown)
-    df["communication_us"] = df["comm_transmit_us"].fillna(0.0).where(df["comm_us"].notna(), np.nan)
-    for c in ("compute", "communication", "free", "total"):
-        df[f"{c}_per_step"] = df[f"{c}_us"] / df["steps"]
-    df["own_per_step"] = df[["compute_per_step", "communication_per_step", "free_per_step"]].sum(axis=1)
-    return df
+OWN = {"compute": "compute_us", "free": "free_us", "waiting": "bubble_us"}
+"""A rank's own time per step, by reason: compute, free (host-bound: the device idles waiting for the host) and
+waiting for another pipeline stage (bubble). Waiting for peers in collectives is not its own time, and neither
+is transmit time: a collective's transfers run at its slowest link for every member (slow-link findings)."""
+COMPONENTS = ["compute_us", "uncovered_comm_us", "wait_us", "transmit_us", "idle_us", "overlapped_us", "free_us",
+              "bubble_us", "preparing_us", "step_us"]
+DIMS = ("dp", "pp", "tp")
 
 
 # ---------------------------------------------------------------------------------------------------------
-# links
+# tables
 # ---------------------------------------------------------------------------------------------------------
-def link_table(cluster: Sequence[RankData], skip: Iterable[str]) -> pd.DataFrame:
-    """Per (group, src, dst, transport): size_mb, transit_us, bandwidth_gbps over every rank's matrix.
+def _label(rank: Any, i: int) -> str:
+    return f"rank {int(rank)}" if rank is not None and pd.notna(rank) else f"input {i}"
 
-    Per-link ``total`` rows are used where the matrix has them (one per op kind and link), else the per-op rows.
-    """
+
+def step_table(cluster: Sequence[RankData]) -> pd.DataFrame:
+    """One row per step x rank: COMPONENTS, the rank's DP / PP / TP indices, and where the numbers came from.
+
+    A rank without a step split counts its device busy time as compute over one step (``source``)."""
     frames = []
-    for rd in cluster:
-        m = _matrix_frame(rd.communication_matrix)
-        if m is None or not len(m):
-            continue
-        stat = m["stat"]
-        # newer matrices: top/middle/bottom/total aggregates per op kind; older ones: one entry per op
-        rows = m[stat.astype(str) == "total"] if (stat.astype(str) == "total").any() else m[stat.isna()]
-        frames.append(rows.assign(reporter=rd.rank))
-    if not frames:
-        return pd.DataFrame(columns=["group", "src_rank", "dst_rank", "transport", "size_mb", "transit_us",
-                                     "bandwidth_gbps", "reported_by"])
-    df = pd.concat(frames, ignore_index=True)
-    df = df[~df["transport"].astype(str).isin(list(skip)) & (df["size_mb"] > 0) & (df["transit_us"] > 0)]
-    df["group"] = df["group"].astype(str)
-    df = df.drop_duplicates(subset=["step", "group", "op", "src_rank", "dst_rank", "transport", "size_mb",
-                                    "transit_us"])
-    g = df.groupby(["group", "src_rank", "dst_rank", df["transport"].astype(str)], sort=False)
-    out = g.agg(size_mb=("size_mb", "sum"), transit_us=("transit_us", "sum"),
-                reported_by=("reporter", lambda s: ",".join(sorted({str(x) for x in s})))).reset_index()
-    out["bandwidth_gbps"] = out["size_mb"] / (out["transit_us"] / 1000.0)
+    for i, rd in enumerate(cluster):
+        st = rd.step_time if isinstance(rd.step_time, pd.DataFrame) else pd.DataFrame()
+        if len(st):
+            df = st.copy()
+            source = str(st.attrs.get("source", "step time split"))
+        else:
+            df = pd.DataFrame({"step": [np.nan], "compute_us": [float(rd.busy_us)], "step_us": [float(rd.busy_us)]})
+            source = "device busy time"
+        for c in COMPONENTS:
+            if c not in df.columns:
+                df[c] = np.nan
+        df["i"] = i
+        df["rank"] = rd.rank if rd.rank is not None else np.nan
+        df["label"] = _label(rd.rank, i)
+        for d in DIMS:
+            g = (rd.groups or {}).get(d) or {}
+            df[d] = g.get("index") if g.get("index") is not None else np.nan
+        df["source"] = source
+        frames.append(df)
+    out = pd.concat(frames, ignore_index=True)
+    out["pp"] = out["pp"].fillna(0.0)
     return out
 
 
-def _matrix_frame(matrix: Any) -> pd.DataFrame | None:
-    """The normalized matrix table (advisor.ingest.torch_npu MATRIX_COLUMNS), from a DataFrame or its records."""
-    if matrix is None:
-        return None
-    if isinstance(matrix, pd.DataFrame):
-        df = matrix
-    elif isinstance(matrix, Mapping) and {"src_rank", "dst_rank", "size_mb"} <= set(matrix):
-        df = pd.DataFrame(dict(matrix))
-    elif isinstance(matrix, list):
-        df = pd.DataFrame(matrix)
-    else:
-        return None
-    needed = {"src_rank", "dst_rank", "transport", "size_mb", "transit_us"}
-    if not needed <= set(df.columns):
-        return None
-    for col, default in (("group", ""), ("step", np.nan), ("op", ""), ("stat", None)):
-        if col not in df.columns:
-            df = df.assign(**{col: default})
-    return df
+def rank_table(steps: pd.DataFrame) -> pd.DataFrame:
+    """One row per rank: per-step means of COMPONENTS, steps, and own time per step (the OWN components)."""
+    g = steps.groupby("i", sort=True)
+    df = g[COMPONENTS].mean()
+    df["steps"] = g["step"].nunique(dropna=False)
+    for c in ("rank", "label", "source", *DIMS):
+        df[c] = g[c].first()
+    own = df[list(OWN.values())]
+    df["own_us"] = own.sum(axis=1, min_count=1)
+    return df.reset_index()
+
+
+def stage_table(steps: pd.DataFrame) -> pd.DataFrame:
+    """One row per step x pipeline stage: ranks, and the mean and max of each component over the stage's ranks."""
+    g = steps.groupby(["step", "pp"], sort=True, dropna=False)
+    mean = g[COMPONENTS].mean().add_suffix("_mean")
+    mx = g[COMPONENTS].max().add_suffix("_max")
+    out = pd.concat([mean, mx], axis=1)
+    out["ranks"] = g["rank"].apply(lambda s: [int(r) for r in s if pd.notna(r)])
+    return out.reset_index()
+
+
+def collective_table(cluster: Sequence[RankData]) -> pd.DataFrame:
+    """Every rank's communication ops (communication.json) with a ``rank`` column. p2p ops match across ranks
+    only where both sides carry the same name (``hcom_batchSendRecv``), send / receive pairs do not."""
+    frames = []
+    for rd in cluster:
+        c = rd.comm
+        if not isinstance(c, pd.DataFrame) or not len(c) or "wait_us" not in c.columns or rd.rank is None:
+            continue
+        sub = c
+        frames.append(pd.DataFrame({"rank": rd.rank, "step": sub["step"].to_numpy(dtype="float64"),
+                                    "op": sub["op"].astype(str).to_numpy(), "group": sub["group"].astype(str).to_numpy(),
+                                    "wait_us": sub["wait_us"].to_numpy(dtype="float64"),
+                                    "elapse_us": sub["elapse_us"].to_numpy(dtype="float64")}))
+    if not frames:
+        return pd.DataFrame(columns=["rank", "step", "op", "group", "wait_us", "elapse_us"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def last_arrivals(coll: pd.DataFrame, tie_share: float, tie_us: float) -> dict[tuple[int, ...], dict[str, Any]]:
+    """Per set of last-arriving ranks: the median wait they caused (summed over their collectives), the rank time
+    the others waited, the number of collectives, their steps, the member ranks and the top 20 collectives.
+
+    For each collective (step, group, op) with two or more ranks, the ranks with the least wait (within
+    ``tie_share`` of the wait spread, or ``tie_us``) arrived last; the others' wait beyond the least is for them.
+    """
+    keys = ["step", "group", "op"]
+    w = coll.groupby([*keys, "rank"], sort=True, dropna=False)["wait_us"].min().reset_index()
+    g = w.groupby(keys, sort=False, dropna=False)["wait_us"]
+    least, most, n = g.transform("min"), g.transform("max"), g.transform("size")
+    w["excess"] = w["wait_us"] - least
+    w["late"] = w["wait_us"] <= least + np.maximum(tie_us, tie_share * (most - least))
+    w["n"] = n
+    w = w[w["n"] >= 2]
+    others = w[~w["late"]]
+    if not len(others):
+        return {}
+    per = others.groupby(keys, sort=False, dropna=False)["excess"].agg(delay="median", waited="sum", most="max")
+    late = (w[w["late"]].groupby(keys, sort=False, dropna=False)["rank"]
+            .agg(lambda r: tuple(sorted(int(x) for x in r))).rename("late_ranks"))
+    per = per.join(late, how="inner").join(w.groupby(keys, sort=False, dropna=False)["n"].first()).reset_index()
+    members = (w.merge(per[[*keys, "late_ranks"]], on=keys, how="inner").groupby("late_ranks")["rank"].unique()
+               .to_dict())
+    out: dict[tuple[int, ...], dict[str, Any]] = {}
+    for late_ranks, grp in per.groupby("late_ranks", sort=False):
+        out[late_ranks] = {"delay_us": float(grp["delay"].sum()), "waited_us": float(grp["waited"].sum()),
+                           "collectives": int(len(grp)), "steps": set(grp["step"].tolist()),
+                           "members": {int(r) for r in members[late_ranks]},
+                           "top": grp.nlargest(20, "delay")}
+    return out
+
+
+def link_table(cluster: Sequence[RankData], skip: Iterable[str]) -> pd.DataFrame:
+    """Every rank's links (communication_matrix.json sums) with the reporting rank and, where the group's
+    members are known from their own reports (each rank reports the links it sends on), global src / dst ranks."""
+    frames = []
+    for rd in cluster:
+        m = rd.communication_matrix
+        if isinstance(m, pd.DataFrame) and len(m) and {"src", "dst", "transport"} <= set(m.columns):
+            frames.append(m.assign(reporter=rd.rank))
+    if not frames:
+        return pd.DataFrame(columns=["group", "src", "dst", "transport", "size_mb", "transit_us", "transfers",
+                                     "reporter", "src_rank", "dst_rank", "bandwidth_gbps"])
+    df = pd.concat(frames, ignore_index=True)
+    local = df.groupby(["group", "reporter"])["src"].agg(lambda s: s.iloc[0] if s.nunique() == 1 else np.nan)
+    to_global: dict[tuple[str, float], int] = {}
+    for (group, reporter), src in local.items():
+        if pd.notna(src) and reporter is not None and pd.notna(reporter):
+            to_global[(str(group), float(src))] = int(reporter)
+    df = df[~df["transport"].astype(str).isin(list(skip))].copy()
+    df["src_rank"] = [to_global.get((str(g), float(s))) for g, s in zip(df["group"], df["src"], strict=True)]
+    df["dst_rank"] = [to_global.get((str(g), float(d))) for g, d in zip(df["group"], df["dst"], strict=True)]
+    df["bandwidth_gbps"] = df["size_mb"] / (df["transit_us"] / 1000.0)
+    return df.reset_index(drop=True)
+
+
+def expected_bandwidth(rules: Mapping[str, Any], soc: str | None) -> dict[str, float]:
+    """Expected GB/s per transport for the chip: the longest matching SoC prefix in the rules, else 'default'."""
+    table_ = (rules.get("slow_link") or {}).get("expected_gbps") or {}
+    best = ""
+    for prefix in table_:
+        if prefix != "default" and soc and str(soc).startswith(prefix) and len(prefix) > len(best):
+            best = prefix
+    return {str(k): float(v) for k, v in (table_.get(best or "default") or {}).items()}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -135,8 +180,8 @@ def _matrix_frame(matrix: Any) -> pd.DataFrame | None:
 # ---------------------------------------------------------------------------------------------------------
 class ClusterKB(KnowledgeBase):
     id = "cluster"
-    title = "Cluster: slow rank and slow link"
-    version = "1.0.0"
+    title = "Cluster: slow rank, communication bottleneck, pipeline bubble, slow link"
+    version = "2.0.0"
     api_version = "1"
     scope: ClassVar[str] = "cluster"
     requires = ("cluster",)
@@ -145,45 +190,101 @@ class ClusterKB(KnowledgeBase):
         RuleDoc(
             id="cluster.slow-rank",
             title="Slow rank",
-            what="Per rank (per step), takes its own time: compute, free time and communication transmit time "
-                 "(uncovered communication x transit share from communication.json; waiting for other ranks "
-                 "excluded). The rank with the most is the slow rank; its reason is the component furthest above "
-                 "the other ranks' median. Fires when that component's spread across ranks reaches "
-                 "slow_rank.min_spread_share of the mean step. Saving: the slow rank's excess over the mean of "
-                 "all ranks in that component, per step.",
+            what="Within each pipeline stage (all ranks without pipeline parallelism), takes each rank's own time "
+                 "per step: compute, free (host) and pipeline bubble (waiting for another stage); waiting for "
+                 "peers in collectives and transmit time (set by the collective's slowest link, see slow-link) are "
+                 "excluded. The rank with the most is the "
+                 "stage's slow rank; its reason is the component furthest above the stage's median. Fires when "
+                 "that component's spread across the stage reaches slow_rank.min_spread_share of the mean step. "
+                 "Saving: the rank's excess over the stage's mean in that component, per step x steps.",
             why="Collectives finish when the last rank arrives: every other rank waits (it shows as their "
-                "communication wait) for the slow rank's extra compute, host stalls or slow transfers.",
-            how_to_fix="compute: rebalance work (pipeline stage layer split, uneven sequence lengths or MoE "
-                       "routing, a rank doing extra logging/evaluation); free: find the host stall on that rank "
-                       "(data loading, CPU binding, a noisy neighbour); communication: check its links (slow-link "
-                       "findings).",
+                "communication wait) for the slow rank's extra compute, host stalls or its own wait for another "
+                "stage.",
+            how_to_fix="compute: rebalance work (uneven sequence lengths or MoE routing, a rank doing extra "
+                       "logging/evaluation, a throttled device); free: find the host stall on that rank (data "
+                       "loading, CPU binding, a noisy neighbour); waiting: look at the neighbour stage's rank.",
             thresholds=("slow_rank", "severity"),
             needs=("steps", "comm"),
         ),
         RuleDoc(
+            id="cluster.stage-imbalance",
+            title="Unbalanced pipeline stages",
+            what="Per pipeline stage, the mean compute time per step of its ranks. Fires when the slowest stage's "
+                 "compute exceeds the fastest's by stage_imbalance.min_spread_share of the mean step: the other "
+                 "stages wait for it (in p2p transfers or pipeline bubbles). Saving: the slowest stage's compute "
+                 "above the mean of the stages, per step x steps (what balancing the layers would take off the "
+                 "step).",
+            why="A pipeline runs at the pace of its slowest stage; the others idle in every micro-batch.",
+            how_to_fix="Move layers from the slow stage to the others (Megatron/MindSpeed: an uneven layer split such "
+                       "as --num-layer-list, or --decoder-first/last-pipeline-num-layers), remembering that the "
+                       "first stage also carries the embedding and the last the loss/head.",
+            thresholds=("stage_imbalance", "severity"),
+            needs=("steps",),
+        ),
+        RuleDoc(
+            id="cluster.comm-bottleneck",
+            title="Communication bottleneck: the ranks the others wait for",
+            what="For each collective (same op, group and step in every member's communication.json), the ranks "
+                 "with the least wait arrived last (ties within bottleneck.tie_share of the wait spread or "
+                 "bottleneck.tie_us); the others' wait beyond it is time spent waiting for them. Sets of "
+                 "last-arriving ranks are ranked by the median wait they cause, summed over their collectives; "
+                 "fires from bottleneck.min_share of the mean step per step. Traces what the late ranks did "
+                 "before: their compute, free, bubble and transmit time in those steps against the median of the "
+                 "other ranks of the same collectives. Saving: that median wait (what the collective would end "
+                 "sooner), capped at the late ranks' own excess.",
+            why="The time a collective waits is not the waiting ranks' problem: it is set by the last rank to "
+                "arrive, and whatever it did before (longer compute, a host stall, its own wait upstream).",
+            how_to_fix="Fix the late ranks' cause: see the slow-rank, pipeline-bubble and slow-link findings for "
+                       "those ranks.",
+            thresholds=("bottleneck", "severity"),
+            needs=("comm",),
+        ),
+        RuleDoc(
+            id="cluster.pipeline-bubble",
+            title="Pipeline bubble",
+            what="Per pipeline stage (PP index from profiler_metadata.json), the mean bubble time per step "
+                 "(step_trace_time Bubble: waiting for another stage's p2p transfers) over the mean step time. "
+                 "Fires for a stage at or above pipeline_bubble.max_share and names its ranks whose own bubble "
+                 "share reaches it. Saving: the stage's bubble above max_share of the step, per step x steps.",
+            why="While a stage waits for activations or gradients from its neighbour its devices idle; a stage "
+                "with much more bubble than the others waits for a slow or overloaded neighbour stage.",
+            how_to_fix="More micro-batches per step (gradient accumulation / num_microbatches) shrink the bubble "
+                       "(1F1B bubble share ~ (pp - 1) / (micro-batches + pp - 1)); an interleaved schedule "
+                       "(virtual pipeline stages) shrinks it further; balance the layers across stages (the first "
+                       "and last stages also carry the embedding and the loss/head).",
+            thresholds=("pipeline_bubble", "severity"),
+            needs=("steps",),
+        ),
+        RuleDoc(
             id="cluster.slow-link",
             title="Slow link",
-            what="Sums every rank's communication_matrix.json per link (communication group, src -> dst, "
-                 "transport; 'total' rows where present) and flags links whose bandwidth is below "
-                 "slow_link.max_bandwidth_ratio x the median of their transport (links under min_size_mb and "
-                 "transports in skip_transports are not compared). Saving: the link's transit time beyond its "
-                 "size at the median bandwidth.",
-            why="A collective is as fast as its slowest link; one degraded HCCS/RoCE link slows every step of "
-                "every rank in the group.",
-            how_to_fix="Check the link's hardware and configuration (hccn_tool link status and counters, optics, "
-                       "switch port), and the device placement of the two ranks.",
+            what="Per link (communication group, src -> dst, transport; every rank's communication_matrix.json "
+                 "'total' rows summed over the profiled steps) with mean messages of at least "
+                 "slow_link.min_message_mb: bandwidth below slow_link.max_bandwidth_ratio x the reference -- the "
+                 "transport's median over at least min_links links, else its expected bandwidth for the chip "
+                 "(slow_link.expected_gbps). A transport whose median is itself below the ratio x the expected "
+                 "bandwidth is reported once. Saving: the slow links' transit time beyond their size at the "
+                 "reference bandwidth.",
+            why="A ring or tree collective is as fast as its slowest link; one degraded HCCS/RoCE link slows every "
+                "step of every rank in the group.",
+            how_to_fix="Check the link's hardware and configuration (hccn_tool link status and error counters, "
+                       "optics, switch port, PFC/ECN) and the device placement of the two ranks; a whole transport "
+                       "below its expected bandwidth points at small messages or the HCCL algorithm and buffer "
+                       "(HCCL_BUFFSIZE).",
             thresholds=("slow_link", "severity"),
             needs=("comm",),
         ),
         RuleDoc(
             id="cluster.spread",
-            title="Per-rank time spread",
-            what="Reports (info, no saving) each rank's compute, uncovered communication (wait / transmit), free "
-                 "time and SDMA/RDMA bandwidth, with the spread of each across ranks: the cluster overview.",
-            why="Shows at a glance whether ranks are balanced and which component differs.",
-            how_to_fix="See the slow-rank and slow-link findings.",
+            title="Cluster step table and per-rank spread",
+            what="Reports (info, no saving) each rank's per-step compute, uncovered communication (wait / "
+                 "transmit / idle), overlapped communication, free, bubble and preparing time with its DP / PP / TP "
+                 "indices, the same per pipeline stage, and the spread of each across ranks: the cluster overview "
+                 "(the report's cluster section).",
+            why="Shows at a glance whether ranks and stages are balanced and which component differs.",
+            how_to_fix="See the slow-rank, comm-bottleneck, pipeline-bubble and slow-link findings.",
             thresholds=(),
-            needs=("steps", "comm"),
+            needs=("steps",),
         ),
     )
 
@@ -192,161 +293,458 @@ class ClusterKB(KnowledgeBase):
         if len(cluster) < 2:
             ctx.note("cluster: skipped, single-rank input")
             return []
-        df = rank_table(cluster)
-        mean_step = float(df["total_per_step"].mean()) if df["total_per_step"].notna().any() else float(
-            df["compute_per_step"].mean())
-        findings = [self._spread(ctx, df, mean_step)]
-        slow = self._slow_rank(ctx, df, mean_step)
-        if slow is not None:
-            findings.append(slow)
+        steps = step_table(cluster)
+        ranks = rank_table(steps)
+        stages = stage_table(steps)
+        mean_step = float(ranks["step_us"].mean()) if ranks["step_us"].notna().any() else 0.0
+        slow = self._slow_ranks(ctx, ranks, mean_step)
+        findings: list[Finding] = [self._spread(ctx, ranks, steps, stages, mean_step, slow, cluster)]
+        findings += [f for _, f in slow]
+        findings += self._stage_imbalance(ctx, ranks, stages, mean_step)
+        findings += self._bubbles(ctx, ranks, mean_step)
+        findings += _explained(self._bottlenecks(ctx, cluster, ranks, steps, mean_step), findings)
         findings += self._slow_links(ctx, cluster, mean_step)
         return findings
 
     # ----------------------------------------------------------------------------------------------------
+    # overview
+    # ----------------------------------------------------------------------------------------------------
     @staticmethod
-    def _rank_rows(df: pd.DataFrame) -> dict[str, Any]:
-        cols = ["rank", "steps", "compute_us", "comm_uncovered_us", "comm_wait_us", "comm_transmit_us", "free_us",
-                "total_us", "own_per_step_us", "sdma_gbps", "rdma_gbps", "source"]
-        rows = [[r.label, int(r.steps), _r(r.compute_us), _r(r.comm_us), _r(r.comm_wait_us), _r(r.comm_transmit_us),
-                 _r(r.free_us), _r(r.total_us), _r(r.own_per_step), _r(r.sdma_gbps), _r(r.rdma_gbps), r.source]
-                for r in df.itertuples(index=False)]
-        return table(cols, rows, limit=64)
+    def _rank_rows(ranks: pd.DataFrame, limit: int = 64) -> dict[str, Any]:
+        cols = ["rank", "dp", "pp", "tp", "steps", "compute_us", "uncovered_comm_us", "wait_us", "transmit_us",
+                "free_us", "bubble_us", "step_us", "own_us", "source"]
+        rows = [[r.label, _i(r.dp), _i(r.pp), _i(r.tp), int(r.steps), _r(r.compute_us), _r(r.uncovered_comm_us),
+                 _r(r.wait_us), _r(r.transmit_us), _r(r.free_us), _r(r.bubble_us), _r(r.step_us), _r(r.own_us),
+                 r.source] for r in ranks.itertuples(index=False)]
+        return table(cols, rows, limit=limit)
 
-    def _spread(self, ctx: AnalysisContext, df: pd.DataFrame, mean_step: float) -> Finding:
+    def _spread(self, ctx: AnalysisContext, ranks: pd.DataFrame, steps: pd.DataFrame, stages: pd.DataFrame,
+                mean_step: float, slow: list[tuple[dict[str, Any], Finding]],
+                cluster: Sequence[RankData]) -> Finding:
         spread = {}
-        for c, col in (("compute", "compute_per_step"), ("uncovered_communication", "comm_us"),
-                       ("free", "free_per_step"), ("total", "total_per_step")):
-            vals = df[col] / (df["steps"] if col == "comm_us" else 1)
+        for key, c in (("compute_us", "compute_us"), ("communication_us", "uncovered_comm_us"), ("wait_us", "wait_us"),
+                       ("free_us", "free_us"), ("bubble_us", "bubble_us"), ("total_us", "step_us")):
+            vals = ranks[c]
             if vals.notna().any():
-                spread[c] = {"min_us": float(vals.min()), "max_us": float(vals.max()),
-                             "spread_us": float(vals.max() - vals.min()),
-                             "spread_share": float((vals.max() - vals.min()) / mean_step) if mean_step else 0.0}
-        parts = [f"{k.replace('_', ' ')} {v['min_us'] / 1000:.1f}-{v['max_us'] / 1000:.1f} ms"
-                 for k, v in spread.items() if k != "total"]
+                spread[key] = {
+                    "min_us": _r(vals.min()), "max_us": _r(vals.max()), "spread_us": _r(vals.max() - vals.min()),
+                    "spread_share": round(float((vals.max() - vals.min()) / mean_step), 4) if mean_step else 0.0}
+        names = {"compute_us": "compute", "communication_us": "uncovered communication", "free_us": "free"}
+        parts = [f"{names[k]} {v['min_us'] / 1000:.1f}-{v['max_us'] / 1000:.1f} ms"
+                 for k, v in spread.items() if k in names]
+        section = self._section(ranks, steps, stages, spread, slow, cluster)
         return ctx.finding(
-            rule="cluster.spread", title=f"{len(df)} ranks, per step: " + ", ".join(parts), severity="info",
-            ops=[], evidence={"ranks": int(len(df)), "mean_step_us": mean_step, "spread": spread,
-                              "table": self._rank_rows(df)},
-            estimated_saving_us=0.0, basis="overview only; savings are in the slow-rank and slow-link findings",
-            recommendation="Compare the ranks' compute and free time: in synchronous training the rank with the "
-                           "most of its own time sets the step, the others wait in communication.",
+            rule="cluster.spread", title=f"{len(ranks)} ranks, per step: " + ", ".join(parts), severity="info",
+            ops=[], evidence={"ranks": int(len(ranks)), "mean_step_us": mean_step, "spread": spread,
+                              "table": self._rank_rows(ranks), "cluster_section": section},
+            estimated_saving_us=0.0,
+            basis="overview only; savings are in the slow-rank, comm-bottleneck, pipeline-bubble and slow-link "
+                  "findings",
+            recommendation="Compare the ranks' compute, free and bubble time: in synchronous training the rank with "
+                           "the most of its own time sets the step, the others wait in communication.",
             confidence=0.9)
 
-    def _slow_rank(self, ctx: AnalysisContext, df: pd.DataFrame, mean_step: float) -> Finding | None:
-        if df["own_per_step"].isna().all() or mean_step <= 0:
-            return None
-        slow_i = int(df["own_per_step"].idxmax())
-        others = df.drop(index=slow_i)
-        excess: dict[str, float] = {}
-        for c in COMPONENTS:
-            col = f"{c}_per_step"
-            if pd.notna(df.at[slow_i, col]) and others[col].notna().any():
-                excess[c] = float(df.at[slow_i, col] - others[col].median())
-        if not excess:
-            return None
-        reason = max(excess, key=lambda c: excess[c])
-        col = f"{reason}_per_step"
-        spread_share = float((df[col].max() - df[col].min()) / mean_step)
+    @staticmethod
+    def _section(ranks: pd.DataFrame, steps: pd.DataFrame, stages: pd.DataFrame, spread: dict[str, Any],
+                 slow: list[tuple[dict[str, Any], Finding]], cluster: Sequence[RankData]) -> dict[str, Any]:
+        """The report's ``cluster`` section (keys of schema version 1 kept: ranks, slowest_rank, slowest_reason,
+        slowest_excess_us, spread)."""
+        rows = []
+        for r in ranks.itertuples(index=False):
+            n = int(r.steps)
+            rows.append({"rank": _i(r.rank), "dp": _i(r.dp), "pp": _i(r.pp), "tp": _i(r.tp), "steps": n,
+                         "compute_us": _r(r.compute_us * n), "communication_us": _r(r.uncovered_comm_us * n),
+                         "free_us": _r(r.free_us * n), "total_us": _r(r.step_us * n),
+                         "own_per_step_us": _r(r.own_us), "source": r.source})
+        top = slow[0][0] if slow else _slowest_overall(ranks)
+        step_rows = [{"step": _i(r.step), "rank": _i(r.rank), "dp": _i(r.dp), "pp": _i(r.pp), "tp": _i(r.tp),
+                      **{c: _r(getattr(r, c)) for c in COMPONENTS}} for r in steps.itertuples(index=False)]
+        stage_rows = [{"step": _i(r["step"]), "pp": _i(r["pp"]), "ranks": r["ranks"],
+                       **{f"{c}_{k}": _r(r[f"{c}_{k}"]) for c in COMPONENTS for k in ("mean", "max")}}
+                      for _, r in stages.iterrows()]
+        sources = sorted({str((rd.groups or {}).get("source")) for rd in cluster if (rd.groups or {}).get("source")})
+        sizes = {d: int(ranks[d].max()) + 1 for d in DIMS if ranks[d].notna().any()}
+        return {
+            "ranks": rows,
+            "slowest_rank": _i(top["rank"]) if _i(top["rank"]) is not None else 0,
+            "slowest_reason": str(top["reason"]),
+            "slowest_excess_us": _r(top["excess_us"]) or 0.0,
+            "spread": {k: {"min": v["min_us"], "max": v["max_us"], "spread_us": v["spread_us"]}
+                       for k, v in spread.items()},
+            "step_table": step_rows,
+            "stage_table": stage_rows,
+            "parallel": {"sizes": sizes, "source": sources[0] if len(sources) == 1 else sources or None},
+        }
+
+    # ----------------------------------------------------------------------------------------------------
+    # slow rank
+    # ----------------------------------------------------------------------------------------------------
+    def _slow_ranks(self, ctx: AnalysisContext, ranks: pd.DataFrame,
+                    mean_step: float) -> list[tuple[dict[str, Any], Finding]]:
         threshold = float((ctx.rules.get("slow_rank") or {}).get("min_spread_share", 0.05))
-        if excess[reason] <= 0 or spread_share < threshold:
-            return None
-        steps = int(df.at[slow_i, "steps"])
-        per_step = max(0.0, float(df.at[slow_i, col] - df[col].mean()))
-        saving = per_step * steps
-        label = str(df.at[slow_i, "label"])
-        raw_rank = df.at[slow_i, "rank"]
-        rank = int(raw_rank) if raw_rank is not None and pd.notna(raw_rank) else None
-        peers = df.loc[(df[col] - df.at[slow_i, col]).abs() <= threshold * mean_step, "label"].tolist()
-        rec = self._advice(ctx, reason, label, peers)
-        f = ctx.finding(
-            rule="cluster.slow-rank",
-            title=f"{label} is the slow rank: {reason} {float(df.at[slow_i, col]) / 1000:.1f} ms per step vs a median "
-                  f"{float(others[col].median()) / 1000:.1f} ms on the other ranks",
-            severity=severity_for(per_step / mean_step, ctx.rules.get("severity", {})),
-            ops=[], evidence={"slow_rank": rank, "reason": reason,
-                              "excess_over_median_us": excess, "spread_share": spread_share,
-                              "similar_ranks": peers, "mean_step_us": mean_step, "table": self._rank_rows(df)},
-            estimated_saving_us=saving,
-            basis=f"{label}'s {reason} time above the mean of all ranks ({per_step / 1000:.2f} ms per step x "
-                  f"{steps} steps): what the other ranks wait for",
-            recommendation=rec,
-            fix=Fix("code", f"balance {reason} across ranks", {"rank": rank, "reason": reason}),
-            confidence=0.6)
-        f.rank = rank
-        return f
+        out = []
+        if mean_step <= 0 or ranks["own_us"].isna().all():
+            return []
+        for pp, stage in ranks.groupby("pp", sort=True):
+            if len(stage) < 2 or stage["own_us"].isna().all():
+                continue
+            i = stage["own_us"].idxmax()
+            others = stage.drop(index=i)
+            excess = {reason: float(stage.at[i, col] - others[col].median()) for reason, col in OWN.items()
+                      if pd.notna(stage.at[i, col]) and others[col].notna().any()}
+            if not excess:
+                continue
+            reason = max(excess, key=lambda k: excess[k])
+            col = OWN[reason]
+            spread_share = float((stage[col].max() - stage[col].min()) / mean_step)
+            if excess[reason] <= 0 or spread_share < threshold:
+                continue
+            per_step = max(0.0, float(stage.at[i, col] - stage[col].mean()))
+            n = int(stage.at[i, "steps"])
+            rank = _i(stage.at[i, "rank"])
+            label = str(stage.at[i, "label"])
+            where = f" of pipeline stage {int(pp)}" if ranks["pp"].nunique() > 1 else ""
+            info = {"rank": rank, "reason": reason, "excess_us": excess[reason], "pp": int(pp)}
+            f = ctx.finding(
+                rule="cluster.slow-rank",
+                title=f"{label} is the slow rank{where}: {reason} {float(stage.at[i, col]) / 1000:.2f} ms per step "
+                      f"vs a median {float(others[col].median()) / 1000:.2f} ms on the stage's other ranks",
+                severity=severity_for(per_step / mean_step, ctx.rules.get("severity", {})),
+                ops=[], evidence={"slow_rank": rank, "reason": reason, "pipeline_stage": int(pp),
+                                  "excess_over_median_us": {k: round(v, 3) for k, v in excess.items()},
+                                  "spread_share": round(spread_share, 4), "mean_step_us": round(mean_step, 3),
+                                  "source": "per-step time split (step_trace_time / time model)",
+                                  "table": self._rank_rows(stage)},
+                estimated_saving_us=per_step * n,
+                basis=f"{label}'s {reason} time above the mean of its stage's ranks ({per_step / 1000:.3f} ms per "
+                      f"step x {n} steps): what the other ranks wait for",
+                recommendation=self._advice(ctx, reason, label, int(pp), ranks),
+                fix=Fix("code", f"balance {reason} across ranks", {"rank": rank, "reason": reason}),
+                confidence=0.6)
+            f.rank = rank
+            out.append((info, f))
+        out.sort(key=lambda x: -x[1].estimated_saving_us)
+        return out
 
     @staticmethod
-    def _advice(ctx: AnalysisContext, reason: str, label: str, peers: list[str]) -> str:
-        group = f" ({', '.join(peers)} alike)" if len(peers) > 1 else ""
+    def _advice(ctx: AnalysisContext, reason: str, label: str, pp: int, ranks: pd.DataFrame) -> str:
         if reason == "compute":
-            meta = (ctx.profile.extras.get("profiler_metadata") or {}) if ctx.profile is not None else {}
-            args = meta.get("distributed_args") or {}
-            pp = args.get("pipeline_model_parallel_size")
-            text = (f"{label}{group} computes longer than the other ranks, which wait for it in communication. ")
-            if isinstance(pp, int) and pp > 1:
-                text += (f"With pipeline parallelism (pipeline_model_parallel_size={pp}), different compute per rank "
-                         "means unbalanced stages: move layers from the slow stage to the others (the first and "
-                         "last stages also carry the embedding and the loss/head), or use an interleaved schedule.")
-            else:
-                text += ("Check for uneven work: sequence lengths or batch sizes per rank, MoE expert load, extra "
-                         "work on that rank (logging, evaluation, checkpointing).")
-            return text
+            return (f"{label} computes longer than the other ranks of its stage, which wait for it in "
+                    "communication. The ranks of a stage run the same layers: look for uneven work (sequence "
+                    "lengths or batch sizes per rank, MoE expert load) or extra work on that rank (logging, "
+                    "evaluation, checkpointing), and for a slower device (frequency, temperature: npu-smi).")
         if reason == "free":
-            return (f"{label}{group} spends longer idle than the other ranks: its host feeds the device more slowly. "
-                    "Check that rank's data loading, CPU core binding (CPU_AFFINITY_CONF=1), host-side "
+            return (f"{label} leaves its device idle longer than the other ranks: its host feeds the device more "
+                    "slowly. Check that rank's data loading, CPU core binding (CPU_AFFINITY_CONF=1), host-side "
                     "synchronisation and other processes on its host.")
-        return (f"{label}{group} spends longer transmitting data than the other ranks: check its links (slow-link "
-                "findings) and its placement in the topology.")
+        if reason == "waiting":
+            prev = f"pipeline stage {pp - 1}" if pp > 0 else "the next pipeline stage"
+            return (f"{label} waits longer than its stage's other ranks for activations or gradients from {prev}: "
+                    "find the slow rank there (its slow-rank or comm-bottleneck finding).")
+        return f"{label}: look at what it does that its stage's other ranks do not."
 
+    # ----------------------------------------------------------------------------------------------------
+    # pipeline stage balance
+    # ----------------------------------------------------------------------------------------------------
+    def _stage_imbalance(self, ctx: AnalysisContext, ranks: pd.DataFrame, stages: pd.DataFrame,
+                         mean_step: float) -> list[Finding]:
+        if ranks["pp"].nunique() < 2 or mean_step <= 0 or ranks["compute_us"].isna().all():
+            return []
+        per_stage = ranks.groupby("pp", sort=True).agg(compute_us=("compute_us", "mean"), ranks=("rank", list),
+                                                       steps=("steps", "max"))
+        slow_pp = per_stage["compute_us"].idxmax()
+        spread = float(per_stage["compute_us"].max() - per_stage["compute_us"].min())
+        threshold = float((ctx.rules.get("stage_imbalance") or {}).get("min_spread_share", 0.05))
+        if spread / mean_step < threshold:
+            return []
+        per_step = float(per_stage.at[slow_pp, "compute_us"] - per_stage["compute_us"].mean())
+        n = int(per_stage.at[slow_pp, "steps"])
+        others = per_stage.drop(index=slow_pp)
+        rows = [[int(pp), [_i(r) for r in row.ranks], _r(row.compute_us)] for pp, row in per_stage.iterrows()]
+        return [ctx.finding(
+            rule="cluster.stage-imbalance",
+            title=f"Pipeline stage {int(slow_pp)} computes {float(per_stage.at[slow_pp, 'compute_us']) / 1000:.1f} ms "
+                  f"per step vs {float(others['compute_us'].mean()) / 1000:.1f} ms on the other stages",
+            severity=severity_for(per_step / mean_step, ctx.rules.get("severity", {})),
+            ops=[], evidence={"pipeline_stage": int(slow_pp), "ranks": [_i(r) for r in per_stage.at[slow_pp, "ranks"]],
+                              "spread_share": round(spread / mean_step, 4), "mean_step_us": round(mean_step, 3),
+                              "source": "per-step compute (step_trace_time Computing / time model)",
+                              "table": table(["pp", "ranks", "compute_per_step_us"], rows)},
+            estimated_saving_us=max(0.0, per_step) * n,
+            basis=f"stage {int(slow_pp)}'s compute above the mean of the stages ({per_step / 1000:.3f} ms per step "
+                  f"x {n} steps)",
+            recommendation=f"Stage {int(slow_pp)} has more work than the others, which wait for it every "
+                           "micro-batch: move layers from it to the other stages (an uneven layer split, e.g. "
+                           "MindSpeed --num-layer-list); the first stage also runs the embedding and the last the "
+                           "loss/head, so they usually get fewer transformer layers.",
+            fix=Fix("config", f"move layers away from pipeline stage {int(slow_pp)}", {"pipeline_stage": int(slow_pp)}),
+            confidence=0.6)]
+
+    # ----------------------------------------------------------------------------------------------------
+    # communication bottleneck
+    # ----------------------------------------------------------------------------------------------------
+    def _bottlenecks(self, ctx: AnalysisContext, cluster: Sequence[RankData], ranks: pd.DataFrame,
+                     steps: pd.DataFrame, mean_step: float) -> list[Finding]:
+        cfg = ctx.rules.get("bottleneck") or {}
+        coll = collective_table(cluster)
+        if not len(coll) or mean_step <= 0:
+            if not len(coll):
+                ctx.note("cluster.comm-bottleneck: skipped, no rank has communication.json")
+            return []
+        sets = last_arrivals(coll, float(cfg.get("tie_share", 0.1)), float(cfg.get("tie_us", 20.0)))
+        n_steps = max(1, int(steps["step"].nunique()))
+        threshold = float(cfg.get("min_share", 0.02)) * mean_step
+        ranked = sorted(sets.items(), key=lambda kv: -kv[1]["delay_us"])
+        out = []
+        for late, e in ranked[: int(cfg.get("max_findings", 5))]:
+            if e["delay_us"] / n_steps < threshold:
+                continue
+            out.append(self._bottleneck_finding(ctx, late, e, steps, mean_step, n_steps))
+        return out
+
+    def _bottleneck_finding(self, ctx: AnalysisContext, late: tuple[int, ...], e: dict[str, Any],
+                            steps: pd.DataFrame, mean_step: float, n_steps: int) -> Finding:
+        members = e["members"]
+        in_steps = steps[steps["step"].isin(e["steps"]) | steps["step"].isna()]
+        mine = in_steps[in_steps["rank"].isin(late)]
+        peers = in_steps[in_steps["rank"].isin(members - set(late))]
+        before = {}
+        for reason, col in OWN.items():
+            if mine[col].notna().any() and peers[col].notna().any():
+                before[reason] = float(mine.groupby("rank")[col].mean().mean() - peers.groupby("rank")[col]
+                                       .mean().median())
+        cause = max(before, key=lambda k: before[k]) if before else "unknown"
+        excess_total = max(0.0, before.get(cause, 0.0)) * len(e["steps"])
+        saving = min(e["delay_us"], excess_total) if before else e["delay_us"]
+        who = _ranks_text(late)
+        stage = _common_index(in_steps, late, "pp")
+        where = f" (pipeline stage {stage})" if stage is not None and steps["pp"].nunique() > 1 and len(late) > 1 \
+            and set(late) == set(in_steps.loc[in_steps["pp"] == stage, "rank"].dropna().astype(int)) else ""
+        rows = [[_i(r.step), str(r.op), str(r.group), round(float(r.delay), 3), round(float(r.most), 3), int(r.n)]
+                for r in e["top"].itertuples(index=False)]
+        cause_text = {"compute": "computing longer", "free": "idle waiting for its host (free time)",
+                      "waiting": "waiting for another pipeline stage (bubble)"}.get(cause, "")
+        f = ctx.finding(
+            rule="cluster.comm-bottleneck",
+            title=f"{who}{where} arrive{'s' if len(late) == 1 else ''} last at {e['collectives']} collective"
+                  f"{'s' if e['collectives'] != 1 else ''}: the others wait "
+                  f"{e['delay_us'] / n_steps / 1000:.2f} ms per step (median)"
+                  + (f"; before, {'it was' if len(late) == 1 else 'they were'} {cause_text} "
+                     f"(+{before[cause] / 1000:.2f} ms per step)" if cause_text and before.get(cause, 0) > 0 else ""),
+            severity=severity_for(saving / n_steps / mean_step, ctx.rules.get("severity", {})),
+            ops=[], evidence={"last_ranks": list(late), "collectives": int(e["collectives"]),
+                              "median_wait_caused_us": round(e["delay_us"], 3),
+                              "rank_time_waited_us": round(e["waited_us"], 3), "steps": len(e["steps"]),
+                              "before": {k: round(v, 3) for k, v in before.items()}, "cause": cause,
+                              "source": "communication.json wait times of every member rank; step time split",
+                              "table": table(["step", "op", "group", "median_wait_us", "max_wait_us", "ranks"],
+                                             rows)},
+            estimated_saving_us=saving,
+            basis="median wait the last-arriving ranks caused the others, summed over the collectives, capped at "
+                  f"their own {cause} excess over the other ranks in those steps",
+            recommendation=f"The other ranks wait for {who} in {e['collectives']} collective(s). "
+                           + {"compute": "It computes longer than its peers: see its slow-rank finding and "
+                                         "balance the work.",
+                              "free": "Its device idles waiting for the host: check that rank's data loading and "
+                                      "host (slow-rank finding).",
+                              "waiting": "It was itself waiting for another pipeline stage: see the "
+                                         "pipeline-bubble finding and the previous stage's ranks."}
+                           .get(cause, "Look at what it does before these collectives."),
+            fix=Fix("code", f"remove the delay of {who}", {"ranks": list(late), "cause": cause}),
+            confidence=0.6)
+        if len(late) == 1:
+            f.rank = late[0]
+        return f
+
+    # ----------------------------------------------------------------------------------------------------
+    # pipeline bubble
+    # ----------------------------------------------------------------------------------------------------
+    def _bubbles(self, ctx: AnalysisContext, ranks: pd.DataFrame, mean_step: float) -> list[Finding]:
+        max_share = float((ctx.rules.get("pipeline_bubble") or {}).get("max_share", 0.05))
+        if mean_step <= 0 or ranks["bubble_us"].isna().all() or ranks["pp"].nunique() < 2:
+            return []
+        out = []
+        for pp, stage in ranks.groupby("pp", sort=True):
+            bubble = float(stage["bubble_us"].mean())
+            share = bubble / mean_step
+            if not np.isfinite(share) or share < max_share:
+                continue
+            flagged = stage[stage["bubble_us"] / mean_step >= max_share]
+            n = int(stage["steps"].max())
+            per_step = max(0.0, bubble - max_share * mean_step)
+            others = ranks[ranks["pp"] != pp]["bubble_us"]
+            rows = [[r.label, _r(r.bubble_us), round(float(r.bubble_us) / mean_step, 4)]
+                    for r in stage.itertuples(index=False)]
+            out.append(ctx.finding(
+                rule="cluster.pipeline-bubble",
+                title=f"Pipeline stage {int(pp)} waits {share:.0%} of each step in bubbles ({bubble / 1000:.2f} ms; "
+                      f"other stages {float(others.mean()) / 1000:.2f} ms)",
+                severity=severity_for(per_step / mean_step, ctx.rules.get("severity", {})),
+                ops=[], evidence={"pipeline_stage": int(pp), "ranks": [int(r) for r in flagged["rank"].dropna()],
+                                  "bubble_per_step_us": round(bubble, 3), "share": round(share, 4),
+                                  "other_stages_bubble_us": _r(others.mean()), "mean_step_us": round(mean_step, 3),
+                                  "source": "step_trace_time Bubble (time model bubble_us)",
+                                  "table": table(["rank", "bubble_us", "share"], rows, limit=64)},
+                estimated_saving_us=per_step * n * len(stage),
+                basis=f"the stage's bubble above {max_share:.0%} of the step ({per_step / 1000:.3f} ms per step x "
+                      f"{n} steps x {len(stage)} ranks)",
+                recommendation=(
+                    f"Stage {int(pp)} spends {share:.0%} of the step waiting for p2p transfers from its neighbour "
+                    "stages. If every stage shows it, raise the number of micro-batches per step (1F1B bubble "
+                    "share is about (pp - 1) / (micro-batches + pp - 1)) or use an interleaved schedule (virtual "
+                    "pipeline stages); if this stage stands out, the stage before it is slower: move layers away "
+                    "from it (the first and last stages also carry the embedding and the loss/head)."),
+                fix=Fix("config", "more micro-batches or an interleaved pipeline schedule",
+                        {"pipeline_stage": int(pp)}),
+                confidence=0.6))
+        return out
+
+    # ----------------------------------------------------------------------------------------------------
+    # slow links
+    # ----------------------------------------------------------------------------------------------------
     def _slow_links(self, ctx: AnalysisContext, cluster: Sequence[RankData], mean_step: float) -> list[Finding]:
-        sl = ctx.rules.get("slow_link") or {}
-        links = link_table(cluster, sl.get("skip_transports") or [])
+        cfg = ctx.rules.get("slow_link") or {}
+        links = link_table(cluster, cfg.get("skip_transports") or [])
         if not len(links):
             ctx.note("cluster.slow-link: skipped, no rank has a communication matrix")
             return []
-        links = links[links["size_mb"] >= float(sl.get("min_size_mb", 1.0))]
-        ratio = float(sl.get("max_bandwidth_ratio", 0.8))
+        min_msg = {str(k): float(v) for k, v in (cfg.get("min_message_mb") or {}).items()}
+        links = links[links["size_mb"] / links["transfers"].clip(lower=1) >=
+                      links["transport"].astype(str).map(min_msg).fillna(0.0)]
+        expected = expected_bandwidth(ctx.rules, ctx.platform.get("soc"))
+        ratio = float(cfg.get("max_bandwidth_ratio", 0.8))
+        min_links = int(cfg.get("min_links", 3))
         out = []
-        for transport, grp in links.groupby("transport", sort=True):
-            if len(grp) < int(sl.get("min_links", 3)):
-                continue
+        n_steps = max(1, max((len(rd.step_time) if isinstance(rd.step_time, pd.DataFrame) else 1) for rd in cluster))
+        for transport, grp in links.groupby(links["transport"].astype(str), sort=True):
             median = float(grp["bandwidth_gbps"].median())
-            slow = grp[grp["bandwidth_gbps"] < ratio * median].sort_values("bandwidth_gbps")
-            if not len(slow):
+            exp = expected.get(transport)
+            if exp and len(grp) >= min_links and median < ratio * exp:
+                out.append(self._link_finding(ctx, transport, grp, exp, "expected", ratio, median, exp, mean_step,
+                                              n_steps, whole=True))
                 continue
-            per = (slow["transit_us"] - slow["size_mb"] / median * 1000.0).clip(lower=0.0)
-            saving = float(per.sum())
-            worst = slow.iloc[0]
-            name = _link_name(worst)
-            rows = [[_link_name(r), round(float(r["bandwidth_gbps"]), 3), round(float(r["size_mb"]), 3),
-                     round(float(r["transit_us"]), 3), r["reported_by"]] for _, r in slow.iterrows()]
-            out.append(ctx.finding(
-                rule="cluster.slow-link",
-                title=f"Slow {transport} link {name}: {float(worst['bandwidth_gbps']):.1f} GB/s vs a median "
-                      f"{median:.1f} GB/s over {len(grp)} links" + (f" ({len(slow)} slow links)" if len(slow) > 1 else ""),
-                severity=severity_for(saving / max(mean_step, 1.0), ctx.rules.get("severity", {})),
-                ops=[], evidence={"transport": transport, "median_gbps": median, "ratio": ratio,
-                                  "links": int(len(grp)), "slow_links": int(len(slow)),
-                                  "table": table(["link", "bandwidth_gbps", "size_mb", "transit_us", "reported_by"],
-                                                 rows)},
-                estimated_saving_us=saving,
-                basis=f"transit time on the slow links beyond their size at the median {transport} bandwidth "
-                      f"({median:.1f} GB/s)",
-                recommendation=f"The {transport} link {name} runs at {float(worst['bandwidth_gbps']) / median:.0%} "
-                               "of the median link: check its hardware and configuration (hccn_tool link status "
-                               "and error counters, optics, switch port) and the placement of the two ranks. Ranks "
-                               "are numbered within their communication group.",
-                fix=Fix("config", f"inspect link {name}", {"link": name, "transport": transport}),
-                confidence=0.5))
+            if len(grp) >= min_links:
+                ref, ref_kind = median, "median"
+            elif exp:
+                ref, ref_kind = exp, "expected"
+            else:
+                continue
+            slow = grp[grp["bandwidth_gbps"] < ratio * ref].sort_values("bandwidth_gbps")
+            if len(slow):
+                out.append(self._link_finding(ctx, transport, slow, ref, ref_kind, ratio, median, exp, mean_step,
+                                              n_steps, total=len(grp)))
         return out
 
+    def _link_finding(self, ctx: AnalysisContext, transport: str, slow: pd.DataFrame, ref: float, ref_kind: str,
+                      ratio: float, median: float, exp: float | None, mean_step: float, n_steps: int,
+                      whole: bool = False, total: int | None = None) -> Finding:
+        slow = slow.sort_values("bandwidth_gbps")
+        per = (slow["transit_us"] - slow["size_mb"] / ref * 1000.0).clip(lower=0.0)
+        saving = float(per.sum())
+        worst = slow.iloc[0]
+        name = _link_name(worst)
+        rows = [[_link_name(r), r["transport"], round(float(r["bandwidth_gbps"]), 3), round(float(r["size_mb"]), 3),
+                 round(float(r["transit_us"]), 3), _i(r["reporter"])] for _, r in slow.iterrows()]
+        evidence = {"transport": transport, "reference_gbps": round(ref, 3), "reference": ref_kind,
+                    "median_gbps": round(median, 3), "expected_gbps": exp, "ratio": ratio,
+                    "soc": ctx.platform.get("soc"),
+                    "links": [{"group": str(r["group"]), "src": _i(r["src"]), "dst": _i(r["dst"]),
+                               "src_rank": _i(r["src_rank"]), "dst_rank": _i(r["dst_rank"]),
+                               "bandwidth_gbps": round(float(r["bandwidth_gbps"]), 3)} for _, r in slow.head(64).iterrows()],
+                    "source": "communication_matrix.json of every rank ('total' rows, summed over steps)",
+                    "table": table(["link", "transport", "bandwidth_gbps", "size_mb", "transit_us", "reported_by"],
+                                   rows)}
+        if whole:
+            title = (f"All {len(slow)} {transport} links run at {median:.1f} GB/s, {median / ref:.0%} of the expected "
+                     f"{ref:.0f} GB/s for {ctx.platform.get('soc') or 'this chip'}")
+            rec = (f"Every {transport} link is below {ratio:.0%} of its expected bandwidth: rather than one bad "
+                   "link, look at the transfers (small messages are latency-bound: fuse buckets, raise "
+                   "HCCL_BUFFSIZE), the HCCL algorithm, and contention with other traffic on the same links.")
+        else:
+            title = (f"Slow {transport} link {name}: {float(worst['bandwidth_gbps']):.1f} GB/s vs a {ref_kind} "
+                     f"{ref:.1f} GB/s" + (f" over {total} links" if total and ref_kind == "median" else "")
+                     + (f" ({len(slow)} slow links)" if len(slow) > 1 else ""))
+            rec = (f"The {transport} link {name} runs at {float(worst['bandwidth_gbps']) / ref:.0%} of the {ref_kind} "
+                   "link: check its hardware and configuration (hccn_tool -i <device> -link -g and -stat -g error "
+                   "counters, optics, switch port, PFC/ECN settings) and the placement of the two ranks.")
+        return ctx.finding(
+            rule="cluster.slow-link", title=title,
+            severity=severity_for(saving / n_steps / max(mean_step, 1.0), ctx.rules.get("severity", {})),
+            ops=[], evidence=evidence, estimated_saving_us=saving,
+            basis=f"transit time on the slow links beyond their size at the {ref_kind} {transport} bandwidth "
+                  f"({ref:.1f} GB/s), over the profiled steps",
+            recommendation=rec,
+            fix=Fix("config", f"inspect link {name}", {"link": name, "transport": transport}),
+            confidence=0.5 if whole else 0.6)
 
-def _rank_id(v: Any) -> str:
-    return str(int(v)) if pd.notna(v) else "?"
+
+_CAUSE_RULES = {"compute": ("cluster.slow-rank", "cluster.stage-imbalance"), "free": ("cluster.slow-rank",),
+                "waiting": ("cluster.slow-rank", "cluster.pipeline-bubble")}
+
+
+def _explained(bottlenecks: list[Finding], causes: list[Finding]) -> list[Finding]:
+    """A bottleneck whose late ranks and cause another finding reports (the slow rank, its stage's imbalance or
+    bubble) is that finding's symptom: it names it in ``evidence["explained_by"]`` and claims no saving of its
+    own, so the score counts the time once."""
+    for b in bottlenecks:
+        late = set(b.evidence.get("last_ranks") or [])
+        cause = b.evidence.get("cause")
+        by = []
+        for f in causes:
+            if f.rule not in _CAUSE_RULES.get(str(cause), ()):
+                continue
+            covered = {f.rank} if f.rule == "cluster.slow-rank" else set(f.evidence.get("ranks") or [])
+            if f.rule == "cluster.slow-rank" and f.evidence.get("reason") != cause:
+                continue
+            if late and late <= covered:
+                by.append(f.rule)
+        if by:
+            b.evidence["explained_by"] = sorted(set(by))
+            b.evidence["saving_if_unexplained_us"] = round(b.estimated_saving_us, 3)
+            b.estimated_saving_us = 0.0
+            b.basis = f"symptom of the {', '.join(sorted(set(by)))} finding, whose saving counts this time once"
+    return bottlenecks
+
+
+def _slowest_overall(ranks: pd.DataFrame) -> dict[str, Any]:
+    """The rank with the most own time per step over all ranks, and the component furthest above the others'
+    median (the cluster section's slowest rank when no stage has a slow rank to report)."""
+    own = ranks["own_us"].fillna(ranks["compute_us"])
+    i = int(own.idxmax())
+    others = ranks.drop(index=i)
+    excess = {reason: float(ranks.at[i, col] - others[col].median()) for reason, col in OWN.items()
+              if pd.notna(ranks.at[i, col]) and others[col].notna().any()}
+    reason = max(excess, key=lambda k: excess[k]) if excess else "compute"
+    return {"rank": ranks.at[i, "rank"], "reason": reason, "excess_us": max(0.0, excess.get(reason, 0.0))}
+
+
+def _ranks_text(ranks: Sequence[int]) -> str:
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    if len(ranks) > 2 and list(ranks) == list(range(ranks[0], ranks[-1] + 1)):
+        return f"ranks {ranks[0]}-{ranks[-1]}"
+    shown = ", ".join(str(r) for r in ranks[:8])
+    return f"ranks {shown}" + (f" (+{len(ranks) - 8} more)" if len(ranks) > 8 else "")
+
+
+def _common_index(steps: pd.DataFrame, ranks: Sequence[int], dim: str) -> int | None:
+    vals = steps.loc[steps["rank"].isin(ranks), dim].dropna().unique()
+    return int(vals[0]) if len(vals) == 1 else None
 
 
 def _link_name(r: Any) -> str:
-    return f"{_rank_id(r['src_rank'])}->{_rank_id(r['dst_rank'])} (group {r['group']})"
+    if r.get("src_rank") is not None and pd.notna(r.get("src_rank")) and r.get("dst_rank") is not None \
+            and pd.notna(r.get("dst_rank")):
+        return f"rank {int(r['src_rank'])}->rank {int(r['dst_rank'])} (group {r['group']})"
+    return f"{_i(r['src'])}->{_i(r['dst'])} (group {r['group']}, ranks within the group)"
+
+
+def _i(v: Any) -> int | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if np.isnan(f) else int(f)
 
 
 def _r(v: Any) -> float | None:

@@ -45,7 +45,7 @@ def test_eight_ranks_are_analyzed_in_parallel_with_a_cluster_summary(eight_ranks
     cluster = report["cluster"]
     assert len(cluster["ranks"]) == 8
     assert cluster["slowest_rank"] in range(8)
-    assert cluster["slowest_reason"] in ("compute", "communication", "free")
+    assert cluster["slowest_reason"] in ("compute", "free", "waiting")
     assert {"compute_us", "total_us"} <= set(cluster["spread"])
     # per-rank findings keep their rank; the same analysis in one process gives the same findings
     assert {f["rank"] for f in report["findings"] if "rank" in f} <= set(range(8))

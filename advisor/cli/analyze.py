@@ -16,7 +16,8 @@ from advisor.report import EXTENSIONS, render
 
 _STDOUT_FORMATS = ("terminal", "json", "markdown")
 EXIT_KB_FAILED = 3
-"""The report was written but a knowledge base failed: the analysis is incomplete (see docs/ci.md)."""
+"""The report was written but a knowledge base failed or a rank could not be read: the analysis is incomplete
+(see docs/ci.md)."""
 
 
 class StderrProgress:
@@ -78,10 +79,18 @@ class StderrProgress:
 @click.option("--fail-on", type=click.Choice(["critical", "major", "minor", "info"]), default="major",
               show_default=True, help="JUnit: a rule's test case fails at this severity or worse.")
 @click.option("--example", is_flag=True, help="Analyze the built-in example (an SSD-like model on Ascend 310P).")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="Send the per-rank work to an existing Dask cluster (e.g. tcp://host:8786) whose workers see "
+                   "PATH at the same absolute path (shared storage). Default: a local Dask cluster for multi-rank "
+                   "input. See docs/cluster.md.")
+@click.option("--workers", type=click.IntRange(min=1), metavar="N",
+              help="Worker processes of the local Dask cluster (default: one per core; 1 analyzes the ranks in "
+                   "this process).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | str | None, only: tuple[str, ...],
             skip: tuple[str, ...], rules_file: Path | None, ecosystem: Path | None, chip: str | None,
-            fail_under: float | None, fail_on: str, example: bool, quiet: bool) -> None:
+            fail_under: float | None, fail_on: str, example: bool, scheduler: str | None, workers: int | None,
+            quiet: bool) -> None:
     """Analyze a profile: PROF_xxx, *_ascend_pt, *_ascend_ms, a MindSpore profiler/ dir, a JOB dir, a parent of
     several ranks, or a single op_summary/kernel_details CSV, msprof/torch_npu .db or trace JSON.
 
@@ -96,9 +105,12 @@ def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | st
     if path is None and graph_path is None:
         raise UsageError("missing PATH (or --graph MODEL for a static audit of a model graph alone, or --example)")
 
-    options = AnalysisOptions(only=only, skip=skip, rules_file=rules_file, ecosystem=ecosystem, chip=chip)
+    if scheduler is not None and workers is not None:
+        raise UsageError("--workers sizes the local Dask cluster: it cannot be used with --scheduler")
+    options = AnalysisOptions(only=only, skip=skip, rules_file=rules_file, ecosystem=ecosystem, chip=chip,
+                              scheduler=scheduler)
     with StderrProgress(enabled=not quiet) as progress:
-        result = run_analysis(path, graph_path, options, progress)
+        result = run_analysis(path, graph_path, options, progress, workers=workers)
     report = result.report
 
     if out is None and fmt not in _STDOUT_FORMATS:
@@ -117,10 +129,17 @@ def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | st
             write_atomic(target, text)
             click.echo(f"advisor: wrote {target}", err=True)
 
+    skipped_ranks = report["input"].get("ranks_skipped") or []
+    if skipped_ranks:
+        first = skipped_ranks[0]
+        click.echo(f"advisor: incomplete analysis, {len(skipped_ranks)} of "
+                   f"{len(skipped_ranks) + report['input']['ranks']} ranks could not be read and were skipped "
+                   f"(first: {first['path']}: {first['reason']})", err=True)
     failed = [k for k in report["knowledge_bases"] if k["status"] == "failed"]
-    if failed:
-        click.echo("advisor: incomplete analysis, knowledge base(s) failed: "
-                   + "; ".join(f"{k['id']} ({k['reason']})" for k in failed), err=True)
+    if failed or skipped_ranks:
+        if failed:
+            click.echo("advisor: incomplete analysis, knowledge base(s) failed: "
+                       + "; ".join(f"{k['id']} ({k['reason']})" for k in failed), err=True)
         sys.exit(EXIT_KB_FAILED)
     if fail_under is not None and report["score"] < fail_under:
         click.echo(f"advisor: score {report['score']:.1f} is below --fail-under {fail_under:g}", err=True)

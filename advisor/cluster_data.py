@@ -1,0 +1,158 @@
+"""What a cluster analysis needs of one rank, reduced on the worker that read it.
+
+A rank's op table stays where it was read; these small tables travel to the client instead (measured sizes in
+``docs/cluster.md``): the per-step time split of its time model, one row per collective (start, elapse, wait, transit), per-transport
+byte and time sums, per-link sums of the communication matrix, and the rank's parallel-group membership.
+Every function takes the normalized profile (``advisor.model``) and never reads files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.toolkit.time import comm_op_times
+
+STEP_TIME_COLUMNS = ["step", "compute_us", "uncovered_comm_us", "overlapped_us", "free_us", "bubble_us",
+                     "preparing_us", "step_us", "wait_us", "transmit_us", "idle_us"]
+"""Per-step time of one rank (us), from its time model: ``step_us`` is the step's window, ``wait/transmit/idle_us``
+the time model's split of the uncovered communication; NaN where the time model has no figure."""
+
+COLLECTIVE_COLUMNS = ["step", "op", "group", "kind", "start_us", "elapse_us", "transit_us", "wait_us", "idle_us"]
+TRANSPORT_COLUMNS = ["transport", "size_mb", "transit_us"]
+LINK_COLUMNS = ["group", "src", "dst", "transport", "size_mb", "transit_us", "transfers"]
+
+GROUP_KINDS = {"dp": ("dp", "dp_cp"), "pp": ("pp",), "tp": ("tp",), "cp": ("cp",), "ep": ("ep", "exp")}
+"""Parallel dimension -> group names that carry it in ``profiler_metadata.json`` ``parallel_group_info``
+(Megatron / MindSpeed naming), first match wins."""
+
+
+def step_time(profile: Any) -> pd.DataFrame:
+    """One row per step of the rank's time model (``profile.time``, ``advisor.timemodel``): STEP_TIME_COLUMNS."""
+    tm = profile.time
+    df = pd.DataFrame([_from_step_time(s) for s in (tm.steps if tm is not None else [])], columns=STEP_TIME_COLUMNS)
+    df.attrs["source"] = "time model"
+    return df
+
+
+def _from_step_time(s: Any) -> dict[str, float]:
+    kinds = s.uncovered_by_kind or {}
+    return {"step": float(s.step) if s.step is not None else np.nan, "compute_us": s.compute_us,
+            "uncovered_comm_us": s.uncovered_communication_us, "overlapped_us": s.overlapped_communication_us,
+            "free_us": s.free_us, "bubble_us": _nan(s.bubble_us), "preparing_us": _nan(s.preparing_us),
+            "step_us": s.window_us, "wait_us": _nan(kinds.get("wait")), "transmit_us": _nan(kinds.get("transmit")),
+            "idle_us": _nan(kinds.get("idle"))}
+
+
+def _nan(v: Any) -> float:
+    return float("nan") if v is None else float(v)
+
+
+def collectives(comm: pd.DataFrame) -> pd.DataFrame:
+    """communication.json rows (one per op x transport) -> one row per communication op (COLLECTIVE_COLUMNS).
+
+    Wait includes synchronization (as communication.json reports it); a missing idle is elapse - transit - wait.
+    """
+    if not len(comm):
+        return pd.DataFrame(columns=COLLECTIVE_COLUMNS)
+    df = comm_op_times(comm).rename(columns={"name": "op"})
+    keys = [c for c in ("step", "op", "group", "kind", "start_us") if c in comm.columns]
+    per = comm.drop_duplicates(subset=keys)  # the rows comm_op_times kept, in its order
+    per = per[np.isfinite(per["elapse_us"].to_numpy(dtype="float64"))]
+    df["group"] = per["group"].astype(object).where(per["group"].notna(), "").astype(str).to_numpy()
+    df["kind"] = per["kind"].astype(str).to_numpy() if "kind" in per.columns else ""
+    df["start_us"] = per["start_us"].to_numpy(dtype="float64") if "start_us" in per.columns else np.nan
+    df = df[COLLECTIVE_COLUMNS]
+    for col in ("op", "group", "kind"):
+        df[col] = df[col].astype("category")
+    return df
+
+
+def transports(comm: pd.DataFrame) -> pd.DataFrame:
+    """Bytes and transit time per transport (SDMA, RDMA, HCCS, PCIE, SIO...) over the rank's communication ops."""
+    if not len(comm) or "transport" not in comm.columns:
+        return pd.DataFrame(columns=TRANSPORT_COLUMNS)
+    col = "transport_transit_us" if "transport_transit_us" in comm.columns else "transit_us"
+    sub = comm[comm["transport"].notna() & (comm["size_mb"] > 0)]
+    out = (sub.assign(transport=sub["transport"].astype(str))
+           .groupby("transport", sort=True).agg(size_mb=("size_mb", "sum"), transit_us=(col, "sum")).reset_index())
+    return out[TRANSPORT_COLUMNS]
+
+
+def links(matrix: Any) -> pd.DataFrame:
+    """communication_matrix.json (``advisor.ingest.torch_npu.MATRIX_COLUMNS``) -> one row per
+    (group, src, dst, transport) with summed size and transit time and the number of transfers (matrix entries)
+    summed. Ranks are numbered within their group.
+
+    Newer matrices carry top/middle/bottom/total aggregates per op kind: their ``total`` rows are summed; older
+    ones one entry per op, summed as they are.
+    """
+    if not isinstance(matrix, pd.DataFrame) or not len(matrix):
+        return pd.DataFrame(columns=LINK_COLUMNS)
+    m = matrix
+    stat = m["stat"].astype(object) if "stat" in m.columns else pd.Series(None, index=m.index, dtype=object)
+    is_total = stat == "total"
+    rows = m[is_total] if is_total.any() else m[stat.isna()]
+    rows = rows[rows["transport"].notna() & (rows["size_mb"] > 0) & (rows["transit_us"] > 0)]
+    if not len(rows):
+        return pd.DataFrame(columns=LINK_COLUMNS)
+    out = (rows.assign(group=rows["group"].astype(object).where(rows["group"].notna(), "").astype(str),
+                       transport=rows["transport"].astype(str))
+           .groupby(["group", "src_rank", "dst_rank", "transport"], sort=True)
+           .agg(size_mb=("size_mb", "sum"), transit_us=("transit_us", "sum"), transfers=("size_mb", "size"))
+           .reset_index()
+           .rename(columns={"src_rank": "src", "dst_rank": "dst"}))
+    return out[LINK_COLUMNS]
+
+
+def parallel_groups(metadata: Mapping[str, Any] | None, rank: int | None) -> dict[str, Any]:
+    """The rank's DP / PP / TP (CP, EP) indices and group members, from ``profiler_metadata.json``.
+
+    ``parallel_group_info`` gives each group's name, members (global ranks) and this rank's index in it. Without
+    it, ``distributed_args`` sizes give the indices under Megatron's default rank order (tp fastest, then cp,
+    dp, pp), marked ``"source": "distributed_args"``. Returns {} when neither is recorded.
+    """
+    meta = metadata or {}
+    info = meta.get("parallel_group_info")
+    out: dict[str, Any] = {}
+    if isinstance(info, Mapping) and info:
+        groups = [g for g in info.values() if isinstance(g, Mapping)]
+        for dim, names in GROUP_KINDS.items():
+            for name in names:
+                g = next((g for g in groups if str(g.get("group_name", "")).lower() == name), None)
+                if g is not None:
+                    members = [int(r) for r in g.get("global_ranks") or [] if _is_int(r)]
+                    index = g.get("group_rank")
+                    if not _is_int(index) and rank in members:
+                        index = members.index(rank)
+                    out[dim] = {"index": int(index) if _is_int(index) else None, "size": len(members),
+                                "ranks": members}
+                    break
+        if out:
+            out["source"] = "parallel_group_info"
+            return out
+    args = meta.get("distributed_args")
+    if isinstance(args, Mapping) and rank is not None:
+        size = {d: int(args.get(k) or 1) for d, k in (("tp", "tensor_model_parallel_size"),
+                                                      ("pp", "pipeline_model_parallel_size"),
+                                                      ("cp", "context_parallel_size"),
+                                                      ("dp", "data_parallel_size")) if _is_int(args.get(k) or 1)}
+        if size:
+            tp, cp, dp = size.get("tp", 1), size.get("cp", 1), size.get("dp", 1)
+            out = {"tp": {"index": rank % tp, "size": tp},
+                   "cp": {"index": (rank // tp) % cp, "size": cp},
+                   "dp": {"index": (rank // (tp * cp)) % dp, "size": dp},
+                   "pp": {"index": rank // (tp * cp * dp), "size": size.get("pp", 1)},
+                   "source": "distributed_args"}
+    return out
+
+
+def _is_int(v: Any) -> bool:
+    try:
+        int(v)
+    except (TypeError, ValueError):
+        return False
+    return not isinstance(v, bool)

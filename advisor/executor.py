@@ -1,0 +1,192 @@
+"""Where per-rank work runs: in this process, on an embedded Dask ``LocalCluster``, or on an existing Dask cluster.
+
+A cluster profile is thousands of independent rank directories; each is read and analyzed on its own and only a
+small per-rank result travels back (see ``docs/cluster.md``). This module knows nothing of profiles: it maps a
+picklable job function over jobs, reports progress as ranks done / total, turns a job's failure into a
+:class:`RankFailure` (the run goes on) and returns results in job order, so that serial, local-cluster and
+remote runs give identical reports.
+
+Workers of the embedded cluster are non-daemonic processes, so a rank's analysis may start subprocesses of its
+own (plugin isolation). On a remote cluster the workers must have the same ``advisor`` (and plugins) installed
+and see the profile at the same path: it is checked before any work is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from advisor.errors import AdvisorError, UsageError
+
+J = TypeVar("J")
+R = TypeVar("R")
+Progress = Callable[[str], None]
+
+SERIAL, LOCAL, REMOTE = "serial", "local", "remote"
+CONNECT_TIMEOUT = "15s"
+"""How long to try reaching a ``--scheduler`` before giving up."""
+
+
+@dataclass(frozen=True)
+class RankFailure:
+    """A rank whose job failed (unreadable or broken files): reported in ``input.ranks_skipped``, then skipped."""
+
+    index: int
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[R]):
+    """What one job gave: a result or a failure (exactly one is set)."""
+
+    index: int
+    result: R | None = None
+    failure: RankFailure | None = None
+
+
+def guarded(fn: Callable[[J], R], job: J, index: int, path: str) -> Outcome[R]:
+    """Run ``fn(job)`` and turn any exception into a :class:`RankFailure` naming the path and the problem.
+
+    Runs on the worker: an exception object never travels (not every exception pickles), its one-line text does.
+    """
+    try:
+        return Outcome(index, result=fn(job))
+    except AdvisorError as e:
+        reason = str(getattr(e, "problem", None) or e)
+        where = str(getattr(e, "path", "") or "")
+        if where and where != path:  # name the file inside the rank that is broken
+            inside = where.startswith(path.rstrip(os.sep) + os.sep)
+            reason = f"{os.path.relpath(where, path) if inside else where}: {reason}"
+        return Outcome(index, failure=RankFailure(index, path, reason))
+    except Exception as e:  # noqa: BLE001 - one broken rank must not stop a thousand-rank run
+        frames = traceback.extract_tb(e.__traceback__)
+        where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+        text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return Outcome(index, failure=RankFailure(index, path, f"{type(e).__name__}: {text}{where}".strip()))
+
+
+def plan(n_jobs: int, workers: int | None, scheduler: str | None, parallel_ok: bool = True) -> str:
+    """Which executor a run uses: a scheduler address means remote; several jobs, more than one worker and
+    jobs that can leave this process mean the embedded local cluster; anything else runs here."""
+    if scheduler:
+        return REMOTE
+    if n_jobs > 1 and parallel_ok and local_workers(n_jobs, workers) > 1:
+        return LOCAL
+    return SERIAL
+
+
+def local_workers(n_jobs: int, workers: int | None) -> int:
+    """Embedded cluster size: one single-threaded worker process per core (or ``workers``), at most one per job."""
+    return max(1, min(n_jobs, workers or os.cpu_count() or 1))
+
+
+def run_jobs(fn: Callable[[J], R], jobs: Sequence[J], paths: Sequence[str], *, mode: str = SERIAL,
+             workers: int | None = None, scheduler: str | None = None, shared: Any = None,
+             progress: Progress | None = None) -> list[Outcome[R]]:
+    """Map ``fn`` over ``jobs`` with the executor ``mode``; outcomes come back in job order.
+
+    ``shared`` is sent to the cluster once (broadcast) and given to every job as ``fn((shared, job))`` on a
+    cluster and in this process alike, so the job function is the same everywhere.
+    """
+    progress = progress or (lambda _text: None)
+    total = len(jobs)
+    if mode == SERIAL:
+        out = []
+        for i, job in enumerate(jobs):
+            out.append(guarded(fn, (shared, job), i, paths[i]))
+            progress(f"analyzed ranks {i + 1}/{total}")
+        return out
+    from distributed import Client
+
+    if mode == LOCAL:
+        n = local_workers(total, workers)
+        progress(f"starting a local Dask cluster of {n} workers")
+        cluster = _local_cluster(n)
+        try:
+            with Client(cluster) as client:
+                return _on_client(client, fn, jobs, paths, shared, progress)
+        finally:
+            cluster.close()
+    if mode == REMOTE:
+        client = connect(scheduler or "")
+        try:
+            check_workers(client)
+            return _on_client(client, fn, jobs, paths, shared, progress)
+        finally:
+            client.close()
+    raise ValueError(f"unknown executor mode {mode!r}")
+
+
+def _local_cluster(n_workers: int) -> Any:
+    import dask
+    from distributed import LocalCluster
+
+    # non-daemonic workers may start processes of their own (issue 14: plugins run in isolated subprocesses)
+    with dask.config.set({"distributed.worker.daemon": False, "distributed.admin.tick.limit": "1h"}):
+        return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                            dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
+
+
+def connect(address: str) -> Any:
+    """A client of the Dask scheduler at ``address``; an unreachable one is a one-line usage error."""
+    from distributed import Client
+
+    try:
+        return Client(address, timeout=CONNECT_TIMEOUT, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise UsageError(f"cannot reach the Dask scheduler at {address}: {str(e).splitlines()[0]}") from None
+
+
+def _worker_versions() -> dict[str, str]:
+    from advisor import __version__
+
+    return {"advisor": __version__}
+
+
+def check_workers(client: Any) -> None:
+    """Refuse a cluster with no workers, or with workers whose ``advisor`` differs from this one's."""
+    from advisor import __version__
+
+    info = client.scheduler_info()
+    if not info.get("workers"):
+        client.wait_for_workers(1, timeout=30)
+    versions = client.run(_worker_versions)
+    wrong = {w: v["advisor"] for w, v in versions.items() if v.get("advisor") != __version__}
+    if wrong:
+        worker, version = next(iter(wrong.items()))
+        raise UsageError(f"Dask worker {worker} runs advisor {version}, this client {__version__}: install the "
+                         f"same advisor version on every worker")
+
+
+def _on_client(client: Any, fn: Callable[[J], R], jobs: Sequence[J], paths: Sequence[str], shared: Any,
+               progress: Progress) -> list[Outcome[R]]:
+    from distributed import as_completed
+
+    total = len(jobs)
+    shared_f = client.scatter(shared, broadcast=True, hash=False) if shared is not None else None
+    futures = [client.submit(_run_guarded, fn, shared_f, job, i, paths[i], key=f"advisor-rank-{i}-{id(jobs)}",
+                             pure=False)
+               for i, job in enumerate(jobs)]
+    out: list[Outcome[R] | None] = [None] * total
+    for done, future in enumerate(as_completed(futures, loop=client.loop), start=1):
+        try:
+            outcome = future.result()
+        except Exception as e:  # noqa: BLE001 - a worker lost mid-job: the rank is reported, the run goes on
+            i = futures.index(future)
+            outcome = Outcome(i, failure=RankFailure(i, paths[i], f"worker failed: {type(e).__name__}: {e}"))
+        out[outcome.index] = outcome
+        future.release()  # the worker may drop the result now: the client holds the only copy
+        progress(f"analyzed ranks {done}/{total}")
+    return [o for o in out if o is not None]
+
+
+def _run_guarded(fn: Callable[[Any], R], shared: Any, job: Any, index: int, path: str) -> Outcome[R]:
+    return guarded(fn, (shared, job), index, path)
