@@ -6,9 +6,16 @@ from pathlib import Path
 
 
 class AdvisorError(Exception):
-    """Base class of every error reported to the user as one line."""
+    """Base class of every error reported to the user as one line.
+
+    Errors cross process boundaries (ranks analyzed in worker processes): each subclass pickles as the
+    arguments of its ``__init__`` (``__reduce__``), since ``Exception`` would rebuild it from the message alone.
+    """
 
     exit_code = 2
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), self.args)
 
 
 class InputError(AdvisorError):
@@ -18,6 +25,9 @@ class InputError(AdvisorError):
         self.path = str(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.path, self.problem))
 
 
 class RulesError(AdvisorError):
@@ -29,6 +39,9 @@ class RulesError(AdvisorError):
         self.problem = problem
         where = f" at '{key}'" if key else ""
         super().__init__(f"{self.path}{where}: {problem}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.path, self.key, self.problem))
 
 
 class UsageError(AdvisorError):

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
+from advisor import safeload
 from advisor.errors import InputError
 from advisor.findings import SEVERITIES, Finding, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
@@ -270,14 +271,7 @@ def load_ecosystem(path: Path) -> list[type[KnowledgeBase]]:
     The file and the module paths are checked here, so a wrong path is reported before any analysis starts.
     """
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(path, f"cannot be read ({e})") from None
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"not valid JSON (line {e.lineno}: {e.msg})") from None
+    data = safeload.load_json(path)
     models = data.get("model_list") if isinstance(data, dict) else None
     if not isinstance(models, list) or not models:
         raise InputError(path, "no 'model_list' array: not an msadvisor ecosystem.json")

@@ -24,17 +24,18 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import sys
+import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 from jsonschema.exceptions import best_match
 
-from advisor.errors import RulesError
+from advisor import safeload
+from advisor.errors import InputError, RulesError
 
 RULES_SUFFIX = ".yaml"
 
@@ -143,34 +144,114 @@ def _located(err: jsonschema.ValidationError) -> tuple[str, str]:
     return ".".join(parts), problem
 
 
+MAX_PATTERN_CHARS = 1000
+"""Longest regex a rules value may hold (the built-in ones are under 100 characters)."""
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Why ``pattern`` cannot be used as a rules regex, or None.
+
+    Knowledge bases match rules regexes against every op and event name with Python's backtracking engine, which
+    cannot be interrupted: a pattern with a repeat inside a repeat (``(.+)+Z``, ``(a*)*``) takes exponential time
+    on a name that almost matches and would hang the run. Such patterns are refused when the rules are loaded,
+    as are patterns that do not compile.
+    """
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return f"regex longer than {MAX_PATTERN_CHARS} characters"
+    try:
+        re.compile(pattern)
+    except (re.error, RecursionError, OverflowError) as e:
+        return f"invalid regex ({e})"
+    try:
+        from re import _parser as sre_parse  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - Python 3.10
+        import sre_parse  # type: ignore[no-redef]
+    nested = _nested_repeat(sre_parse.parse(pattern), sre_parse, inside=False)
+    if nested:
+        return (f"regex {pattern!r} repeats a repeated group ({nested}): matching can take exponential time; "
+                "write it without the nested repeat")
+    return None
+
+
+def _nested_repeat(tree: Any, sre: Any, inside: bool) -> str | None:
+    """The first repeat found inside another repeat of more than one iteration, as text, or None."""
+    repeats = {sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", sre.MAX_REPEAT)}
+    for op, av in tree:
+        if op in repeats:
+            lo, hi, sub = av
+            unbounded = hi == sre.MAXREPEAT or hi > 100
+            if inside and unbounded:
+                return "an unbounded repeat inside another repeat"
+            found = _nested_repeat(sub, sre, inside or hi > 1)
+            if found:
+                return found
+        elif op == sre.SUBPATTERN:
+            found = _nested_repeat(av[-1], sre, inside)
+            if found:
+                return found
+        elif op == sre.BRANCH:
+            for branch in av[1]:
+                found = _nested_repeat(branch, sre, inside)
+                if found:
+                    return found
+        elif op in (sre.ASSERT, sre.ASSERT_NOT):
+            found = _nested_repeat(av[1], sre, inside)
+            if found:
+                return found
+    return None
+
+
+_FORMATS = jsonschema.FormatChecker(formats=())
+
+
+@_FORMATS.checks("regex", raises=ValueError)
+def _check_regex(value: object) -> bool:
+    if isinstance(value, str):
+        problem = regex_problem(value)
+        if problem:
+            raise ValueError(problem)
+    return True
+
+
+def _non_finite(data: Any, key: str = "") -> str | None:
+    """The dotted key of the first NaN or infinite number in ``data`` (YAML ``.nan``/``.inf``), or None."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return key or "(top level)"
+    if isinstance(data, Mapping):
+        for k, v in data.items():
+            found = _non_finite(v, f"{key}.{k}" if key else str(k))
+            if found:
+                return found
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            found = _non_finite(v, f"{key}.{i}" if key else str(i))
+            if found:
+                return found
+    return None
+
+
 def _validate(data: Any, schema: Mapping[str, Any], path: Path | str, prefix: str = "") -> None:
-    validator = jsonschema.Draft202012Validator(schema)
+    bad = _non_finite(data)
+    if bad is not None:
+        raise RulesError(path, ".".join(p for p in (prefix, bad) if p), "not a finite number (.nan / .inf)")
+    validator = jsonschema.Draft202012Validator(schema, format_checker=_FORMATS)
     err = best_match(validator.iter_errors(data))
     if err is not None:
         key, problem = _located(err)
+        if err.validator == "format" and err.cause is not None:
+            problem = str(err.cause)
         raise RulesError(path, ".".join(p for p in (prefix, key) if p), problem)
 
 
 def load_yaml(path: Path) -> Any:
-    """Parse a YAML file; unreadable or malformed files are a RulesError with the line number."""
+    """Parse a YAML file (bounded: ``advisor.safeload``); unreadable or malformed files are a RulesError."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RulesError(path, "", "no such file") from None
-    except OSError as e:
-        raise RulesError(path, "", f"cannot be read ({e.strerror})") from None
-    except UnicodeDecodeError:
-        raise RulesError(path, "", "not UTF-8 text") from None
-    try:
-        return yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader (libyaml's when available)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else ""
-        raise RulesError(path, where, f"invalid YAML ({getattr(e, 'problem', None) or e})") from None
-
-
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's safe loader is ~10x faster than the pure-Python one; both build plain Python objects only."""
+        return safeload.load_yaml(path)
+    except InputError as e:
+        m = re.match(r"invalid YAML at (line \d+) (.*)$", e.problem)
+        if m:
+            raise RulesError(path, m.group(1), f"invalid YAML {m.group(2)}") from None
+        raise RulesError(path, "", e.problem) from None
 
 _SCHEMA_CACHE: dict[Path, dict[str, Any]] = {}
 
@@ -184,13 +265,13 @@ def load_schema(rules_path: Path) -> dict[str, Any]:
     if not schema_path.exists():
         raise RulesError(rules_path, "", f"no JSON Schema at {schema_path}")
     try:
-        schema = json.loads(schema_path.read_text(encoding="utf-8"))
+        schema = safeload.load_json(schema_path)
         # checking a schema against the meta-schema is slow (~0.2 s each); the built-in schemas are checked by
         # the test suite (tests/test_rules.py), plugin schemas here at every load
         if builtin_rules_dir().resolve() not in key.parents:
             jsonschema.Draft202012Validator.check_schema(schema)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RulesError(schema_path, "", f"invalid JSON ({e})") from None
+    except InputError as e:
+        raise RulesError(schema_path, "", e.problem) from None
     except jsonschema.SchemaError as e:
         raise RulesError(schema_path, ".".join(str(p) for p in e.absolute_path), f"invalid JSON Schema ({e.message})") \
             from None
@@ -258,27 +339,13 @@ _OVERRIDE_SCHEMA: dict[str, Any] = {
 }
 
 
-def _toml_loads(text: str) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        try:
-            import tomli as tomllib
-        except ImportError as e:
-            raise RulesError("pyproject.toml", "", "reading [tool.advisor] needs Python 3.11+ or the tomli package") \
-                from e
-    return tomllib.loads(text)
-
-
 def _read_pyproject(path: Path) -> dict[str, Any] | None:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise RulesError(path, "", f"cannot be read ({e})") from None
-    try:
-        data = _toml_loads(text)
-    except ValueError as e:  # tomllib.TOMLDecodeError is a ValueError
-        raise RulesError(path, "", f"invalid TOML ({e})") from None
+        data = safeload.loads_toml(safeload.read_bytes(path).decode("utf-8"), path)
+    except InputError as e:
+        raise RulesError(path, "", e.problem) from None
+    except UnicodeDecodeError:
+        raise RulesError(path, "", "not UTF-8 text") from None
     tool = data.get("tool")
     section = tool.get("advisor") if isinstance(tool, dict) else None
     return section if isinstance(section, dict) else None
@@ -296,8 +363,8 @@ def find_pyproject(start: Path) -> Path | None:
         if not candidate.is_file():
             continue
         try:
-            text = candidate.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            text = safeload.read_bytes(candidate).decode("utf-8", errors="replace")
+        except InputError:
             continue
         if "advisor" not in text or "tool" not in text:
             continue

@@ -320,7 +320,7 @@ def test_broken_optional_files_are_skipped_with_reasons() -> None:
     assert set(skipped) == {"op_statistic.csv", "api_statistic.csv", "communication.json"}
     assert "binary" in skipped["op_statistic.csv"]
     assert "'API Name'" in skipped["api_statistic.csv"]
-    assert "not valid JSON" in skipped["communication.json"]
+    assert "invalid JSON" in skipped["communication.json"]
     assert any(f.endswith("kernel_details.csv") for f in p.meta.files_read)
     assert p.meta.torch_npu_version == "2.6.0" and p.meta.cann_version == "8.1.RC1"  # recorded beats header guess
     assert p.meta.environment["HCCL_ALGO"] == "level0:NA;level1:H-D_R"

@@ -237,7 +237,7 @@ def test_a_module_past_its_time_limit_is_killed(tmp_path: Path, data_dir: Path) 
 
 
 @pytest.mark.parametrize(("content", "problem"), [
-    ("{not json", "not valid JSON"),
+    ("{not json", "invalid JSON"),
     ('{"models": []}', "no 'model_list'"),
     ('{"model_list": [{"session_list": []}]}', "has no model_name"),
     ('{"model_list": [{"model_name": "x", "session_list": [{"python_model_path": "nowhere"}]}]}',

@@ -1,17 +1,38 @@
 """``advisor`` command line: one module per command, collected here.
 
-Every command turns :class:`advisor.errors.AdvisorError` into one line on stderr and exit code 2.
+Every command turns :class:`advisor.errors.AdvisorError` into one line on stderr and exit code 2; so are usage
+errors, OS errors on a path and input nested too deeply to parse. Whatever else escapes is a bug of advisor: one
+line, exit code 4 (``ADVISOR_TRACEBACK=1`` shows the traceback). Nothing prints a traceback on any input.
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
 import sys
+import traceback
+import warnings
 
 import click
 
 from advisor import __version__
 from advisor.errors import AdvisorError
+from advisor.escaping import terminal_line
+
+EXIT_INTERNAL_ERROR = 4
+"""An unexpected exception: a bug in advisor, not a property of the input."""
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"advisor: {terminal_line(message)}", err=True)
+    sys.exit(code)
+
+
+def _os_error_line(e: OSError) -> str:
+    where = e.filename if e.filename is not None else ""
+    what = e.strerror or str(e)
+    return f"error: {where}: {what}" if where != "" else f"error: {what}"
 
 # module name -> attribute holding a click command (or list of commands)
 _COMMAND_MODULES = (
@@ -29,15 +50,49 @@ _COMMAND_MODULES = (
 class AdvisorGroup(click.Group):
     """A click group that reports AdvisorError as one line (exit 2) instead of a traceback."""
 
+    def main(self, *args: object, standalone_mode: bool = True, **kwargs: object) -> object:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)  # type: ignore[arg-type]
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)  # type: ignore[arg-type]
+        except click.UsageError as e:
+            hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+            _fail(f"error: {e.format_message()}{hint}", 2)
+        except click.ClickException as e:
+            _fail(f"error: {e.format_message()}", e.exit_code)
+        except click.exceptions.Abort:
+            _fail("interrupted", 130)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
     def invoke(self, ctx: click.Context) -> object:
+        # numpy/pandas warnings (empty slices, NaN comparisons) are not the user's business on a successful run
+        warnings.simplefilter("ignore", RuntimeWarning)
         try:
             return super().invoke(ctx)
         except AdvisorError as e:
-            click.echo(f"advisor: error: {e}", err=True)
-            sys.exit(e.exit_code)
+            _fail(f"error: {e}", e.exit_code)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
         except KeyboardInterrupt:
-            click.echo("advisor: interrupted", err=True)
-            sys.exit(130)
+            _fail("interrupted", 130)
+        except BrokenPipeError:
+            # the reader of stdout went away (``| head``): stop quietly, as cat does
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(141)
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                _fail(f"error: {e.filename or 'output'}: no space left on device", 2)
+            _fail(_os_error_line(e), 2)
+        except RecursionError:
+            _fail("error: input nested too deeply to be read", 2)
+        except MemoryError:
+            _fail("error: out of memory while reading the input", 2)
+        except Exception as e:  # noqa: BLE001 - the last line of defence: one line, never a traceback
+            if os.environ.get("ADVISOR_TRACEBACK"):
+                traceback.print_exc()
+            _fail(f"internal error (a bug in advisor; ADVISOR_TRACEBACK=1 shows where): {type(e).__name__}: {e}",
+                  EXIT_INTERNAL_ERROR)
+        return None
 
 
 @click.group(cls=AdvisorGroup, context_settings={"help_option_names": ["-h", "--help"]})

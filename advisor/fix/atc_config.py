@@ -31,6 +31,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from advisor import escaping, safeload
 from advisor.errors import InputError
 
 FUSION_FILE, AIPP_FILE, COMMAND_FILE = "fusion_switch.cfg", "aipp.cfg", "atc_command.txt"
@@ -64,7 +65,7 @@ _AIPP_FIELDS: dict[str, str] = {
 def quote(arg: str) -> str:
     """Shell-quote one argument of the generated command (one place, so the shared escaping function of the
     hostile-input work can replace it)."""
-    return shlex.quote(arg)
+    return escaping.shell(arg)
 
 
 @dataclass
@@ -98,16 +99,7 @@ class Target:
 
 def load_report(path: Path) -> dict[str, Any]:
     """An advisor JSON report (the ``analyze --format json`` output)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, expected an advisor JSON report") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(path, f"not a JSON report ({e})") from None
-    except RecursionError:
-        raise InputError(path, "not a JSON report (nested too deeply)") from None
+    data = safeload.load_json(path)  # bounded, regular files only
     if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
         raise InputError(path, "not an advisor report: no 'findings' list")
     return data

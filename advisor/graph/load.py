@@ -11,11 +11,11 @@ unknown extension, truncated JSON, syntax error, a JSON that is not a graph -- i
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 
+from advisor import safeload
 from advisor.errors import InputError
 from advisor.graph.model import ModelGraph
 from advisor.util import paused_gc
@@ -50,6 +50,7 @@ def _load_graph(p: Path) -> ModelGraph:
             raise InputError(p, "no graph dump found (looked for *.om.json / OM JSON, ge_proto_*Build.txt, "
                                 "ge_onnx_*Build.pbtxt)")
         p = found
+    safeload.check_regular(p)
     suffix = p.suffix.lower()
     if suffix == ".json":
         return _load_json(p)
@@ -65,15 +66,7 @@ def _load_graph(p: Path) -> ModelGraph:
 
 
 def _load_json(p: Path) -> ModelGraph:
-    try:
-        with p.open("rb") as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as e:
-        raise InputError(p, f"invalid JSON (truncated or corrupt?) at line {e.lineno} column {e.colno}: {e.msg}") from None
-    except UnicodeDecodeError as e:
-        raise InputError(p, f"not a text JSON file: {e.reason}") from None
-    except OSError as e:
-        raise InputError(p, f"cannot read: {e.strerror or e}") from None
+    data = safeload.load_json(p, max_bytes=safeload.MAX_BYTES)
     from advisor.graph.om_json import is_om_json, read_om_json
     from advisor.graph.onnx_model import is_onnx_json, read_onnx_json
 

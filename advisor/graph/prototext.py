@@ -22,6 +22,7 @@ from pathlib import Path
 from google.protobuf import descriptor_pb2, text_format
 from google.protobuf.message import DecodeError, Message
 
+from advisor import safeload
 from advisor.errors import InputError
 
 FAST_MIN_BYTES = 4_000_000
@@ -72,7 +73,9 @@ def parse_text_file(path: Path, message: Message, what: str, fast: bool | None =
 
     ``fast``: None decides by file size, True/False force or forbid the protoc path (tests compare both).
     """
-    size = path.stat().st_size
+    raw = safeload.read_bytes(path, safeload.MAX_BYTES)
+    safeload.check_proto_text_depth(path, raw)
+    size = len(raw)
     use_protoc = _protoc_available() and (size >= FAST_MIN_BYTES if fast is None else fast)
     if use_protoc:
         data = _protoc_encode(path, message)
@@ -83,10 +86,13 @@ def parse_text_file(path: Path, message: Message, what: str, fast: bool | None =
             except DecodeError:
                 message.Clear()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(path, "not a text graph dump (binary or non-UTF-8 content)") from None
+    del raw
     try:
         text_format.Parse(text, message, allow_unknown_field=True)
     except text_format.ParseError as e:
         raise InputError(path, f"not a valid {what}: {str(e).splitlines()[0]}") from None
+    except RecursionError:
+        raise InputError(path, f"not a valid {what}: nested too deeply") from None

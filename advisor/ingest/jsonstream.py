@@ -33,6 +33,9 @@ class StreamError(ValueError):
         self.offset = offset
         self.truncated = truncated
 
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.offset, self.truncated))
+
 
 def _unescaped_quotes(arr: np.ndarray) -> np.ndarray:
     """Positions of ``"`` that open or close a string (not preceded by an odd run of backslashes)."""

@@ -44,7 +44,6 @@ What each file becomes, and the decisions behind it:
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -52,6 +51,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor import safeload
 from advisor.errors import InputError
 from advisor.ingest.normalize import finalize_ops
 from advisor.ingest.timebase import us_from_float, us_from_ns
@@ -203,8 +203,8 @@ def read_framework(path: Path, meta: Meta) -> pd.DataFrame | None:
 
 def _json(text: Any) -> Any:
     try:
-        return json.loads(text) if isinstance(text, str) and text.strip() else None
-    except ValueError:
+        return safeload.loads_json(text) if isinstance(text, str) and text.strip() else None
+    except InputError:
         return None
 
 
@@ -547,10 +547,10 @@ def _extras(root: Path, dev: int, meta: Meta, profile: Profile) -> None:
     points = root / "step_trace_point_info.json"
     if points.is_file():
         try:
-            profile.extras["step_trace_points"] = json.loads(points.read_text(encoding="utf-8"))
+            profile.extras["step_trace_points"] = safeload.load_json(points)
             meta.read(points)
-        except (OSError, ValueError) as e:
-            meta.skip(points, f"unreadable ({e})")
+        except InputError as e:
+            meta.skip(points, e.problem)
     cluster = _cluster_analyse(root, dev, meta)
     if cluster is not None:
         profile.extras["cluster_analyse"] = cluster

@@ -15,7 +15,6 @@ The ops-table helpers here are shared with the torch_npu reader (kernel_details.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from advisor import safeload
 from advisor.errors import InputError
 from advisor.ingest import columns as C
 from advisor.ingest.csvread import found_list, read_columns, read_table, sniff_header
@@ -319,14 +319,12 @@ class DeviceInfo:
 
 def parse_device_info(path: Path, device: int | None = None) -> DeviceInfo:
     """The ``DeviceInfo`` entry of an ``info.json.N`` file (the one for ``device`` when several)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError) as e:
-        raise InputError(path, f"not valid JSON ({e})") from None
+    data = safeload.load_json(path)
     entries = data.get("DeviceInfo") if isinstance(data, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise InputError(path, "no DeviceInfo entry")
-    entry = next((e for e in entries if isinstance(e, dict) and e.get("id") == device), entries[0])
+    objects = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+    if not objects:
+        raise InputError(path, "no DeviceInfo entry (expected a list of objects)")
+    entry = next((e for e in objects if e.get("id") == device), objects[0])
     return DeviceInfo(_int(entry.get("ai_core_num")), _int(entry.get("aiv_num")), _int(entry.get("aic_frequency")),
                       {"rank_id": data.get("rank_id")})
 
@@ -368,7 +366,7 @@ def read_device_info(root: Path, meta: Meta) -> None:
 def _int(value: object) -> int | None:
     try:
         return int(str(value).strip())
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 

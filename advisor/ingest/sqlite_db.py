@@ -40,7 +40,6 @@ Other tables:
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from collections.abc import Iterable
@@ -51,6 +50,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor import safeload
 from advisor.errors import InputError
 from advisor.ingest.columns import metric_name
 from advisor.ingest.normalize import finalize_ops
@@ -873,8 +873,8 @@ def _read_db_meta(con: sqlite3.Connection, tables: set[str], meta: Meta) -> None
             low = key.lower()
             if key == "ENV_VARIABLES":
                 try:
-                    env = json.loads(value) if value else {}
-                except (TypeError, ValueError):
+                    env = safeload.loads_json(value, "META_DATA.ENV_VARIABLES") if value else {}
+                except (TypeError, InputError):
                     env = {}
                 if isinstance(env, dict):
                     meta.environment.update({str(k): str(v) for k, v in env.items()})
@@ -901,9 +901,9 @@ def _read_profiler_jsons(pt_dir: Path, meta: Meta) -> None:
         return
     for info in sorted(pt_dir.glob("profiler_info*.json"))[:1]:
         try:
-            data = json.loads(info.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            meta.skip(info, f"unreadable ({e})")
+            data = safeload.load_json(info)
+        except InputError as e:
+            meta.skip(info, e.problem)
             continue
         meta.read(info)
         if isinstance(data, dict):
@@ -919,9 +919,9 @@ def _read_profiler_jsons(pt_dir: Path, meta: Meta) -> None:
     md = pt_dir / "profiler_metadata.json"
     if md.is_file():
         try:
-            data = json.loads(md.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            meta.skip(md, f"unreadable ({e})")
+            data = safeload.load_json(md)
+        except InputError as e:
+            meta.skip(md, e.problem)
             return
         meta.read(md)
         env = data.get("ENV_VARIABLES") if isinstance(data, dict) else None

@@ -26,7 +26,6 @@ Every optional file is optional: absent is fine, broken is recorded in ``meta.fi
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor import safeload
 from advisor.errors import InputError
 from advisor.ingest import columns as C
 from advisor.ingest.csvread import read_table
@@ -152,14 +152,7 @@ def _optional(path: Path, meta: Meta, reader: Any) -> pd.DataFrame | None:
 # meta: profiler_info_<rank>.json, profiler_metadata.json
 # ---------------------------------------------------------------------------------------------------------
 def _load_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8-sig"))
-    except UnicodeDecodeError:
-        raise InputError(path, "not UTF-8 text") from None
-    except ValueError as e:
-        raise InputError(path, f"not valid JSON ({e})") from None
-    except OSError as e:
-        raise InputError(path, f"cannot be read ({e.strerror or e})") from None
+    return safeload.load_json(path)
 
 
 def _read_profiler_info(root: Path, meta: Meta) -> None:

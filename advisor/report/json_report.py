@@ -10,6 +10,7 @@ from typing import Any
 
 import jsonschema
 
+from advisor import safeload
 from advisor.errors import InputError
 
 SCHEMA_VERSION = "1"
@@ -32,10 +33,7 @@ def render(report: dict[str, Any], **_: Any) -> str:
 
 def load(path: Path) -> dict[str, Any]:
     """A saved ``advisor analyze --format json`` report, checked against the schema (InputError otherwise)."""
-    try:
-        report = json.loads(Path(path).read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(path, f"not a readable JSON report: {e}") from None
+    report = safeload.load_json(path)
     if not isinstance(report, dict) or "schema_version" not in report:
         raise InputError(path, "JSON without schema_version: not an advisor report")
     if str(report["schema_version"]) != SCHEMA_VERSION:

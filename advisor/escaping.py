@@ -1,0 +1,96 @@
+"""One escaping function per output medium: terminal, Markdown, shell, HTML, matplotlib text.
+
+Op names, directory names, file paths and plugin messages come from the input (or a plugin) and reach a
+terminal, a pull-request comment, a shell script or a web page. Each medium has its own dangerous characters;
+every writer of that medium passes untrusted text through the function below, and nothing else escapes ad hoc.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import re
+import shlex
+from collections.abc import Callable, Iterable
+from typing import Any
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""C0 controls except TAB and LF, DEL, C1 controls (CSI, OSC...), and the bidi overrides that reorder text."""
+_CONTROL_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~<>])")
+"""ASCII punctuation that Markdown (CommonMark + GFM tables) gives a meaning; escaped with a backslash."""
+
+
+def _visible(m: re.Match[str]) -> str:
+    c = ord(m.group(0))
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def terminal(text: object) -> str:
+    """Text safe to print on a terminal: ESC, CSI, OSC and other controls become visible ``\\x1b`` (LF and TAB kept)."""
+    return _CONTROL.sub(_visible, str(text))
+
+
+def terminal_line(text: object) -> str:
+    """:func:`terminal` for one-line messages (errors on stderr): line breaks become visible too."""
+    return _CONTROL_LINE.sub(_visible, str(text))
+
+
+def rich_text(text: object) -> str:
+    """Text for a string that ``rich`` parses as markup (table cells given as ``str``): controls made visible and
+    ``[...]`` markup escaped."""
+    from rich.markup import escape
+
+    return escape(terminal(text))
+
+
+def markdown(text: object) -> str:
+    """Text safe in Markdown prose or a table cell: no raw HTML, no link/image/emphasis syntax, no pipes, no
+    controls, one line."""
+    s = _CONTROL.sub(_visible, str(text)).replace("\r", " ").replace("\n", " ")
+    s = _MD_SPECIAL.sub(r"\\\1", s)
+    return s.replace("&", "&amp;")
+
+
+def markdown_code(text: object) -> str:
+    """Text inside an inline code span: backticks and pipes (which end the span or the table cell) replaced."""
+    s = _CONTROL.sub(_visible, str(text)).replace("\r", " ").replace("\n", " ")
+    return s.replace("`", "'").replace("|", "¦")
+
+
+def markdown_block(text: object) -> str:
+    """Text inside a fenced code block: controls made visible; a line of backticks cannot close the fence."""
+    s = _CONTROL.sub(_visible, str(text))
+    return re.sub(r"^(\s*)```", r"\1'''", s, flags=re.M)
+
+
+def html(text: object) -> str:
+    """Text safe in HTML element content or a quoted attribute."""
+    return _html.escape(_CONTROL.sub(_visible, str(text)), quote=True)
+
+
+def shell(arg: object) -> str:
+    """One argument of a POSIX shell command line, quoted so that no character is interpreted."""
+    return shlex.quote(str(arg))
+
+
+def shell_command(args: Iterable[object]) -> str:
+    """A POSIX shell command line in which every argument is quoted (placeholders such as ``<soc_version>``
+    included: unquoted, ``<`` is a redirection)."""
+    return " ".join(shell(a) for a in args)
+
+
+def matplotlib_text(text: object) -> str:
+    """A label for matplotlib charts: controls made visible. (``$`` is left alone: the charts draw with
+    ``text.parse_math`` off, so no label is parsed as mathtext.)"""
+    return _CONTROL.sub(_visible, str(text))
+
+
+def deep(value: Any, fn: Callable[[str], str]) -> Any:
+    """``value`` with ``fn`` applied to every string in it (dict keys included); other values unchanged."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {(fn(k) if isinstance(k, str) else k): deep(v, fn) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [deep(v, fn) for v in value]
+    return value
