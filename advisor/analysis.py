@@ -20,6 +20,7 @@ from advisor.errors import InputError
 from advisor.findings import Finding
 from advisor.graph.model import ModelGraph
 from advisor.hookspecs import API_VERSION
+from advisor.ingest.sanitize import require_analyzable
 from advisor.kb import RankData
 from advisor.model import OPS_COLUMNS, Profile, empty_frame
 from advisor.platform import resolve_platform
@@ -90,8 +91,9 @@ def load_graph_for(path: Path, graph_path: Path | None) -> tuple[ModelGraph | No
         if not graph_path.exists():
             raise InputError(graph_path, "no such file")
         return load_graph(graph_path), None
-    root = path if path.is_dir() else path.parent
-    found = find_graph_in_profile(root)
+    if not path.is_dir():
+        return None, None  # a lone file: a graph somewhere in its folder is not part of that profile
+    found = find_graph_in_profile(path)
     if found is None:
         return None, None
     try:
@@ -194,6 +196,7 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
 
         return static_audit.analyze(src, graph, infos, rules, chip, time_limit_s)
     profile = ingest.read_source(src)
+    require_analyzable(profile, graph)
     ingest.context.refine_with_graph(profile.meta, graph)
     hint = chip or profile.meta.chip or (graph.soc_version if graph is not None else None)
     platform = resolve_platform(rules, hint)

@@ -166,6 +166,8 @@ def find_graph_in_profile(profile_root: str | Path, max_depth: int = 8) -> Path 
                              and depth < max_depth)
         for f in sorted(filenames):
             path = Path(dirpath) / f
+            if not path.is_file():
+                continue  # a FIFO or device with a graph's name would block the sniff
             if _GE_PROTO_FILE.match(f):
                 ge_proto.append(path)
             elif _GE_ONNX_FILE.match(f):

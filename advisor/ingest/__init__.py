@@ -31,6 +31,7 @@ from pathlib import Path
 from advisor.errors import InputError
 from advisor.ingest import context
 from advisor.ingest.detect import RankSource, detect
+from advisor.ingest.sanitize import sanitize
 from advisor.model import Meta, Profile
 from advisor.util import paused_gc
 
@@ -61,6 +62,7 @@ def read_source(src: RankSource) -> Profile:
     meta = Meta(source=str(src.root), layout=src.layout, rank=src.rank)
     with paused_gc():
         profile: Profile = module.read(src.root, meta)
+    sanitize(profile)
     if not len(profile.ops) and not len(profile.op_stats) and not len(profile.steps):
         skipped = "; ".join(f"{s.path}: {s.reason}" for s in meta.files_skipped[:3])
         raise InputError(src.root, f"no profile data could be read (layout {src.layout})"

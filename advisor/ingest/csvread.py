@@ -29,7 +29,15 @@ import pyarrow.csv as pa_csv
 
 from advisor.errors import InputError
 from advisor.ingest import timebase
-from advisor.ingest.columns import TIMESTAMP_COLUMNS, Aliases, ResolvedHeader, describe_missing, resolve_header
+from advisor.ingest.columns import (
+    TIMESTAMP_COLUMNS,
+    Aliases,
+    ResolvedHeader,
+    clean_header,
+    describe_missing,
+    header_key,
+    resolve_header,
+)
 from advisor.ingest.normalize import to_number
 from advisor.model import Meta
 
@@ -39,6 +47,9 @@ NULL_CELLS = ["N/A", ""]
 _SNIFF_BYTES = 1 << 16
 _TRIM_CHARS = " \t\r\n\""
 _BLOCK_SIZE = 1 << 22
+MAX_CELL_BYTES = 1 << 24
+"""Largest cell the csv module accepts (its default, 128 KiB, is less than a long call stack or shape list)."""
+csv.field_size_limit(max(csv.field_size_limit(), MAX_CELL_BYTES))
 
 
 @dataclass
@@ -100,6 +111,17 @@ def read_table(
     return CsvTable(path, frame, resolved, notes)
 
 
+def check_unique(path: Path, header: Sequence[str], positions: Collection[int]) -> None:
+    """Fail when a column we read has a header name that appears twice: which one holds the values is a guess
+    (a ``Start Time(us)`` renamed to a second ``Duration(us)`` made every op last 3.8 days)."""
+    keys = [header_key(h) for h in header]
+    for pos in sorted(set(positions)):
+        if pos < len(keys) and keys.count(keys[pos]) > 1:
+            where = [i + 1 for i, k in enumerate(keys) if k == keys[pos]]
+            raise InputError(path, f"the header names column '{clean_header(header[pos])}' more than once "
+                                   f"(columns {', '.join(map(str, where))}): cannot tell which one to read")
+
+
 def found_list(header: Sequence[str], limit: int = 12) -> str:
     """The first header cells for an error message."""
     cells = [h.replace("\ufeff", "").strip() for h in header]
@@ -120,6 +142,7 @@ def read_columns(
 
     With ``meta``, time stamp columns are parsed exactly into offsets from the rank's origin."""
     stamps = {c for c in columns if c in TIMESTAMP_COLUMNS and c not in text} if meta is not None else set()
+    check_unique(path, header, columns.values())
     names = [f"c{i}" for i in range(len(header))]
     wanted = {canonical: names[pos] for canonical, pos in columns.items()}
     bad_rows: list[tuple[int, int]] = []

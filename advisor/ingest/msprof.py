@@ -133,7 +133,10 @@ def read_ops_files(paths: list[Path], meta: Meta) -> pd.DataFrame:
 def _read_ops_csv(path: Path, meta: Meta) -> pd.DataFrame:
     header = sniff_header(path)
     resolved = C.resolve_header(header, C.OPS_ALIASES, extra=C.metric_name)
-    derived = not resolved.has("name") and resolved.has("input_shapes") and resolved.has("aicore_time_us")
+    # the Ascend/workload_analysis per-op files are named <Op>_<SoC>_*.csv; a kernel_details or op_summary file that
+    # lacks its name or duration column is damaged, not that subset
+    derived = (not resolved.has("name") and resolved.has("input_shapes") and resolved.has("aicore_time_us")
+               and "_Ascend" in path.stem and not path.name.lower().startswith(("kernel_details", "op_summary")))
     if not resolved.has("name") and not derived:
         raise InputError(path, f"no {C.describe_missing(['name'], C.OPS_ALIASES)} column; found: {found_list(header)}")
     if not resolved.has("duration_us") and not derived:
