@@ -44,5 +44,10 @@ class RulesError(AdvisorError):
         return (type(self), (self.path, self.key, self.problem))
 
 
+class OutputError(InputError):
+    """``-o`` cannot be written safely: it is an input, a directory, a device that is not a stream, or under a
+    file."""
+
+
 class UsageError(AdvisorError):
     """The command line asks for something that cannot be done (unknown KB id, bad option value)."""

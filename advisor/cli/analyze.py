@@ -10,9 +10,11 @@ import click
 from rich.console import Console
 
 from advisor.analysis import AnalysisOptions, run_analysis
-from advisor.cli.common import output_path, write_atomic
+from advisor.cli.common import check_output, output_target, write_atomic
 from advisor.errors import UsageError
+from advisor.escaping import terminal_line
 from advisor.report import EXTENSIONS, render
+from advisor.rules import find_pyproject
 
 _STDOUT_FORMATS = ("terminal", "json", "markdown")
 EXIT_KB_FAILED = 3
@@ -57,6 +59,11 @@ class StderrProgress:
                 self._status.stop()
 
 
+
+
+def _files_read(report: dict) -> list[str]:
+    graph = report.get("graph") or {}
+    return [*report["input"].get("files_read", []), *([graph["source"]] if graph.get("source") else [])]
 
 
 @click.command("analyze")
@@ -109,37 +116,39 @@ def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | st
         raise UsageError("--workers sizes the local Dask cluster: it cannot be used with --scheduler")
     options = AnalysisOptions(only=only, skip=skip, rules_file=rules_file, ecosystem=ecosystem, chip=chip,
                               scheduler=scheduler)
+    if out is None and fmt not in _STDOUT_FORMATS:
+        out = "reports/"
+    # checked (and made absolute) before the analysis: fail fast, and nothing run later can move it
+    target = None if out is None else output_target(
+        out, EXTENSIONS[fmt], [path, graph_path, rules_file, ecosystem, find_pyproject(Path.cwd())])
     with StderrProgress(enabled=not quiet) as progress:
         result = run_analysis(path, graph_path, options, progress, workers=workers)
     report = result.report
 
-    if out is None and fmt not in _STDOUT_FORMATS:
-        out = Path("reports")
-        out.mkdir(exist_ok=True)
-    if fmt == "terminal" and out is None:
+    if fmt == "terminal" and target is None:
         from advisor.report.terminal import print_report
 
         print_report(report, Console())
     else:
         text = render(report, fmt, fail_on=fail_on, fail_under=fail_under) if fmt == "junit" else render(report, fmt)
-        if out is None:
+        if target is None:
             click.echo(text, nl=False)
         else:
-            target = output_path(out, EXTENSIONS[fmt])
+            check_output(target, _files_read(report))
             write_atomic(target, text)
-            click.echo(f"advisor: wrote {target}", err=True)
+            click.echo(f"advisor: wrote {terminal_line(target)}", err=True)
 
     skipped_ranks = report["input"].get("ranks_skipped") or []
     if skipped_ranks:
         first = skipped_ranks[0]
-        click.echo(f"advisor: incomplete analysis, {len(skipped_ranks)} of "
-                   f"{len(skipped_ranks) + report['input']['ranks']} ranks could not be read and were skipped "
-                   f"(first: {first['path']}: {first['reason']})", err=True)
+        click.echo(terminal_line(f"advisor: incomplete analysis, {len(skipped_ranks)} of "
+                                 f"{len(skipped_ranks) + report['input']['ranks']} ranks could not be read and were "
+                                 f"skipped (first: {first['path']}: {first['reason']})"), err=True)
     failed = [k for k in report["knowledge_bases"] if k["status"] == "failed"]
     if failed or skipped_ranks:
         if failed:
-            click.echo("advisor: incomplete analysis, knowledge base(s) failed: "
-                       + "; ".join(f"{k['id']} ({k['reason']})" for k in failed), err=True)
+            click.echo(terminal_line("advisor: incomplete analysis, knowledge base(s) failed: "
+                                     + "; ".join(f"{k['id']} ({k['reason']})" for k in failed)), err=True)
         sys.exit(EXIT_KB_FAILED)
     if fail_under is not None and report["score"] < fail_under:
         click.echo(f"advisor: score {report['score']:.1f} is below --fail-under {fail_under:g}", err=True)

@@ -1,18 +1,55 @@
-"""Helpers shared by commands: atomic output, progress on stderr."""
+"""Helpers shared by commands: the one output-path guard and atomic output.
+
+Every command that writes (analyze, report, compare, fix, fix --atc-config) picks its target with
+:func:`output_target` and writes with :func:`write_atomic`, so that ``-o``
+
+- never writes onto an input: not a path given as input, not a file the analysis read (``files_read``), by
+  resolved path and by device and inode (a hard link or a symlink to it);
+- never replaces a symlink (the file it points to gets the new content) or a device node: a character device
+  or a FIFO (``/dev/null``, ``/dev/stdout``) is written in place, anything else that is not a regular file is
+  refused;
+- creates missing parent directories, or fails with one line when a parent is a file;
+- is absolute before any analysis runs, so nothing that changes the working directory moves it.
+"""
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
+from advisor.errors import OutputError
+
+
+def _is_stream(mode: int) -> bool:
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
 
 def write_atomic(path: Path, text: str | bytes) -> None:
-    """Write via a temporary file in the same directory and rename, so readers never see half a report."""
+    """Write via a temporary file in the same directory and rename, so readers never see half a report.
+
+    A symlink keeps being a symlink (its target is replaced); a character device or FIFO is written in place.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8") if isinstance(text, str) else text
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except NotADirectoryError:
+        raise OutputError(path, "cannot be written: a parent is not a directory") from None
+    if st is not None and _is_stream(st.st_mode):
+        with open(path, "wb") as fh:
+            fh.write(data)
+        return
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise OutputError(path, "exists and is not a regular file")
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    _make_parents(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     umask = os.umask(0)
     os.umask(umask)
@@ -28,6 +65,19 @@ def write_atomic(path: Path, text: str | bytes) -> None:
         raise
 
 
+def _make_parents(path: Path) -> None:
+    """Create the missing parents of ``path``; a parent that exists but is not a directory is an OutputError."""
+    for parent in [path.parent, *path.parent.parents]:
+        if parent.exists():
+            if not parent.is_dir():
+                raise OutputError(path, f"cannot be written: {parent} is not a directory")
+            break
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise OutputError(path, "cannot be written: a parent is not a directory") from None
+
+
 def output_path(out: Path | str, extension: str, prefix: str = "advisor", now: datetime | None = None) -> Path:
     """``-o`` naming a directory (existing, or ending in /) gets a timestamped file name inside it."""
     text = str(out)
@@ -36,3 +86,52 @@ def output_path(out: Path | str, extension: str, prefix: str = "advisor", now: d
         stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
         return out / f"{prefix}_{stamp}.{extension}"
     return out
+
+
+def output_target(out: Path | str, extension: str | None, inputs: Iterable[Path | str | None],
+                  prefix: str = "advisor") -> Path:
+    """The absolute file ``-o`` names (a directory gets a timestamped name when ``extension`` is given), checked
+    against ``inputs`` (files or directories; None entries ignored). Raises OutputError."""
+    target = output_path(out, extension, prefix) if extension is not None else Path(out)
+    target = Path(os.path.abspath(target))
+    check_output(target, inputs)
+    return target
+
+
+def check_output(target: Path, inputs: Iterable[Path | str | None]) -> None:
+    """Refuse a target that is (or would replace) an input, a directory or a non-stream special file."""
+    target = Path(os.path.abspath(target))
+    try:
+        st = os.stat(target)  # follows a symlink: what would be written is its target
+    except FileNotFoundError:
+        st = None
+    except NotADirectoryError:
+        st = None
+    except OSError as e:
+        raise OutputError(target, f"cannot be written ({e.strerror or e})") from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise OutputError(target, "is a directory")
+        if _is_stream(st.st_mode):
+            return  # /dev/null, /dev/stdout, a pipe: written in place, never replaced
+        if not stat.S_ISREG(st.st_mode):
+            raise OutputError(target, "exists and is not a regular file, a character device or a FIFO")
+    else:
+        for parent in target.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise OutputError(target, f"cannot be written: {parent} is not a directory")
+                break
+    real = Path(os.path.realpath(target))
+    for given in inputs:
+        if given is None:
+            continue
+        inp = Path(os.path.realpath(given))
+        if not inp.exists() or inp.is_dir():
+            continue
+        same = real == inp
+        if not same and st is not None:
+            ist = os.stat(inp)
+            same = (ist.st_dev, ist.st_ino) == (st.st_dev, st.st_ino)
+        if same:
+            raise OutputError(target, f"is the input {given}; inputs are never overwritten (choose another -o)")

@@ -19,9 +19,10 @@ from rich.table import Table
 from rich.text import Text
 
 from advisor.analysis import AnalysisOptions, run_analysis
-from advisor.cli.common import output_path, write_atomic
+from advisor.cli.common import check_output, output_target, write_atomic
 from advisor.compare import Side, compare, op_types_from_frame, op_types_from_report
 from advisor.errors import InputError, UsageError
+from advisor.escaping import terminal_line
 from advisor.report.common import fmt_us
 from advisor.report.json_report import load as load_saved_report
 
@@ -177,6 +178,8 @@ def command(base: Path, new: Path, graph_base: Path | None, graph_new: Path | No
     2 on unusable input.
     """
     options = AnalysisOptions(rules_file=rules_file, chip=chip)
+    target = None if out is None else output_target(out, _EXT[fmt], [base, new, graph_base, graph_new, rules_file],
+                                                    prefix="advisor_compare")
     base_side = load_side(base, graph_base, options, "base")
     new_side = load_side(new, graph_new, options, "new")
     cmp = compare(base_side, new_side, max_regression, max_score_drop)
@@ -184,12 +187,13 @@ def command(base: Path, new: Path, graph_base: Path | None, graph_new: Path | No
         Console().print(build_terminal(cmp))
     else:
         text = render(cmp, fmt)
-        if out is None:
+        if target is None:
             click.echo(text, nl=False)
         else:
-            target = output_path(out, _EXT[fmt], prefix="advisor_compare")
+            check_output(target, [f for side in (base_side, new_side)
+                                  for f in side.report.get("input", {}).get("files_read", [])])
             write_atomic(target, text)
-            click.echo(f"advisor: wrote {target}", err=True)
+            click.echo(f"advisor: wrote {terminal_line(target)}", err=True)
     if cmp["regression"]["regressed"]:
-        click.echo("advisor: regression: " + "; ".join(cmp["regression"]["reasons"]), err=True)
+        click.echo(terminal_line("advisor: regression: " + "; ".join(cmp["regression"]["reasons"])), err=True)
         sys.exit(1)

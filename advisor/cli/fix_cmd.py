@@ -11,8 +11,8 @@ import click
 import onnx
 from rich.console import Console
 
-from advisor.cli.common import write_atomic
-from advisor.errors import InputError, UsageError
+from advisor.cli.common import output_target, write_atomic
+from advisor.errors import InputError, OutputError, UsageError
 from advisor.fix import atc_config
 from advisor.fix.pipeline import FixOptions, run_fix, scan
 from advisor.fix.render import atc_json, fix_json, print_atc, print_fix, print_rewrites
@@ -76,6 +76,7 @@ def command(model: Path | None, apply_: tuple[str, ...], out: Path | None, param
         return
     rules = _rules(apply_) if apply_ else list(REWRITES)
     per_rule = _params(params, allow_contrib)
+    target = output_target(out or model.with_name(f"{model.stem}.fixed.onnx"), None, [model]) if apply_ else None
     if verify:
         load_onnxruntime()
     proto = load_model(model)
@@ -93,7 +94,7 @@ def command(model: Path | None, apply_: tuple[str, ...], out: Path | None, param
         options.verify = VerifySettings(runs=runs, warmup=warmup, atol=atol, rtol=rtol, min_gain_pct=min_gain,
                                         seed=seed, shapes=_shapes(shapes), opt_level=ort_opt)
     run = run_fix(proto, rules, options, source=model)
-    target = out or model.with_name(f"{model.stem}.fixed.onnx")
+    assert target is not None
     written = None
     if run.kept:
         data = run.model.SerializeToString() if run.model.ByteSize() <= MAX_PROTO_BYTES else None
@@ -186,9 +187,12 @@ def _atc(report_path: Path, model: Path | None, out_dir: Path, fmt: str, console
          merge_switch: Path | None = None) -> None:
     report = atc_config.load_report(report_path)
     cfg = atc_config.build(report, out_dir, str(model) if model is not None else None, merge_switch)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OutputError(out_dir, "is not a directory (--atc-config writes several files into -o)")
+    targets = {name: output_target(out_dir / name, None, [report_path, model, merge_switch]) for name in cfg.files}
     written = []
     for name, text in cfg.files.items():
-        write_atomic(out_dir / name, text)
+        write_atomic(targets[name], text)
         written.append(str(out_dir / name))
     if fmt == "json":
         click.echo(atc_json(cfg, str(out_dir), written), nl=False)

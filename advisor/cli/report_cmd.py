@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from advisor.cli.common import output_path, write_atomic
+from advisor.cli.common import output_target, write_atomic
+from advisor.escaping import terminal_line
 from advisor.report import EXTENSIONS, render
 from advisor.report.json_report import load
 
@@ -20,11 +21,11 @@ from advisor.report.json_report import load
               show_default=True, help="JUnit: a rule's test case fails at this severity or worse.")
 def command(saved: Path, fmt: str, out: str | None, fail_on: str) -> None:
     """Render a saved JSON report (from `advisor analyze --format json`) as another format."""
+    target = None if out is None else output_target(out, EXTENSIONS[fmt], [saved])
     report = load(saved)
     text = render(report, fmt, fail_on=fail_on) if fmt == "junit" else render(report, fmt)
-    if out is None:
+    if target is None:
         click.echo(text, nl=False)
         return
-    target = output_path(out, EXTENSIONS[fmt])
     write_atomic(target, text)
-    click.echo(f"advisor: wrote {target}", err=True)
+    click.echo(f"advisor: wrote {terminal_line(target)}", err=True)
