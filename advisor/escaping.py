@@ -16,13 +16,21 @@ from typing import Any
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 """C0 controls except TAB and LF, DEL, C1 controls (CSI, OSC...), and the bidi overrides that reorder text."""
 _CONTROL_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~<>])")
-"""ASCII punctuation that Markdown (CommonMark + GFM tables) gives a meaning; escaped with a backslash."""
+_MD_SPECIAL = re.compile(r"([\\*\[\]|~])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|^\s*#")
+"""Markdown syntax escaped with a backslash: emphasis, links and images (``[``), table pipes, strikethrough, a
+heading mark at the start. ``_`` between two letters or digits cannot start or end emphasis (GFM) and is kept, so
+op names stay readable; backtick code spans are kept (their content is literal, a pipe in them is still escaped);
+``<``, ``>`` and ``&`` become entities (no raw HTML, no autolinks)."""
 
 
 def _visible(m: re.Match[str]) -> str:
     c = ord(m.group(0))
     return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def controls(text: object) -> str:
+    """Control characters made visible (``\x1b``); LF and TAB kept. The part every medium shares."""
+    return _CONTROL.sub(_visible, str(text))
 
 
 def terminal(text: object) -> str:
@@ -47,8 +55,8 @@ def markdown(text: object) -> str:
     """Text safe in Markdown prose or a table cell: no raw HTML, no link/image/emphasis syntax, no pipes, no
     controls, one line."""
     s = _CONTROL.sub(_visible, str(text)).replace("\r", " ").replace("\n", " ")
-    s = _MD_SPECIAL.sub(r"\\\1", s)
-    return s.replace("&", "&amp;")
+    s = _html.escape(s, quote=False)
+    return _MD_SPECIAL.sub(lambda m: m.group(0)[:-1] + "\\" + m.group(0)[-1], s)
 
 
 def markdown_code(text: object) -> str:

@@ -22,7 +22,7 @@ from advisor.analysis import AnalysisOptions, run_analysis
 from advisor.cli.common import check_output, output_target, write_atomic
 from advisor.compare import Side, compare, op_types_from_frame, op_types_from_report
 from advisor.errors import InputError, UsageError
-from advisor.escaping import terminal_line
+from advisor.escaping import deep, terminal, terminal_line
 from advisor.report.common import fmt_us
 from advisor.report.json_report import load as load_saved_report
 
@@ -80,6 +80,7 @@ def _delta_text(us: float | None, pct: float | None = None, worse_if_positive: b
 
 
 def build_terminal(cmp: dict[str, Any], top: int = 10) -> Group:
+    cmp = deep(cmp, terminal)  # names come from the inputs: controls made visible, cells are Text (not markup)
     reg = cmp["regression"]
     parts: list[Any] = []
     head = Text("REGRESSION" if reg["regressed"] else "no regression", style="bold red" if reg["regressed"]
@@ -110,7 +111,7 @@ def build_terminal(cmp: dict[str, Any], top: int = 10) -> Group:
                      ("delta", "right")):
             mt.add_column(c, justify=j)
         for r in movers:
-            mt.add_row(r["type"], f"{r['base_count']} → {r['new_count']}", fmt_us(r["base_us"]), fmt_us(r["new_us"]),
+            mt.add_row(Text(str(r["type"])), f"{r['base_count']} → {r['new_count']}", fmt_us(r["base_us"]), fmt_us(r["new_us"]),
                        _delta_text(r["delta_us"], r["delta_pct"]))
         parts.append(mt)
     rules = [r for r in cmp["rules"] if r["saving_delta_us"] or r["base_findings"] != r["new_findings"]][:top]
@@ -120,7 +121,7 @@ def build_terminal(cmp: dict[str, Any], top: int = 10) -> Group:
                      ("delta", "right")):
             rt.add_column(c, justify=j)
         for r in rules:
-            rt.add_row(r["rule"], f"{r['base_findings']} → {r['new_findings']}", fmt_us(r["base_saving_us"]),
+            rt.add_row(Text(str(r["rule"])), f"{r['base_findings']} → {r['new_findings']}", fmt_us(r["base_saving_us"]),
                        fmt_us(r["new_saving_us"]), _delta_text(r["saving_delta_us"]))
         parts.append(rt)
     f = cmp["findings"]

@@ -14,6 +14,7 @@ import click
 from advisor import engine
 from advisor.cli.rules_cmd import align, leaf_lines, load_for_cli, source_label
 from advisor.errors import UsageError
+from advisor.escaping import terminal
 from advisor.kb import RuleDoc
 from advisor.rules import EffectiveRules, rules_name
 
@@ -147,10 +148,10 @@ def command(topic: str, rules_file: Path | None, ecosystem: Path | None, fmt: st
         rule, info = rules[topic]
         r, kb = rule_dict(rule, info, eff), kb_dict(info)
         click.echo(json.dumps({"topic": "rule", "knowledge_base": kb, "rules": [r]}, indent=2, ensure_ascii=False)
-                   if fmt == "json" else render_rule(r, kb, eff).rstrip())
+                   if fmt == "json" else terminal(render_rule(r, kb, eff).rstrip()))
         return
     info = kbs[topic]
     kb = kb_dict(info)
     rs = [rule_dict(rule, info, eff) for rule in info.cls.rules]
     click.echo(json.dumps({"topic": "knowledge_base", "knowledge_base": kb, "rules": rs}, indent=2,
-                          ensure_ascii=False) if fmt == "json" else render_kb(kb, rs, eff).rstrip())
+                          ensure_ascii=False) if fmt == "json" else terminal(render_kb(kb, rs, eff).rstrip()))

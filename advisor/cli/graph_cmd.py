@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from advisor.escaping import deep, rich_text
 from advisor.graph.load import load_graph
 from advisor.graph.summary import summarize
 from advisor.util import paused_gc
@@ -55,6 +56,7 @@ def render(s: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    s = deep(s, rich_text)  # node and op type names come from the file: no controls, no markup
     console = Console()
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")

@@ -11,6 +11,7 @@ import click
 
 from advisor import engine
 from advisor.errors import UsageError
+from advisor.escaping import rich_text
 from advisor.rules import RULES_SUFFIX, rules_name
 
 
@@ -73,8 +74,8 @@ def list_command(fmt: str) -> None:
     for r in rows:
         package = " ".join(p for p in (r["package"], r["package_version"]) if p) or "-"
         requires = _requires(r["requires"], r["requires_any"])
-        status = r["status"] if r["status"] == "ok" else f"[red]{r['status']}[/red]"
-        table.add_row(r["id"], r["version"] or "-", package, requires or "-", status)
+        status = r["status"] if r["status"] == "ok" else f"[red]{rich_text(r['status'])}[/red]"
+        table.add_row(*(rich_text(c) for c in (r["id"], r["version"] or "-", package, requires or "-")), status)
     console = Console(width=None if sys.stdout.isatty() else 200, highlight=False)
     if not rows:
         console.print("no knowledge bases installed (plugins register in the entry-point group "

@@ -13,6 +13,7 @@ import click
 
 from advisor import engine
 from advisor.errors import UsageError
+from advisor.escaping import terminal
 from advisor.rules import EffectiveRules, find_pyproject, load_effective_rules
 
 
@@ -124,7 +125,7 @@ def show_command(names: tuple[str, ...], rules_file: Path | None, fmt: str) -> N
         raise UsageError(f"unknown rules file '{unknown[0]}' (known: {', '.join(sorted(eff.values))})")
     chosen = list(names) or sorted(eff.values)
     if fmt == "terminal":
-        click.echo(render_terminal(eff, chosen), nl=False)
+        click.echo(terminal(render_terminal(eff, chosen)), nl=False)
         return
     data = effective_dict(eff, chosen)
     if fmt == "json":

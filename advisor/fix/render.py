@@ -9,6 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from advisor.escaping import rich_text
 from advisor.fix.atc_config import AtcConfig
 from advisor.fix.pipeline import KEPT, REJECTED, FixRun, StepReport
 from advisor.fix.rewrites import REWRITES
@@ -37,17 +38,17 @@ def print_fix(run: FixRun, console: Console, title: str, verified: bool) -> None
         row = [s.rule if s is not run.total else "[bold]all kept[/bold]", str(len(s.matches)) if s.rule != "total" else ""]
         if verified:
             row += _measured(s)
-        row += [f"[{_STYLE.get(s.status, 'dim')}]{s.status}[/]", _why(s)]
+        row += [f"[{_STYLE.get(s.status, 'dim')}]{s.status}[/]", rich_text(_why(s))]
         t.add_row(*row)
     console.print(t)
     for s in run.steps:
         if s.matches:
             shown = ", ".join(s.matches[:6]) + (f", … (+{len(s.matches) - 6})" if len(s.matches) > 6 else "")
-            console.print(f"  {s.rule}: {shown}", highlight=False)
+            console.print(f"  {s.rule}: {rich_text(shown)}", highlight=False)
         for n in s.notes:
-            console.print(f"  {s.rule}: [dim]{n}[/dim]", highlight=False)
+            console.print(f"  {s.rule}: [dim]{rich_text(n)}[/dim]", highlight=False)
     for n in run.notes:
-        console.print(f"  note: {n}", highlight=False)
+        console.print(f"  note: {rich_text(n)}", highlight=False)
 
 
 def _measured(s: StepReport) -> list[str]:
@@ -95,12 +96,12 @@ def print_atc(cfg: AtcConfig, console: Console, written: list[str]) -> None:
     for path in written:
         name = path.rsplit("/", 1)[-1]
         src = cfg.sources.get(name)
-        console.print(f"wrote {path}" + (f"  (from {', '.join(src)})" if src else ""), highlight=False)
+        console.print(rich_text(f"wrote {path}" + (f"  (from {', '.join(src)})" if src else "")), highlight=False)
     if cfg.command:
-        console.print("\n" + cfg.command, highlight=False, soft_wrap=True)
+        console.print("\n" + rich_text(cfg.command), highlight=False, soft_wrap=True)
     for cmd in cfg.rewrites:
-        console.print(f"ONNX rewrite suggested by the report: {cmd}", highlight=False, soft_wrap=True)
+        console.print(f"ONNX rewrite suggested by the report: {rich_text(cmd)}", highlight=False, soft_wrap=True)
     for a in cfg.assumptions:
-        console.print(f"assumption: {a}", highlight=False)
+        console.print(f"assumption: {rich_text(a)}", highlight=False)
     for n in cfg.notes:
-        console.print(f"note: {n}", highlight=False)
+        console.print(f"note: {rich_text(n)}", highlight=False)

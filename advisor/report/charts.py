@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (backend must be chosen first)
 import networkx as nx  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from advisor.escaping import matplotlib_text  # noqa: E402
 from advisor.report.common import RooflinePoint, Subgraph, fmt_us  # noqa: E402
 
 BOUND_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "latency": "#7f7f7f", "overhead": "#7f7f7f",
@@ -29,6 +30,7 @@ _EXTRA_COLORS = ("#2ca02c", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
 _CORE_COLORS = {"AI_CORE": "#1f77b4", "AI_VECTOR_CORE": "#ff7f0e", "MIX_AIC": "#17becf", "MIX_AIV": "#bcbd22",
                 "AI_CPU": "#d62728", "HCCL": "#2ca02c"}
 _RC = {"svg.fonttype": "none", "font.family": "sans-serif", "font.size": 9, "axes.spines.top": False,
+       "text.parse_math": False,  # labels are op names from the input: "$x$" must not be parsed as mathtext
        "axes.spines.right": False}
 
 
@@ -47,6 +49,7 @@ def to_svg(fig: Figure, salt: str, tight: bool = True) -> str:
 
 
 def _short(label: str, limit: int = 32) -> str:
+    label = matplotlib_text(label)
     return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
@@ -162,7 +165,8 @@ def subgraph_chart(sg: Subgraph, salt: str) -> str:
         fig, ax = plt.subplots(figsize=(min(10.0, 2.0 * width + 0.6), 0.8 * height + 0.5))
         boxes = {}
         for n, (x, y) in pos.items():
-            label = n if len(n) <= 22 else "…" + n[-21:]
+            label = matplotlib_text(n)
+            label = label if len(label) <= 22 else "…" + label[-21:]
             if sg.types.get(n) and sg.types[n] not in n:
                 label += "\n" + _short(sg.types[n], 22)
             boxes[n] = ax.text(x, y, label, ha="center", va="center", fontsize=8, zorder=3,

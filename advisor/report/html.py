@@ -15,6 +15,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from advisor.escaping import controls, deep
 from advisor.report import charts
 from advisor.report.common import (
     POINT_KEYS,
@@ -78,6 +79,7 @@ def _finding_views(findings: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def render(report: dict[str, Any], **_: Any) -> str:
     """The report as one HTML document."""
+    report = deep(report, controls)  # Jinja escapes HTML; controls from the input are made visible first
     summary = report["summary"]
     total = float(summary.get("device_time_us") or 0.0)
     findings = report["findings"]

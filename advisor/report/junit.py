@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from advisor.escaping import controls, deep
 from advisor.report.common import SEVERITY_RANK, fmt_us, symptom_lines
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -125,6 +126,7 @@ def build(report: Mapping[str, Any], fail_on: str = "major", fail_under: float |
 
 def render(report: dict[str, Any], fail_on: str = "major", fail_under: float | None = None, **_: Any) -> str:
     """The report as JUnit XML text."""
+    report = deep(report, controls)  # XML 1.0 cannot hold control characters: made visible (\x1b)
     root = build(report, fail_on, fail_under)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -7,11 +7,11 @@ dropping the details of the lowest-ranked findings first and saying so.
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from advisor import escaping
 from advisor.report.common import (
     POINT_KEYS,
     fmt_pct,
@@ -30,21 +30,20 @@ _CELL_MAX = 160
 
 
 def cell(value: Any, limit: int = _CELL_MAX) -> str:
-    """Text safe inside a Markdown table cell: no pipes, no newlines, no raw HTML, bounded length."""
+    """Text safe in Markdown prose or a table cell (``escaping.markdown``: no raw HTML, no link or emphasis syntax,
+    no pipes, no controls, one line), bounded length."""
     text = value if isinstance(value, str) else fmt_value(value)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
-    text = html.escape(text, quote=False).replace("|", "\\|").replace("\r", "").replace("\n", " ")
-    return text
+    return escaping.markdown(text)
 
 
 def code(value: Any, limit: int = _CELL_MAX) -> str:
-    """Inline code in a table cell (op and rule names), with the characters a table cannot hold replaced."""
+    """Inline code in a table cell (op and rule names), with the characters a code span cannot hold replaced."""
     text = str(value)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
-    text = text.replace("|", "¦").replace("`", "'").replace("\n", " ")
-    return f"`{text}`"
+    return f"`{escaping.markdown_code(text)}`"
 
 
 def md_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], align: Sequence[str] | None = None) -> str:
@@ -147,13 +146,14 @@ def _evidence_table(name: str, table: Mapping[str, Any], limit: int = 10) -> str
 
 
 def _fence(text: str, lang: str = "") -> str:
+    text = escaping.markdown_block(text)
     fence = "````" if "```" in text else "```"
     return f"{fence}{lang}\n{text}\n{fence}"
 
 
 def finding_details(index: int, f: Mapping[str, Any]) -> str:
     """One finding as a collapsible block: recommendation, evidence, fix, command."""
-    summary = html.escape(f"{index}. {f['title']} — {fmt_us(f['estimated_saving_us'])}")
+    summary = escaping.html(f"{index}. {f['title']} — {fmt_us(f['estimated_saving_us'])}")  # inside raw HTML
     parts = [f"<details><summary>{SEVERITY_ICON[f['severity']]} {summary}</summary>", ""]
     parts.append(f"**Rule** {code(f['rule'], 80)} ({cell(f['kb'])}, {f['severity']}, confidence "
                  f"{float(f.get('confidence', 0.7)):.0%})")

@@ -11,6 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from advisor.escaping import deep, terminal
 from advisor.report.common import symptom_lines, time_rows, time_sources
 
 _SEVERITY_STYLE = {"critical": "bold red", "major": "red", "minor": "yellow", "info": "cyan"}
@@ -29,6 +30,8 @@ def _score_style(score: float) -> str:
 
 
 def build(report: dict[str, Any], top: int = 20) -> Group:
+    # every string comes from the input or a plugin: controls made visible; cells are Text, never markup
+    report = deep(report, terminal)
     inp, summ = report["input"], report["summary"]
     parts: list[Any] = []
     head = Text()
@@ -95,7 +98,7 @@ def build(report: dict[str, Any], top: int = 20) -> Group:
             ops = ", ".join(f["ops"][:6]) + (f" … (+{len(f['ops']) - 6})" if len(f["ops"]) > 6 else "")
             if ops:
                 body.append(Text(f"ops: {ops}", style="dim"))
-            parts.append(Panel(Group(*body), title=f"{i}. {f['title']}", title_align="left", box=box.ROUNDED,
+            parts.append(Panel(Group(*body), title=Text(f"{i}. {f['title']}"), title_align="left", box=box.ROUNDED,
                                border_style=_SEVERITY_STYLE[f["severity"]]))
     else:
         parts.append(Text("No recoverable time found by the knowledge bases that ran.", style="green"))
@@ -107,7 +110,8 @@ def build(report: dict[str, Any], top: int = 20) -> Group:
         kt.add_column("status")
         kt.add_column("reason")
         for k in not_ok:
-            kt.add_row(k["id"], Text(k["status"], style="red" if k["status"] == "failed" else "yellow"), k["reason"])
+            kt.add_row(Text(k["id"]), Text(k["status"], style="red" if k["status"] == "failed" else "yellow"),
+                       Text(k["reason"]))
         parts.append(kt)
     notes = [n for k in report["knowledge_bases"] for n in k.get("notes", [])] + report["input"].get("notes", [])
     skipped = report["input"].get("files_skipped", [])
