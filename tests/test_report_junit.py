@@ -91,7 +91,7 @@ def test_rules_from_findings_without_declaration_and_hostile_text() -> None:
     cases = _cases(xml)  # parses: control characters replaced, markup escaped
     assert "advisor.aicpu::aicpu.op-on-aicpu" in cases
     assert "advisor.transdata::transdata.count" not in cases  # undeclared and no finding
-    assert "bad?name?" in cases["advisor.aicpu::aicpu.op-on-aicpu"].find("failure").text
+    assert "bad\\x01name\\x1f" in cases["advisor.aicpu::aicpu.op-on-aicpu"].find("failure").text
 
 
 def test_unknown_severity_is_rejected() -> None:
