@@ -21,7 +21,7 @@ from typing import Any
 
 import pluggy
 
-from advisor import hookspecs
+from advisor import hookspecs, isolation
 from advisor.errors import UsageError
 from advisor.findings import Finding
 from advisor.graph.model import ModelGraph
@@ -129,31 +129,48 @@ def plugin_manager(entry_points: bool = True) -> pluggy.PluginManager:
     PLUGIN_LOAD_ERRORS.clear()
     if not entry_points:
         return pm
+    third_party = []
     # entry_points() lists each distribution once (the first found on sys.path), unlike distributions()
     for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         dist = getattr(ep, "dist", None)
         package = (dist.metadata["name"], dist.version) if dist is not None else ("", "")
-        if pm.has_plugin(ep.name) or pm.is_blocked(ep.name):
+        if pm.has_plugin(ep.name) or pm.is_blocked(ep.name) or any(e.name == ep.name for e, _ in third_party):
             key = f"{ep.name} ({package[0] or 'another package'})"
             PLUGIN_PACKAGES[key] = package
             _record_error(key, f"entry point name '{ep.name}' is already used by "
                                f"{_package_of(ep.name)[0] or 'another plugin'}")
             continue
         PLUGIN_PACKAGES[ep.name] = package
-        try:
-            plugin = ep.load()
-        except Exception as e:  # noqa: BLE001 - a broken plugin must not stop the others
-            _record_error(ep.name, f"cannot import {ep.value} ({_describe(e)}{_where(e)})")
-            continue
-        try:
-            pm.register(plugin, name=ep.name)
-        except Exception as e:  # noqa: BLE001 - e.g. a hookimpl with a misspelled name or wrong arguments
-            _record_error(ep.name, f"cannot register {ep.value} ({_describe(e)})")
-            continue
-        problem = _hook_problem(pm, plugin)
-        if problem:
-            _record_error(ep.name, f"{ep.value}: {problem}")
+        if isolation.is_builtin(ep.value, package[0]):
+            load_entry_point(pm, ep.name, ep.value)
+        else:
+            third_party.append((ep, package))
+    # third-party plugins are imported and asked for their knowledge bases in child processes (advisor.isolation):
+    # one that exits, hangs or prints at import cannot take this process with it
+    for name, (plugin, errors) in isolation.discover_plugins([(ep.name, ep.value, pkg) for ep, pkg in third_party]):
+        for reason in errors:
+            _record_error(name, reason)
+        if plugin is not None:
+            pm.register(plugin, name=name)
     return pm
+
+
+def load_entry_point(pm: pluggy.PluginManager, name: str, value: str) -> object | None:
+    """Import one ``module[:attr]`` entry point in this process and register it; failures are recorded."""
+    try:
+        plugin = importlib.metadata.EntryPoint(name, value, ENTRY_POINT_GROUP).load()
+    except Exception as e:  # noqa: BLE001 - a broken plugin must not stop the others
+        _record_error(name, f"cannot import {value} ({_describe(e)}{_where(e)})")
+        return None
+    try:
+        pm.register(plugin, name=name)
+    except Exception as e:  # noqa: BLE001 - e.g. a hookimpl with a misspelled name or wrong arguments
+        _record_error(name, f"cannot register {value} ({_describe(e)})")
+        return None
+    problem = _hook_problem(pm, plugin)
+    if problem:
+        _record_error(name, f"{value}: {problem}")
+    return plugin
 
 
 _HOOK_NAMES = ("advisor_knowledge_bases", "advisor_rules_dirs")
@@ -337,38 +354,75 @@ def run(
         available.add("graph")
     findings: list[Finding] = []
     statuses: list[KBStatus] = []
-    for info in infos:
-        cls = info.cls
-        status = KBStatus(cls.id, "ok", version=cls.version, package=info.package)
-        statuses.append(status)
-        problem = api_mismatch(cls.api_version)
-        if problem is None and cls.rules_file and not rules.has(cls.rules_file):
-            problem = f"its rules file '{cls.rules_file}' was not found in any rules directory"
-        if problem:
-            status.status, status.reason = "failed", problem
-            continue
-        reason = _missing(cls, available)
-        if reason:
-            status.status, status.reason = "skipped", reason
-            continue
-        # each KB gets its own copy of the rules and platform, so one cannot change what the next one reads
-        ctx = AnalysisContext(cls.id, profile, graph, copy.deepcopy(rules.for_kb(cls.rules_file)),
-                              copy.deepcopy(platform), cluster=cluster)
-        started = time.perf_counter()
-        try:
-            produced = _run_with_limit(cls, ctx, time_limit_s or cls.time_limit_s)
-        except _KBFailed as e:
-            status.status, status.reason = "failed", str(e)
-            produced = []
-        status.seconds = time.perf_counter() - started
-        status.notes = list(ctx.notes)
-        for f in produced:
-            f.kb = cls.id
-            if cluster is None and profile.meta.rank is not None and f.rank is None:
-                f.rank = profile.meta.rank
-        status.findings = len(produced)
-        findings.extend(produced)
+    snapshot: isolation.Snapshot | None = None
+    try:
+        for info in infos:
+            snapshot = _run_one(info, profile, graph, rules, platform, time_limit_s, cluster, available, findings,
+                                statuses, snapshot)
+    finally:
+        if snapshot is not None:
+            snapshot.close()
     return findings, statuses
+
+
+def saving_limit_us(profile: Profile, cluster: list[RankData] | None) -> float:
+    """The most time a finding may claim to save: the longest of the rank's step time, busy time and summed op time
+    (all ranks summed for cluster scope). Used to refuse a third-party finding that claims more than exists."""
+    if cluster is not None:
+        return float(sum(max(r.busy_us or 0.0, r.device_time_us or 0.0, _steps_total(r.steps)) for r in cluster))
+    return max(profile.busy_time_us(), profile.device_time_us(), _steps_total(profile.steps))
+
+
+def _steps_total(steps: Any) -> float:
+    if steps is None or not len(steps):
+        return 0.0
+    cols = [c for c in ("computing_us", "comm_not_overlapped_us", "free_us") if c in steps.columns]
+    total = float(steps[cols].sum(axis=1, min_count=1).sum()) if cols else 0.0
+    return total if total == total else 0.0
+
+
+def _run_one(info: KBInfo, profile: Profile, graph: ModelGraph | None, rules: EffectiveRules,
+             platform: dict[str, Any], time_limit_s: float | None, cluster: list[RankData] | None,
+             available: set[str], findings: list[Finding], statuses: list[KBStatus],
+             snapshot: isolation.Snapshot | None) -> isolation.Snapshot | None:
+    """Run one knowledge base (a third-party one in its own process); append its findings and status."""
+    cls = info.cls
+    status = KBStatus(cls.id, "ok", version=cls.version, package=info.package)
+    statuses.append(status)
+    problem = api_mismatch(cls.api_version)
+    if problem is None and cls.rules_file and not rules.has(cls.rules_file):
+        problem = f"its rules file '{cls.rules_file}' was not found in any rules directory"
+    if problem:
+        status.status, status.reason = "failed", problem
+        return snapshot
+    reason = _missing(cls, available)
+    if reason:
+        status.status, status.reason = "skipped", reason
+        return snapshot
+    # each KB gets its own copy of the rules and platform, so one cannot change what the next one reads
+    ctx = AnalysisContext(cls.id, profile, graph, copy.deepcopy(rules.for_kb(cls.rules_file)),
+                          copy.deepcopy(platform), cluster=cluster)
+    started = time.perf_counter()
+    limit = time_limit_s or cls.time_limit_s
+    try:
+        if isolation.is_isolated(cls):
+            snapshot = snapshot or isolation.Snapshot(profile, graph, cluster)
+            produced, notes = isolation.run_kb(cls, ctx, limit, snapshot, saving_limit_us(profile, cluster))
+            ctx.notes.extend(notes)
+        else:
+            produced = _run_with_limit(cls, ctx, limit)
+    except (_KBFailed, isolation.KBFailed) as e:
+        status.status, status.reason = "failed", str(e)
+        produced = []
+    status.seconds = time.perf_counter() - started
+    status.notes = list(ctx.notes)
+    for f in produced:
+        f.kb = cls.id
+        if cluster is None and profile.meta.rank is not None and f.rank is None:
+            f.rank = profile.meta.rank
+    status.findings = len(produced)
+    findings.extend(produced)
+    return snapshot
 
 
 # ---------------------------------------------------------------------------------------------------------
