@@ -26,8 +26,10 @@ msprof-op-simulator           ``msprof_op_simulator`` (``msprof op simulator``: 
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 
+from advisor import safeload
 from advisor.errors import InputError
 from advisor.ingest import context
 from advisor.ingest.detect import RankSource, detect
@@ -52,8 +54,39 @@ _READERS = {
 }
 
 
+def refuse_special_files(root: Path, max_depth: int = 4, max_entries: int = 200_000) -> None:
+    """Fail when the rank holds a FIFO, socket or device where a file is expected: a reader opening it would block
+    forever (or read a device without end). Names only are checked (``scandir``), so this costs no file read."""
+    if not root.is_dir():
+        if os.path.lexists(root):
+            safeload.check_regular(root)
+        return
+    seen = 0
+    stack = [(root, 0)]
+    while stack:
+        d, depth = stack.pop()
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            seen += 1
+            if seen > max_entries:
+                return
+            try:
+                if e.is_dir():
+                    if depth < max_depth and not e.is_symlink():
+                        stack.append((Path(e.path), depth + 1))
+                elif not e.is_file():
+                    safeload.check_regular(e.path)  # raises: FIFO, socket, device (or a dangling link: skipped)
+            except InputError as err:
+                if "no such file" not in err.problem:
+                    raise
+
+
 def read_source(src: RankSource) -> Profile:
     """Read one rank with the reader for its layout (several runs of one device: merged, see ``runs``)."""
+    refuse_special_files(src.root)
     if src.runs:
         from advisor.ingest.runs import read_runs
 

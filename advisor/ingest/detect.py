@@ -12,11 +12,11 @@ Runs are not ranks: several msprof results of the same device (``PROF_*`` / ``OP
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from advisor import safeload
 from advisor.errors import InputError
 
 _DEVICE_DIR = re.compile(r"^device_(\d+)$")
@@ -148,7 +148,7 @@ def detect(path: Path) -> list[RankSource]:
     here = _classify_dir(path)
     if here:
         return here
-    found = group_runs(_search_below(path, children))
+    found = group_runs(_without_aliases(_search_below(path, children)))
     if not found:
         raise InputError(path, "no recognizable Ascend profile (looked for PROF_*/mindstudio_profiler_output, "
                                "device_N/summary|timeline, *_ascend_pt|*_ascend_ms/ASCEND_PROFILER_OUTPUT, "
@@ -158,6 +158,18 @@ def detect(path: Path) -> list[RankSource]:
     if len(found) > 1 and (None in ranks or len(set(ranks)) != len(ranks)):
         found = [RankSource(s.root, s.layout, i, s.runs) for i, s in enumerate(found)]
     return found
+
+
+def _without_aliases(found: list[RankSource]) -> list[RankSource]:
+    """A symlink to a rank directory (or two names of one) is the same rank, not a second one."""
+    real = {s.root.resolve() for s in found if s.root.resolve() == s.root.absolute()}
+    kept: list[RankSource] = []
+    for s in found:
+        target = s.root.resolve()
+        if target != s.root.absolute() and (target in real or any(k.root.resolve() == target for k in kept)):
+            continue
+        kept.append(s)
+    return kept
 
 
 def _search_below(path: Path, children: list[Path] | None = None) -> list[RankSource]:
@@ -229,8 +241,8 @@ def _run_info(src: RankSource) -> tuple[int | None, str | None]:
     if not infos:
         return None, None
     try:
-        data = json.loads(infos[0].read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError):
+        data = safeload.load_json(infos[0])
+    except InputError:
         return None, None
     if not isinstance(data, dict):
         return None, None
