@@ -52,6 +52,11 @@ _SOURCE_HINTS: dict[str, tuple[str, ...]] = {
 }
 
 
+_KEYS = {"ops": "name", "events": "name", "api": "name", "tx": "name", "comm": "op", "op_stats": "type"}
+"""The text column that identifies a row: a row without it (a SQLite NULL, an empty cell) cannot be named in a
+finding, so it is dropped with a note instead of failing the knowledge base that reads it."""
+
+
 def _source(table: str, meta: Meta) -> str:
     """The file a table most likely came from (the rank's path when no file read matches)."""
     for hint in _SOURCE_HINTS.get(table, ()):
@@ -80,10 +85,12 @@ def _sanitize_frame(df: pd.DataFrame, table: str, meta: Meta, source: str | None
             continue
         s = df[col]
         if s.dtype == object or pd.api.types.is_string_dtype(s.dtype):
-            if not _is_time(col):
-                continue  # a text column outside the contract: leave it to its reader
+            # a numeric column that arrived as objects (NULLs of a SQLite column, text cells): made numeric when
+            # it is a time, or when every value it holds is a number
             values = pd.to_numeric(s, errors="coerce").to_numpy(dtype="float64")
             texts = int((s.notna() & np.isnan(values)).sum())
+            if texts and not _is_time(col):
+                continue  # a text column outside the contract: leave it to its reader
             if texts:
                 problems.setdefault(col, []).append(f"{texts} not a number")
             df[col] = values
@@ -129,7 +136,16 @@ def sanitize(profile: Profile) -> Profile:
     ops = profile.ops
     no_duration = int(ops["duration_us"].isna().sum()) if "duration_us" in ops.columns and len(ops) else 0
     for table in TABLES:
-        _sanitize_frame(getattr(profile, table), table, meta)
+        df = getattr(profile, table)
+        key = _KEYS.get(table)
+        if key is not None and len(df) and key in df.columns:
+            unnamed = df[key].isna().to_numpy()
+            if unnamed.any():
+                meta.notes.append(f"{_source(table, meta)}: {table}: {int(unnamed.sum())} of {len(df)} rows without "
+                                  f"a {key} dropped")
+                df = df.loc[~unnamed].reset_index(drop=True)
+                setattr(profile, table, df)
+        _sanitize_frame(df, table, meta)
     for key, value in profile.extras.items():
         if isinstance(value, pd.DataFrame):
             _sanitize_frame(value, str(key), meta)

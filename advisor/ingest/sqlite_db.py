@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterable
-from contextlib import closing
+from collections.abc import Iterable, Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -238,9 +238,29 @@ def _locate(root: Path, layout: str) -> tuple[Path, Path | None]:
 # ---------------------------------------------------------------------------------------------------------
 # the reader
 # ---------------------------------------------------------------------------------------------------------
+@contextmanager
+def _database_errors(path: Path) -> Iterator[None]:
+    """Whatever the queries hit in a damaged or foreign database -- a corrupt page, a missing table or column, a
+    value of the wrong type -- is one InputError naming the file, never a traceback or a knowledge base's fault."""
+    try:
+        yield
+    except sqlite3.DatabaseError as e:
+        raise InputError(path, f"cannot read the database ({str(e).splitlines()[0] if str(e) else type(e).__name__})") \
+            from None
+    except KeyError as e:
+        raise InputError(path, f"unexpected database schema (no column {e})") from None
+    except (TypeError, ValueError, OverflowError) as e:
+        raise InputError(path, f"unexpected value in the database ({type(e).__name__}: {str(e)[:200]})") from None
+
+
 def read(root: Path, meta: Meta) -> Profile:
     """Reader-registry entry for layouts msprof-db, torch_npu-db and mindspore-db."""
-    root = Path(root)
+    db_path, _ = _locate(Path(root), meta.layout)
+    with _database_errors(db_path):
+        return _read(Path(root), meta)
+
+
+def _read(root: Path, meta: Meta) -> Profile:
     db_path, analysis_path = _locate(root, meta.layout)
     if meta.layout in ("torch_npu-db", "mindspore-db"):
         meta.framework = meta.framework or ("mindspore" if meta.layout == "mindspore-db" else "pytorch")
@@ -275,7 +295,7 @@ def read(root: Path, meta: Meta) -> Profile:
 def read_analysis_db(path: Path, meta: Meta) -> tuple[pd.DataFrame, pd.DataFrame]:
     """torch_npu ``analysis.db``: (steps from StepTraceTime, comm from CommAnalyzerTime/Bandwidth)."""
     path = Path(path)
-    with closing(connect(path)) as con:
+    with _database_errors(path), closing(connect(path)) as con:
         tables = table_names(con)
         if not tables & set(_ANALYSIS_TABLES):
             raise InputError(path, "no StepTraceTime/CommAnalyzer tables: not a torch_npu analysis.db")
