@@ -17,17 +17,19 @@ import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from advisor import hookspecs, isolation
 from advisor.errors import UsageError
 from advisor.findings import Finding
-from advisor.graph.model import ModelGraph
 from advisor.kb import ROLES, AnalysisContext, KnowledgeBase, RankData
-from advisor.model import Profile
 from advisor.rules import EffectiveRules, Waiver, builtin_rules_dir
+
+if TYPE_CHECKING:  # annotations only: discovery (also in plugin child processes) does not need pandas
+    from advisor.graph.model import ModelGraph
+    from advisor.model import Profile
 
 ENTRY_POINT_GROUP = "advisor.knowledge_bases"
 

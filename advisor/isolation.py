@@ -131,25 +131,35 @@ def discover_plugins(eps: Sequence[tuple[str, str, tuple[str, str]]]) \
     register (or None) and the load errors, from a child process each (run in parallel, once per process)."""
     todo = [(n, v, p) for n, v, p in eps if (n, v, p) not in _DISCOVERED]
     limit = _env_seconds("ADVISOR_PLUGIN_LOAD_TIMEOUT", DISCOVERY_TIME_LIMIT_S)
-    children = [(key, _Child({"kind": "discover", "name": key[0], "value": key[1]}, limit)) for key in todo]
-    for key, child in children:
-        name, value, _ = key
-        try:
-            result = child.result()
-        except KBFailed as e:
-            _DISCOVERED[key] = (None, [f"cannot load {value}: {e}"])
-            continue
-        errors = [str(x) for x in result.get("errors", [])]
-        kbs = []
-        for d in result.get("kbs", []):
-            try:
-                kbs.append(_stand_in(name, value, d))
-            except (KeyError, TypeError, ValueError) as e:
-                errors.append(f"unusable knowledge base declaration ({type(e).__name__}: {e})")
-        dirs = [str(x) for x in result.get("rules_dirs", [])]
-        _DISCOVERED[key] = (_PluginStandIn(kbs, dirs) if kbs or dirs else None, errors)
+    width = max(2, os.cpu_count() or 2)  # at most this many children at once; each one's limit runs from its start
+    running: list[tuple[tuple[str, str, tuple[str, str]], _Child]] = []
+    queue = list(todo)
+    while queue or running:
+        while queue and len(running) < width:
+            key = queue.pop(0)
+            running.append((key, _Child({"kind": "discover", "name": key[0], "value": key[1]}, limit)))
+        key, child = running.pop(0)
+        _DISCOVERED[key] = _stand_in_plugin(key, child)
     for key in eps:
         yield key[0], _DISCOVERED[key]
+
+
+def _stand_in_plugin(key: tuple[str, str, tuple[str, str]], child: _Child) -> tuple[object | None, list[str]]:
+    """The stand-in plugin for what one discovery child returned, and the load errors."""
+    name, value, _ = key
+    try:
+        result = child.result()
+    except KBFailed as e:
+        return None, [f"cannot load {value}: {e}"]
+    errors = [str(x) for x in result.get("errors", [])]
+    kbs = []
+    for d in result.get("kbs", []):
+        try:
+            kbs.append(_stand_in(name, value, d))
+        except (KeyError, TypeError, ValueError) as e:
+            errors.append(f"unusable knowledge base declaration ({type(e).__name__}: {e})")
+    dirs = [str(x) for x in result.get("rules_dirs", [])]
+    return (_PluginStandIn(kbs, dirs) if kbs or dirs else None), errors
 
 
 # ---------------------------------------------------------------------------------------------------------
