@@ -130,9 +130,9 @@ class LegacyKnowledgeBase(KnowledgeBase):
         if text is None or not str(text).strip():
             return None
         try:
-            result = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{module_file.name}: evaluate() did not return JSON ({e.msg})") from None
+            result = safeload.loads_json(str(text), module_file.name)
+        except InputError as e:
+            raise ValueError(f"{module_file.name}: evaluate() did not return usable JSON ({e.problem})") from None
         if not isinstance(result, dict):
             raise ValueError(f"{module_file.name}: evaluate() returned {type(result).__name__}, not an object")
         return result
@@ -143,8 +143,8 @@ def _last_json_line(text: str) -> dict[str, Any] | None:
     if not text:
         return None
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
+        value = safeload.loads_json(text)
+    except InputError:
         return None
     return value if isinstance(value, dict) else None
 
@@ -291,9 +291,9 @@ def load_ecosystem(path: Path) -> list[type[KnowledgeBase]]:
             parameter = session.get("parameter") or {}
             if isinstance(parameter, str):
                 try:
-                    parameter = json.loads(parameter) if parameter.strip() else {}
-                except json.JSONDecodeError:
-                    raise InputError(path, f"model '{name}': parameter is not a JSON object") from None
+                    parameter = safeload.loads_json(parameter, path) if parameter.strip() else {}
+                except InputError as e:
+                    raise InputError(path, f"model '{name}': parameter is not a JSON object ({e.problem})") from None
             if not isinstance(parameter, dict):
                 raise InputError(path, f"model '{name}': parameter is not an object")
             module = _module_file(path.parent, name, str(session.get("python_model_path") or "."), path)
