@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from advisor import __version__, cluster_data, consistency, engine, executor, hierarchy, score
+from advisor import __version__, cluster_data, consistency, engine, executor, hierarchy, safeload, score
 from advisor.errors import InputError
 from advisor.findings import Finding
 from advisor.graph.model import ModelGraph
@@ -88,7 +88,7 @@ def load_graph_for(path: Path, graph_path: Path | None) -> tuple[ModelGraph | No
     from advisor.graph.load import find_graph_in_profile, load_graph
 
     if graph_path is not None:
-        if not graph_path.exists():
+        if not safeload.exists(graph_path):
             raise InputError(graph_path, "no such file")
         return load_graph(graph_path), None
     if not path.is_dir():
@@ -238,7 +238,7 @@ def run_analysis(path: Path | None, graph_path: Path | None = None, options: Ana
         graph, graph_note = load_graph_for(graph_path, graph_path)
         path, sources = graph_path, [ingest.RankSource(graph_path, static_audit.LAYOUT)]
     else:
-        if not path.exists():
+        if not safeload.exists(path):
             raise InputError(path, "no such file or directory")
         sources = ingest.detect(path)
         progress("reading model graph")

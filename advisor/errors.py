@@ -5,6 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def one_line(text: str) -> str:
+    """A message as one line: parsers (PyYAML, protobuf) put their context on a second line."""
+    return " ".join(str(text).split()) if "\n" in str(text) or "\r" in str(text) else str(text)
+
+
 class AdvisorError(Exception):
     """Base class of every error reported to the user as one line.
 
@@ -23,7 +28,7 @@ class InputError(AdvisorError):
 
     def __init__(self, path: str | Path, problem: str) -> None:
         self.path = str(path)
-        self.problem = problem
+        self.problem = one_line(problem)
         super().__init__(f"{self.path}: {problem}")
 
     def __reduce__(self) -> tuple[object, ...]:
@@ -36,7 +41,7 @@ class RulesError(AdvisorError):
     def __init__(self, path: str | Path, key: str, problem: str) -> None:
         self.path = str(path)
         self.key = key
-        self.problem = problem
+        self.problem = one_line(problem)
         where = f" at '{key}'" if key else ""
         super().__init__(f"{self.path}{where}: {problem}")
 

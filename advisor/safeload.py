@@ -56,6 +56,18 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def exists(path: str | Path) -> bool:
+    """``Path.exists`` that turns an unusable path (longer than NAME_MAX/PATH_MAX, a loop of links) into an
+    InputError instead of an OSError."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as e:
+        raise InputError(path, f"cannot be used ({e.strerror or e})") from None
+    return True
+
+
 def check_regular(path: str | Path) -> os.stat_result:
     """Stat ``path`` (following links) and fail unless it is a regular file: reading a FIFO or a device as an
     input would block forever or never end."""

@@ -6,6 +6,7 @@ Nothing is ever written into ``../shared``: every mutation works on a copy in a 
 
 from __future__ import annotations
 
+import atexit
 import csv
 import hashlib
 import io
@@ -15,6 +16,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,8 +43,21 @@ def copy_tree(src: Path, dest: Path) -> Path:
     return dest
 
 
+_CACHE: dict[tuple[int, int], Path] = {}
+
+
 def mini_tn(dest: Path, rows: int = 40, events: int = 400) -> Path:
-    """TN cut to its first ``rows`` CSV rows and ``events`` trace events: the same layout and quirks, fast to read."""
+    """TN cut to its first ``rows`` CSV rows and ``events`` trace events: the same layout and quirks, fast to read.
+    Built once per process (in a temporary cache) and copied."""
+    key = (rows, events)
+    if key not in _CACHE:
+        cache = Path(tempfile.mkdtemp(prefix="advisor-mini-tn-"))
+        atexit.register(shutil.rmtree, cache, True)
+        _CACHE[key] = _build_mini_tn(cache / "rank0_ascend_pt", rows, events)
+    return copy_tree(_CACHE[key], dest)
+
+
+def _build_mini_tn(dest: Path, rows: int, events: int) -> Path:
     d = copy_tree(TN, dest)
     out = d / "ASCEND_PROFILER_OUTPUT"
     for p in out.glob("*.csv"):

@@ -108,7 +108,7 @@ def read_source(src: RankSource) -> Profile:
 def load(path: str | Path) -> list[Profile]:
     """Detect the layout(s) under ``path`` and read every rank. Raises InputError on unusable input."""
     p = Path(path)
-    if not p.exists():
+    if not safeload.exists(p):
         raise InputError(p, "no such file or directory")
     sources = detect(p)
     return [read_source(s) for s in sources]
