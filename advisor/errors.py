@@ -29,7 +29,7 @@ class InputError(AdvisorError):
     def __init__(self, path: str | Path, problem: str) -> None:
         self.path = str(path)
         self.problem = one_line(problem)
-        super().__init__(f"{self.path}: {problem}")
+        super().__init__(f"{self.path}: {self.problem}")
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.path, self.problem))
@@ -43,7 +43,7 @@ class RulesError(AdvisorError):
         self.key = key
         self.problem = one_line(problem)
         where = f" at '{key}'" if key else ""
-        super().__init__(f"{self.path}{where}: {problem}")
+        super().__init__(f"{self.path}{where}: {self.problem}")
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.path, self.key, self.problem))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,7 +39,9 @@ def to_svg(fig: Figure, salt: str, tight: bool = True) -> str:
     """The figure as an ``<svg>`` element: no XML prolog, no doctype, no metadata, ids unique per chart.
     ``tight`` crops to the drawn content (costs a second layout pass)."""
     buf = io.StringIO()
-    with matplotlib.rc_context({"svg.hashsalt": salt}):
+    # text is kept as text (svg.fonttype none): the browser draws glyphs DejaVu lacks, so no warning on stderr
+    with matplotlib.rc_context({"svg.hashsalt": salt}), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Glyph .* missing from font")
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None},
                     bbox_inches="tight" if tight else None)
     plt.close(fig)
