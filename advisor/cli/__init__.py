@@ -65,8 +65,11 @@ class AdvisorGroup(click.Group):
         sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx: click.Context) -> object:
-        # numpy/pandas warnings (empty slices, NaN comparisons) are not the user's business on a successful run
+        # numpy/pandas warnings (empty slices, NaN comparisons) are not the user's business on a successful run;
+        # the environment carries the filter to rank worker processes and plugin children
         warnings.simplefilter("ignore", RuntimeWarning)
+        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"),
+                                                              "ignore::RuntimeWarning"]))
         try:
             return super().invoke(ctx)
         except AdvisorError as e:

@@ -19,6 +19,9 @@ import orjson
 
 BLOCK_BYTES = 1 << 20
 """Parsed, a block's events take ~25x its size as Python objects: 1 MiB keeps that near 25 MB."""
+MAX_ELEMENT_BYTES = 256 << 20
+"""Largest single element of the array (a trace event is a few hundred bytes): beyond it the file is damaged (an
+unclosed string or bracket) and reading on would hold the rest of a multi-GB file in memory."""
 
 _QUOTE, _BACKSLASH = 0x22, 0x5C
 _OPEN = (0x7B, 0x5B)  # { [
@@ -121,3 +124,6 @@ def iter_array_batches(f: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[
             raise StreamError("file ends before the closing ]", offset + len(buf), truncated=True)
         offset += rest
         carry = tail
+        if len(carry) > MAX_ELEMENT_BYTES:
+            raise StreamError(f"an element longer than {MAX_ELEMENT_BYTES >> 20} MB (unclosed string or bracket?)",
+                              offset)
