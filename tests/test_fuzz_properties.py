@@ -225,7 +225,7 @@ def test_shell_command_round_trips(args: list[str]) -> None:
 
 
 @given(op=hostile_text, title=hostile_text, rec=hostile_text, path=hostile_text, saving=st.floats(0, 1e6))
-@settings(parent=settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci")), max_examples=25)
+@settings(parent=settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci")), max_examples=10)
 def test_report_writers_carry_no_raw_hostile_text(op: str, title: str, rec: str, path: str, saving: float) -> None:
     from advisor.report import render
 
