@@ -88,9 +88,9 @@ def shell_command(args: Iterable[object]) -> str:
 
 
 def matplotlib_text(text: object) -> str:
-    """A label for matplotlib charts: controls made visible. (``$`` is left alone: the charts draw with
-    ``text.parse_math`` off, so no label is parsed as mathtext.)"""
-    return _CONTROL.sub(_visible, str(text))
+    """A label for matplotlib charts: controls made visible and ``$`` escaped, so an op name is never parsed as
+    mathtext (``$\\frac{a}{$`` raised while drawing). Axis ticks keep their mathtext (``10^{2}``)."""
+    return _CONTROL.sub(_visible, str(text)).replace("$", r"\$")
 
 
 def deep(value: Any, fn: Callable[[str], str]) -> Any:

@@ -31,7 +31,6 @@ _EXTRA_COLORS = ("#2ca02c", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
 _CORE_COLORS = {"AI_CORE": "#1f77b4", "AI_VECTOR_CORE": "#ff7f0e", "MIX_AIC": "#17becf", "MIX_AIV": "#bcbd22",
                 "AI_CPU": "#d62728", "HCCL": "#2ca02c"}
 _RC = {"svg.fonttype": "none", "font.family": "sans-serif", "font.size": 9, "axes.spines.top": False,
-       "text.parse_math": False,  # labels are op names from the input: "$x$" must not be parsed as mathtext
        "axes.spines.right": False}
 
 
@@ -134,7 +133,7 @@ def roofline_chart(platform: Mapping[str, Any], points: Sequence[RooflinePoint])
         ax.set_xlabel("arithmetic intensity (FLOP/byte)")
         ax.set_ylabel("attained TFLOPS")
         soc = platform.get("soc") or "chip"
-        ax.set_title(f"Roofline: {soc}" + ("" if points else " (no per-op points in this report)"), loc="left")
+        ax.set_title(f"Roofline: {matplotlib_text(soc)}" + ("" if points else " (no per-op points in this report)"), loc="left")
         ax.minorticks_off()  # minor log ticks cost seconds of text layout and add little
         ax.grid(True, which="major", color="#dddddd", lw=0.5)
         if roofs or slope or points:
@@ -205,10 +204,11 @@ def time_chart(time: Mapping[str, Any], salt: str = "time", max_steps: int = 30)
     """One stacked horizontal bar per step (per rank for multi-rank input): compute by core, uncovered
     communication by kind, free time -- the time model of the report."""
     if time.get("ranks"):
-        bars = [(f"rank {r}", t) for r, t in time["ranks"].items()]
+        bars = [(f"rank {matplotlib_text(r)}", t) for r, t in time["ranks"].items()]
     else:
         steps = time.get("steps") or []
-        bars = [("all" if s.get("step") is None else f"step {s['step']}", s) for s in steps] or [("all", time)]
+        bars = [("all" if s.get("step") is None else f"step {matplotlib_text(s['step'])}", s) for s in steps] \
+            or [("all", time)]
     bars = bars[:max_steps]
     with plt.rc_context(_RC):
         fig, ax = plt.subplots(figsize=(7.2, 0.36 * max(2, len(bars)) + 1.2))
