@@ -105,12 +105,18 @@ def test_2_truncated_rank_in_a_multi_rank_directory_exits_2(tmp_path: Path) -> N
     bad = mini_tn(root / "rank1_ascend_pt")
     lines = _kernel(bad).read_text(encoding="utf-8").splitlines(True)
     _kernel(bad).write_text("".join(lines[:20]) + ",".join(lines[20].split(",")[:3]), encoding="utf-8")
-    line = assert_input_error(*run("analyze", root, "--format", "json")[::2], "rank1_ascend_pt", "kernel_details.csv")
-    assert "BrokenProcessPool" not in line
+    # the bad rank is reported and skipped (issue 17), the others analyzed: exit 3 with a complete report
+    rc, out, err = run("analyze", root, "--format", "json", "-q")
+    report = assert_report(rc, out, err, codes=(3,))
+    assert "BrokenProcessPool" not in err and "missing 1 required positional argument" not in err
+    skipped = report["input"]["ranks_skipped"]
+    assert len(skipped) == 1 and "kernel_details.csv" in skipped[0]["reason"] and "truncated" in skipped[0]["reason"]
     empty = tmp_path / "cluster2"
     mini_tn(empty / "rank0_ascend_pt")
     (empty / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
-    assert_input_error(*run("analyze", empty, "--format", "json")[::2], "rank1_ascend_pt")
+    rc, out, err = run("analyze", empty, "--format", "json", "-q")
+    report = assert_report(rc, out, err, codes=(3,))
+    assert [Path(s["path"]).name for s in report["input"]["ranks_skipped"]] == ["rank1_ascend_pt"]
 
 
 # ---------------------------------------------------------------------------------------------------------
