@@ -73,11 +73,12 @@ def test_fixes_per_reason():
     by_op = {f.ops[0]: f for f in findings if f.rule == "aicpu.ops"}
     # IndexPutV2: confirmed, mask multiply
     ip = by_op["index_put"]
-    assert "mask" in ip.fix.data["snippet"] and ip.fix.data["status"] == "confirmed"
+    assert "mask multiply" in ip.fix.summary and ip.fix.data["status"] == "confirmed"
     assert ip.confidence > by_op["where_1"].confidence  # Where is empirical
     assert by_op["where_1"].fix.data["status"] == "empirical"
-    assert "int32" in by_op["idx_cast"].fix.data["snippet"]
-    assert "float" in by_op["mul_f64"].fix.data["snippet"]
+    # the graph records an atc command line: an offline model, so the fixes edit the ONNX model ATC converts
+    assert "onnx.TensorProto.INT32" in by_op["idx_cast"].fix.data["snippet"]
+    assert "ATC conversion" in by_op["mul_f64"].recommendation and "torch" not in by_op["mul_f64"].recommendation
     prec = by_op["erfinv_fp32"]
     assert prec.fix.kind == "atc-option"
     assert prec.fix.data["flags"] == ["--precision_mode=allow_fp32_to_fp16"]
@@ -121,14 +122,34 @@ def test_topk_only_on_integer_inputs():
     assert reasons == {"topk_i": "no_aicore_kernel", "topk_f": "unknown"}
 
 
-def test_dynamic_shape_reason_and_fix():
-    rows = [OpRow("conv", "Conv2D", 100),
-            OpRow("dyn", "Erfinv", 60, core="AI_CPU", input_dtypes="FLOAT16", output_dtypes="FLOAT16",
-                  input_shapes="-1,128", output_shapes="-1,128")]
-    findings, _ = run_kb(AicpuKB, make_profile(rows), None)
-    f = next(f for f in findings if f.rule == "aicpu.ops")
+_DYN_ROWS = [OpRow("conv", "Conv2D", 100),
+             OpRow("dyn", "Erfinv", 60, core="AI_CPU", input_dtypes="FLOAT16", output_dtypes="FLOAT16",
+                   input_shapes="-1,128", output_shapes="-1,128")]
+
+
+def _dynamic_finding(chip="Ascend310P3", **meta):
+    f = next(f for f in run_kb(AicpuKB, make_profile(_DYN_ROWS, chip=chip, **meta), None, chip=chip)[0]
+             if f.rule == "aicpu.ops")
     assert f.evidence["reason"] == "dynamic_shape"
-    assert f.fix.data["flags"] == ["--ac_parallel_enable=1"]
+    return f
+
+
+def test_dynamic_shape_fix_fits_the_run():
+    """The same dynamic-shape AI CPU op: --ac_parallel_enable only for an offline model on a chip and CANN release
+    that have it (the assumption stated when the release is unknown); torch and unknown runs get static shapes."""
+    om = _dynamic_finding(context="om-acl", cann_version="8.1.RC1")
+    assert om.fix.data["flags"] == ["--ac_parallel_enable=1"] and "assumed" not in om.recommendation
+    unknown_cann = _dynamic_finding(context="om-acl")
+    assert unknown_cann.fix.data["flags"] == ["--ac_parallel_enable=1"]
+    assert "CANN version of this run is unknown" in unknown_cann.recommendation
+    old = _dynamic_finding(context="om-acl", cann_version="7.0.0")
+    assert "flags" not in old.fix.data and "predates --ac_parallel_enable" in old.recommendation
+    ascend310 = _dynamic_finding(chip="Ascend310", context="om-acl", cann_version="8.1.RC1")
+    assert "flags" not in ascend310.fix.data and "not available on Ascend310" in ascend310.recommendation
+    eager = _dynamic_finding(context="torch-eager")
+    assert "jit_compile=False" in eager.fix.data["snippet"] and "atc" not in eager.recommendation
+    plain = _dynamic_finding()
+    assert "flags" not in plain.fix.data and "atc" not in plain.recommendation
 
 
 def test_unsupported_dtype_reason():
@@ -148,6 +169,18 @@ def test_serialized_ai_cpu_time_and_fix():
     # all AI CPU tasks run alone on the stream: 120 + 80 + 500 + 60 + 45 + 8
     assert serial.evidence["serialized_us"] == pytest.approx(813.0)
     assert serial.estimated_saving_us == pytest.approx(813.0 * 0.5)
+    # a static-shape offline model: --ac_parallel_enable acts only on dynamic-shape graphs
+    assert serial.fix.kind == "code" and "ac_parallel_enable" not in serial.recommendation
+    assert serial.fix.data["ops"][0] == "index_put"
+
+
+def test_serialized_ai_cpu_in_a_dynamic_offline_model_gets_ac_parallel(tmp_path):
+    case = aicpu_case()
+    graph = case.net.graph()
+    graph.g.nodes["where_1"]["attrs"]["_is_unknown_shape"] = True
+    assert graph.dynamic_shape()
+    profile = case.net.profile(context="om-acl", cann_version="8.0.RC1")
+    serial = next(f for f in run_kb(AicpuKB, profile, graph)[0] if f.rule == "aicpu.serial")
     assert serial.fix.data == {"flags": ["--ac_parallel_enable=1"]}
 
 
@@ -236,3 +269,79 @@ def test_real_om_json_cast_to_int64_on_ai_cpu():
     assert f.evidence["reason"] == "int64" and f.evidence["details"]["Cast_1206"] == "INT64 output"
     assert f.severity == "info" and f.estimated_saving_us == 0
     assert "aicpu.serial: skipped, needs a profile with task start times" in status.notes
+
+
+# ---------------------------------------------------------------------------------------------------------
+# advice fitted to the run, roles, rules as data
+# ---------------------------------------------------------------------------------------------------------
+_NMS_ROWS = [OpRow("conv", "Conv2D", 400.0, input_shapes="1,64,56,56", output_shapes="1,64,56,56"),
+             OpRow("post/nms", "NonMaxSuppressionV3", 900.0, core="AI_CPU", input_dtypes="FLOAT16;FLOAT16",
+                   output_dtypes="INT32", input_shapes="100,4;100", output_shapes="20")]
+
+
+def _nms(context: str):
+    findings, _ = run_kb(AicpuKB, make_profile(_NMS_ROWS, context=context), None)
+    return next(f for f in findings if f.rule == "aicpu.ops")
+
+
+def test_same_ai_cpu_op_two_contexts_two_fixes():
+    """NMS on the AI CPU: torch_npu's batched NMS for a torch run; for an offline model run through ACL, no
+    torch_npu API but ending the model before NMS (atc --out_nodes) and NMS on the host."""
+    torch_f, om_f = _nms("torch-eager"), _nms("om-acl")
+    assert "torch_npu.npu_batch_nms" in torch_f.fix.data["snippet"]
+    assert "torch" not in om_f.recommendation + str(om_f.fix.to_dict())
+    assert "--out_nodes" in om_f.recommendation and "--out_nodes" in om_f.fix.data["snippet"]
+    assert torch_f.estimated_saving_us == om_f.estimated_saving_us > 0  # the problem is the same
+
+
+def test_int64_fix_fits_the_run():
+    rows = [OpRow("conv", "Conv2D", 100.0, input_shapes="1000", output_shapes="1000"),
+            OpRow("gather", "GatherV2", 300.0, core="AI_CPU", input_dtypes="FLOAT16;INT64",
+                  output_dtypes="FLOAT16", input_shapes="1000;200", output_shapes="200")]
+    by_context = {}
+    for context in ("torch-eager", "mindspore-graph", "om-acl"):
+        findings, _ = run_kb(AicpuKB, make_profile(rows, context=context), None)
+        by_context[context] = next(f for f in findings if f.rule == "aicpu.ops")
+    assert "torch.int32" in by_context["torch-eager"].fix.data["snippet"]
+    assert "mindspore.int32" in by_context["mindspore-graph"].fix.data["snippet"]
+    om = by_context["om-acl"]
+    assert "onnx" in om.fix.data["snippet"] and "ATC conversion" in om.recommendation
+    assert "torch" not in om.recommendation and "mindspore" not in om.recommendation
+
+
+def test_argmin_has_an_ai_core_kernel_from_cann_7():
+    rows = [OpRow("argmin", "ArgMin", 200.0, core="AI_CPU", input_dtypes="FLOAT16", output_dtypes="INT32",
+                  input_shapes="64,1000", output_shapes="64")]
+    old = run_kb(AicpuKB, make_profile(rows, cann_version="6.3.RC2"), None)[0]
+    assert _reasons_of(old) == {"argmin": "no_aicore_kernel"}
+    assert next(f for f in old if f.rule == "aicpu.ops").fix.kind == "env"
+    new = run_kb(AicpuKB, make_profile(rows, cann_version="8.1.RC1"), None)[0]
+    assert _reasons_of(new) == {"argmin": "unknown"}
+
+
+def test_serial_is_a_symptom_folded_under_the_ai_cpu_ops():
+    from advisor.hierarchy import absorb
+
+    case = aicpu_case()
+    findings, _ = run_kb(AicpuKB, case.net.profile(), case.net.graph())
+    roles = {r.id: r.role for r in AicpuKB.rules}
+    assert roles == {"aicpu.ops": "cause", "aicpu.serial": "symptom"}
+    top = absorb(findings, roles)
+    # tiny_cpu (below min_duration_us) is idle time no cause explains: it stays, named alone
+    assert [(f.rule, f.ops) for f in top if f.rule == "aicpu.serial"] == [("aicpu.serial", ["tiny_cpu"])]
+    idx = next(f for f in top if f.ops == ["idx_cast"])
+    assert [s["rule"] for s in idx.symptoms] == ["aicpu.serial"]
+    # per op the larger of the two estimates, never more than the op's time
+    assert idx.estimated_saving_us <= 120.0
+
+
+def test_confidence_and_thresholds_come_from_the_rules(tmp_path):
+    case = aicpu_case()
+    rules = effective_rules({"rules": {"aicpu": {"confidence": {"confirmed": 0.66}, "parallelism": {
+        "recoverable_fraction": 0.25}}}}, tmp_path)
+    findings, _ = run_kb(AicpuKB, case.net.profile(), case.net.graph(), rules)
+    assert next(f for f in findings if f.ops == ["index_put"]).confidence == pytest.approx(0.66)
+    serial = next(f for f in findings if f.rule == "aicpu.serial")
+    assert serial.estimated_saving_us == pytest.approx(813.0 * 0.25)
+    doc = AicpuKB.rule("aicpu.serial").render(rules.for_kb("aicpu"))
+    assert "0.25" in doc.why and "{" not in doc.why

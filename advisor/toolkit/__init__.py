@@ -9,6 +9,8 @@ several of them need is here, stated once, so two knowledge bases never measure 
   the ops table, graph walks that skip pass-through ops, severity from a share, "similar op" duration estimates.
 - :mod:`advisor.toolkit.graph_patterns` -- op-chain patterns matched on the model graph (networkx VF2), fused
   markers, constant values, the recorded ATC command line.
+- :mod:`advisor.toolkit.advice` -- advice fitted to the run: the framework family of the execution context,
+  per-family advice texts from a rules file, whether an ATC option exists for the run's CANN release and chip.
 
 No knowledge base imports another knowledge base's module; anything two of them share belongs here.
 """

@@ -94,9 +94,10 @@ class Net:
                 output_formats=";".join(d["format"] for d in s.outs)))
         return out
 
-    def profile(self, repeat: int = 1) -> Profile:
-        """``repeat`` inferences back to back (the same op names again, as an OM run gives)."""
-        return make_profile(self.rows() * repeat, chip=self.soc)
+    def profile(self, repeat: int = 1, **meta: Any) -> Profile:
+        """``repeat`` inferences back to back (the same op names again, as an OM run gives); ``meta``: Meta fields
+        such as ``context`` or ``cann_version``."""
+        return make_profile(self.rows() * repeat, chip=self.soc, **meta)
 
 
 @dataclass
