@@ -2,8 +2,10 @@
 
 Exporters and ATC split functions the SoC has no single kernel for into elementwise chains (Mish ->
 Softplus, Tanh, Mul), each a full pass over the tensor. The SoC profiling guide's case: a PyTorch net whose Mish
-ran as Softplus+Tanh+Mul went from 23.3 ms to 14.2 ms per inference with LeakyRelu instead (DOMAIN.md 6.1).
-Patterns are data (``rules/mish-leakyrelu.yaml``): matched on graph edges -- checking that the final Mul
+ran as Softplus+Tanh+Mul went from 23.3 ms to 14.2 ms per inference with LeakyRelu instead. Whether the run's
+kernels have the native op depends on the chip, the CANN release and the execution context (the ATC op set for
+offline and graph-mode models, the aclnn kernels for eager runs): :func:`advisor.toolkit.advice.native_kernel_for_run`.
+Each decomposed chain is a cause (something to change) on its ops. Patterns are data (``rules/mish-leakyrelu.yaml``): matched on graph edges -- checking that the final Mul
 really takes the same x that feeds the chain -- or, without a graph, as consecutive ops on one stream with
 matching shapes.
 """
@@ -21,13 +23,12 @@ import pandas as pd
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.graph.model import ModelGraph
-from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
-from advisor.platform import is_assumed, native_kernel
+from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
+from advisor.toolkit.advice import context_of, family, native_kernel_for_run, native_since
 from advisor.toolkit.common import (
     cat_map,
     categorical,
     detected_soc,
-    device_busy_us,
     elements,
     next_index,
     node_type,
@@ -37,11 +38,11 @@ from advisor.toolkit.common import (
     severity_for,
     shapes_of,
     similar_size_median,
-    soc_matches,
     stream_order,
     type_mask,
     walk,
 )
+from advisor.toolkit.time import window_us
 
 
 def aliases(step: str) -> frozenset[str]:
@@ -77,9 +78,9 @@ class GraphMatcher:
 
     def __init__(self, graph: ModelGraph, rules: Mapping[str, Any]) -> None:
         self.g = graph
-        self.skip = set(rules.get("chain_skip") or [])
-        self.consts = set(rules.get("const_types") or [])
-        self.exclusive = bool(rules.get("exclusive_intermediates", True))
+        self.skip = set(rules["chain_skip"])
+        self.consts = set(rules["const_types"])
+        self.exclusive = bool(rules["exclusive_intermediates"])
         self.order = {n: (d.get("id") if d.get("id") is not None else 0, n) for n, d in graph.g.nodes(data=True)}
 
     def _down(self, node: str) -> list[str]:
@@ -172,7 +173,7 @@ class ProfileMatcher:
         df = self.df
         stream = df["_stream"].to_numpy()
         self.type_col = df["type"]
-        self.solid = ~type_mask(df["type"], rules.get("chain_skip") or [])
+        self.solid = ~type_mask(df["type"], rules["chain_skip"])
         self.nxt = next_index(self.solid, stream)
         names = categorical(df["name"])
         self.name_codes = names.cat.codes.to_numpy().astype(np.int64)
@@ -269,88 +270,81 @@ def _scalar_input(cell: object) -> bool:
 # ---------------------------------------------------------------------------------------------------------
 # the knowledge base
 # ---------------------------------------------------------------------------------------------------------
-def _doc(rule: str, title: str, what: str, why: str, how: str) -> RuleDoc:
-    return RuleDoc(id=f"mish-leakyrelu.{rule}", title=title, what=what, why=why, how_to_fix=how,
+def _doc(rule_id: str, title: str, what: str, why: str, how: str) -> RuleDoc:
+    return RuleDoc(id=f"mish-leakyrelu.{rule_id}", title=title, what=what, why=why, how_to_fix=how,
                    thresholds=("patterns", "severity", "size_factor", "chain_skip", "const_types",
-                               "exclusive_intermediates", *(("leaky_relu_negative_slope",) if rule == "mish" else ())),
-                   needs=("graph", "ops"))
+                               "exclusive_intermediates", "confidence",
+                               *(("leaky_relu_negative_slope",) if rule_id == "mish" else ())),
+                   needs=("graph", "ops"), role="cause")
 
 
 class MishLeakyReluKB(KnowledgeBase):
+    """One check matches every pattern (a node belongs to at most one match), so it emits the five rules."""
+
     id = "mish-leakyrelu"
     title = "Decomposed activations and norms"
-    version = "1.0.0"
+    version = "1.1.0"
     api_version = "1"
     requires = ()
     requires_any = ("ops", "graph")
     rules_file = "mish-leakyrelu"
-    rules = (
-        _doc("mish", "Mish computed as Softplus -> Tanh -> Mul",
-             "Finds Mish decomposed as Softplus -> Tanh -> Mul(x, .) or Exp -> Add -> Log -> Tanh -> Mul(x, .), "
-             "checking on the graph that the Mul's other input is the same x that feeds the chain (without a graph: "
-             "the op sequence on one stream with the same tensor shape).",
-             "Each op is a full pass over the tensor, and no fusion pass merges them. The SoC profiling guide's case "
-             "(SS928, whose toolchain has no Mish): Mish -> LeakyRelu cut inference from 23.3 ms to 14.2 ms. CANN "
-             "8.1's ATC op set has a native Mish kernel on 310/310B/310P/910/A2/A3 (rules/platforms.yaml native_ops).",
-             "Where the chip's op set at the run's CANN release has a native Mish kernel, export Mish as one op "
-             "(ONNX opset >= 18; torch.nn.Mish in torch_npu). Otherwise replace Mish with LeakyRelu (negative_slope "
-             "from the rules, `advisor fix model.onnx --apply mish-to-leakyrelu --accept mish-to-leakyrelu`); it is "
-             "a different function, so fine-tune or retrain and check accuracy. An unknown CANN release is stated "
-             "as an assumption in the advice."),
-        _doc("gelu", "GELU computed as Pow/Tanh or Erf op chains",
-             "Finds GELU decomposed in its tanh form (Pow -> Mul -> Add(x) -> Mul -> Tanh -> Add -> Mul(x)) or its "
-             "erf form (Div -> Erf -> Add -> Mul(x) [-> Mul(0.5)]).",
-             "Seven or so elementwise passes instead of one; the Gelu kernel exists on every Ascend product. "
-             "GeluFusionPass fuses the tanh form only for static shapes.",
-             "Fuse the chain into Gelu (`advisor fix model.onnx --apply gelu-fuse`, or export with ONNX opset >= 20 "
-             "Gelu); for ATC keep GeluFusionPass on and the shapes static."),
-        _doc("swish", "Swish/SiLU computed as Sigmoid -> Mul",
-             "Finds x * sigmoid(x) (and x * sigmoid(beta * x)) where the Mul takes the chain input x.",
-             "Two or three passes instead of one fused kernel.",
-             "On Atlas A2/A3/950 fuse into Swish (`advisor fix model.onnx --apply swish-fuse`; torch_npu: "
-             "aclnnSilu). 310-class SoCs have no Swish kernel: keep it, or replace with HardSwish and fine-tune."),
-        _doc("hardswish", "HardSwish computed as Add -> Relu6/Clip -> Mul -> Div",
-             "Finds x * relu6(x + 3) / 6 (either order of the Mul and Div) and x * HardSigmoid(x).",
-             "Four passes where the native HardSwish op does one.",
-             "Export with ONNX opset >= 14 so the model carries the HardSwish op (torch.nn.Hardswish)."),
-        _doc("layernorm", "LayerNorm computed as ReduceMean/Sub/Pow/Sqrt/Div chains",
-             "Finds ReduceMean -> Sub(x) -> Pow -> ReduceMean -> Add(eps) -> Sqrt -> Div(Sub) [-> Mul(gamma) -> "
-             "Add(beta)] (and the Rsqrt/Mul variant).",
-             "Nine small ops, two reductions, each reading the tensor again; LayerNormONNXFusionPass / "
-             "LayerNormFusionPass fuse it only for static shapes, a last-axis reduce and keep_dims=true.",
-             "Export with ONNX opset >= 17 so the model carries LayerNormalization, or keep the pattern fusable "
-             "(static shapes, normalize over the last axis)."),
-    )
 
-    def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
+    @rule(_doc(
+        "mish", "Mish computed as Softplus -> Tanh -> Mul",
+        "Finds Mish decomposed as Softplus -> Tanh -> Mul(x, .) or Exp -> Add -> Log -> Tanh -> Mul(x, .), checking on "
+        "the graph that the Mul's other input is the same x that feeds the chain (without a graph: the op sequence "
+        "on one stream with the same tensor shape).",
+        "Each op is a full pass over the tensor, and no fusion pass merges them. The SoC profiling guide's case "
+        "(SS928, whose toolchain has no Mish): Mish -> LeakyRelu cut inference from 23.3 ms to 14.2 ms. CANN 8.1's "
+        "ATC op set has a native Mish kernel on 310/310B/310P/910/A2/A3 (rules/platforms.yaml native_ops); the "
+        "op-by-op (aclnn) kernels of torch_npu eager and MindSpore PyNative have it on the SoCs of the pattern's "
+        "native_socs only.",
+        "Where the run's kernels have a native Mish (the chip's ATC op set at the run's CANN release for offline "
+        "and graph-mode models, the aclnn kernels for eager runs), run Mish as one op: export it as one op (ONNX "
+        "opset >= 18) for ATC, torch.nn.Mish / mindspore.ops.mish in the framework. Otherwise replace Mish with "
+        "LeakyRelu(negative_slope={leaky_relu_negative_slope}) (`advisor fix model.onnx --apply mish-to-leakyrelu "
+        "--accept mish-to-leakyrelu` for ONNX models, nn.LeakyReLU in the framework); it is a different function, "
+        "so fine-tune or retrain and check accuracy. An unknown CANN release is stated as an assumption."))
+    @rule(_doc(
+        "gelu", "GELU computed as Pow/Tanh or Erf op chains",
+        "Finds GELU decomposed in its tanh form (Pow -> Mul -> Add(x) -> Mul -> Tanh -> Add -> Mul(x)) or its erf "
+        "form (Div -> Erf -> Add -> Mul(x) [-> Mul(0.5)]).",
+        "Seven or so elementwise passes instead of one; the Gelu kernel exists on every Ascend product. "
+        "GeluFusionPass fuses the tanh form only for static shapes.",
+        "Fuse the chain into Gelu: for ONNX models `advisor fix model.onnx --apply gelu-fuse` (or export with ONNX "
+        "opset >= 20 Gelu), keeping GeluFusionPass on and the shapes static for ATC; in the framework call its GELU "
+        "(torch.nn.functional.gelu, mindspore.ops.gelu)."))
+    @rule(_doc(
+        "swish", "Swish/SiLU computed as Sigmoid -> Mul",
+        "Finds x * sigmoid(x) (and x * sigmoid(beta * x)) where the Mul takes the chain input x.",
+        "Two or three passes instead of one fused kernel.",
+        "Where the run's kernels have a native Swish, fuse into it (`advisor fix model.onnx --apply swish-fuse` for "
+        "ONNX models; torch.nn.SiLU / mindspore.ops.silu in the framework). Without one: keep it, or replace it "
+        "with HardSwish where that is native, and fine-tune (a different function)."))
+    @rule(_doc(
+        "hardswish", "HardSwish computed as Add -> Relu6/Clip -> Mul -> Div",
+        "Finds x * relu6(x + 3) / 6 (either order of the Mul and Div) and x * HardSigmoid(x).",
+        "Four passes where the native HardSwish op does one.",
+        "Export with ONNX opset >= 14 so the model carries the HardSwish op; in the framework call "
+        "torch.nn.Hardswish / mindspore.ops.hardswish where the run's kernels have it."))
+    @rule(_doc(
+        "layernorm", "LayerNorm computed as ReduceMean/Sub/Pow/Sqrt/Div chains",
+        "Finds ReduceMean -> Sub(x) -> Pow -> ReduceMean -> Add(eps) -> Sqrt -> Div(Sub) [-> Mul(gamma) -> "
+        "Add(beta)] (and the Rsqrt/Mul variant).",
+        "Nine small ops, two reductions, each reading the tensor again; LayerNormONNXFusionPass / "
+        "LayerNormFusionPass fuse it only for static shapes, a last-axis reduce and keep_dims=true.",
+        "Export with ONNX opset >= 17 so the model carries LayerNormalization, or keep the pattern fusable "
+        "(static shapes, normalize over the last axis); in the framework call its LayerNorm (torch.nn.LayerNorm, "
+        "mindspore.nn.LayerNorm)."))
+    def check_chains(self, ctx: AnalysisContext) -> Iterable[Finding]:
         rules = ctx.rules
         ops = ctx.profile.ops
-        patterns: Mapping[str, Any] = rules.get("patterns") or {}
-        occurrences: dict[str, list[Occurrence]] = defaultdict(list)
-        if ctx.graph is not None:
-            matcher = GraphMatcher(ctx.graph, rules)
-            used: set[str] = set()
-            for pid, pat in patterns.items():
-                for form in sorted(pat["forms"], key=lambda f: -len(f["steps"])):
-                    for chain in matcher.match(form, used):
-                        occurrences[pid].append(Occurrence(pid, form["name"], tuple(chain),
-                                                           tuple(node_type(ctx.graph, n) for n in chain)))
-            if len(ops):
-                _attach_profile_times(occurrences, ops)
-        elif len(ops):
-            pm = ProfileMatcher(ops, rules)
-            for pid, pat in patterns.items():
-                for form in sorted(pat["forms"], key=lambda f: -len(f["steps"])):
-                    rows = pm.match(form)
-                    if len(rows):
-                        occurrences[pid] += _group_rows(pid, form["name"], rows, pm)
-            if occurrences:
-                ctx.note("mish-leakyrelu: no model graph (--graph); patterns were matched as consecutive ops on one "
-                         "stream with matching shapes, without checking data edges")
+        patterns: Mapping[str, Any] = rules["patterns"]
+        occurrences = _match(ctx, patterns)
         if not occurrences:
             return []
-        busy = device_busy_us(ctx.profile)
-        estimator = NativeEstimator(ops, float(rules.get("size_factor", 2.0))) if len(ops) else None
+        window = window_us(ctx.profile) if len(ops) else 0.0
+        estimator = NativeEstimator(ops, float(rules["size_factor"])) if len(ops) else None
         soc = detected_soc(ctx)
         findings = []
         for pid, occ in occurrences.items():
@@ -358,11 +352,17 @@ class MishLeakyReluKB(KnowledgeBase):
             for o in occ:
                 if estimator is not None and o.tasks:
                     o.native_us, o.native_basis = estimator.estimate(o, pat)
-            findings.append(self._finding(ctx, pid, pat, occ, busy, soc, rules))
+            native, native_why = native_kernel_for_run(ctx, str(pat["native_op"]), pat["native_socs"], soc)
+            advice = _advice(ctx, pid, pat, occ, soc, native, native_why)
+            if advice.fix is None:  # nothing this run's kernels can do better: not a cause to act on
+                ctx.note(f"mish-leakyrelu.{pat['rule']}: {advice.text}")
+                continue
+            findings.append(self._finding(ctx, pat, occ, window, soc, (native, native_why), advice))
         return findings
 
-    def _finding(self, ctx: AnalysisContext, pid: str, pat: Mapping[str, Any], occ: list[Occurrence], busy: float,
-                 soc: str | None, rules: Mapping[str, Any]) -> Finding:
+    def _finding(self, ctx: AnalysisContext, pat: Mapping[str, Any], occ: list[Occurrence], window: float,
+                 soc: str | None, native_of: tuple[bool | None, str], advice: _Advice) -> Finding:
+        rules = ctx.rules
         by_op: dict[str, float] = defaultdict(float)
         for o in occ:
             if o.total_us > 0:
@@ -373,30 +373,58 @@ class MishLeakyReluKB(KnowledgeBase):
         timed = total > 0
         rows = [[" > ".join(o.ops), " > ".join(o.types), o.form, o.tasks, round(o.total_us, 3),
                  round(o.native_us, 3), round(o.saving_us, 3)] for o in sorted(occ, key=lambda o: -o.saving_us)]
-        native, native_why = _native(ctx, pat, soc)
-        rec, fix, confidence = _advice(pid, pat, occ, soc, native, rules, native_why, ctx.profile.meta.context)
+        native, native_why = native_of
         title = f"{pat['function']} computed as an op chain at {len(occ)} place(s)"
         if timed:
-            title += f": {total:.1f} us ({pct(total / busy) if busy else '?'} of device time)"
+            title += f": {total:.1f} us ({pct(total / window) if window else '?'} of the analyzed time)"
         bases = sorted({o.native_basis for o in occ if o.native_basis})
         return ctx.finding(
             rule=f"mish-leakyrelu.{pat['rule']}",
             title=title,
-            severity=severity_for(saving / busy, rules.get("severity", {})) if busy and timed else "info",
+            severity=severity_for(saving / window, rules["severity"]) if window and timed else "info",
             ops=list(dict.fromkeys(n for o in occ for n in o.ops)),
             evidence={"function": pat["function"], "occurrences": len(occ), "decomposed_us": total,
                       "soc": soc, "native_kernel_on_soc": native, "native_kernel_reason": native_why,
-                      "cann_version": ctx.profile.meta.cann_version,
+                      "cann_version": ctx.profile.meta.cann_version, "context": context_of(ctx),
                       "table": table(["ops", "types", "form", "launches", "total_us", "native_us_each", "saving_us"],
                                      rows)},
             estimated_saving_us=saving,
             basis=("decomposed ops' measured time minus one native op per launch: " + "; ".join(bases))
             if timed else "no timing (graph only)",
-            recommendation=rec,
-            fix=fix,
-            confidence=confidence,
+            recommendation=advice.text,
+            fix=advice.fix,
+            confidence=float(rules["confidence"][advice.kind]),
             saving_by_op={k: v for k, v in by_op.items() if v > 0},
         )
+
+
+def _match(ctx: AnalysisContext, patterns: Mapping[str, Any]) -> dict[str, list[Occurrence]]:
+    """Every pattern's occurrences: on graph edges when there is a graph (timed from the profile), else as op
+    sequences in the profile. Longer forms first; a node belongs to one match."""
+    rules = ctx.rules
+    ops = ctx.profile.ops
+    occurrences: dict[str, list[Occurrence]] = defaultdict(list)
+    if ctx.graph is not None:
+        matcher = GraphMatcher(ctx.graph, rules)
+        used: set[str] = set()
+        for pid, pat in patterns.items():
+            for form in sorted(pat["forms"], key=lambda f: -len(f["steps"])):
+                for chain in matcher.match(form, used):
+                    occurrences[pid].append(Occurrence(pid, form["name"], tuple(chain),
+                                                       tuple(node_type(ctx.graph, n) for n in chain)))
+        if len(ops):
+            _attach_profile_times(occurrences, ops)
+    elif len(ops):
+        pm = ProfileMatcher(ops, rules)
+        for pid, pat in patterns.items():
+            for form in sorted(pat["forms"], key=lambda f: -len(f["steps"])):
+                rows = pm.match(form)
+                if len(rows):
+                    occurrences[pid] += _group_rows(pid, form["name"], rows, pm)
+        if occurrences:
+            ctx.note("mish-leakyrelu: no model graph (--graph); patterns were matched as consecutive ops on one "
+                     "stream with matching shapes, without checking data edges")
+    return occurrences
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -464,120 +492,163 @@ class NativeEstimator:
         self._masks: dict[tuple[str, ...], np.ndarray] = {}
 
     def estimate(self, o: Occurrence, pat: Mapping[str, Any]) -> tuple[float, str]:
-        kinds = tuple(pat.get("estimate_from") or [])
+        kinds = tuple(pat["estimate_from"])
         if kinds not in self._masks:
             self._masks[kinds] = type_mask(self.type_col, kinds)
         ref = self._masks[kinds]
         if ref.any() and o.elements > 0:
             m = similar_size_median(self.dur[ref], self.size[ref], o.elements, self.factor, 1)
             if m is not None:
-                kinds = "/".join(pat.get("estimate_from") or [])
+                kinds = "/".join(pat["estimate_from"])
                 return min(m, o.total_us / max(o.tasks, 1)), f"median {kinds} of the same size in this profile"
         per_launch = [us / max(o.tasks, 1) for us in o.per_op_us.values()]
-        factor = float(pat.get("native_cost_factor", 1.0))
+        factor = float(pat["native_cost_factor"])
         cheapest = min(per_launch) if per_launch else 0.0
         est = min(cheapest * factor, sum(per_launch))
         return est, (f"cheapest op of the occurrence x {factor:g} (native_cost_factor; no "
-                     f"{'/'.join(pat.get('estimate_from') or [])} of this size in the profile)")
+                     f"{'/'.join(pat['estimate_from'])} of this size in the profile)")
 
 
 # ---------------------------------------------------------------------------------------------------------
-# advice
+# advice, fitted to the run: framework family (advisor.toolkit.advice) and the kernels it has
 # ---------------------------------------------------------------------------------------------------------
-def _mish_advice(occ: list[Occurrence], where: str, native: bool | None, native_why: str,
-                 rules: Mapping[str, Any], context: str) -> tuple[str, Fix, float]:
-    """Native Mish where the chip's op set (at this CANN release) has it; LeakyRelu through ``advisor fix``
-    otherwise, with the accuracy caveat; the CANN assumption stated when the release is unknown."""
-    slope = float(rules.get("leaky_relu_negative_slope", 0.1))
-    n = len(occ)
+@dataclass
+class _Advice:
+    text: str
+    fix: Fix | None
+    kind: str
+    """Key of the rules' ``confidence``: native, native_assumed, replacement, fuse, export, keep, custom."""
+
+
+def _onnx_rewrite(rule_id: str, summary: str, params: str = "", data: Mapping[str, Any] | None = None) -> Fix:
+    return Fix("onnx-rewrite", summary, {"rule": rule_id, **(data or {})},
+               f"advisor fix model.onnx --apply {rule_id}{params} -o fixed.onnx")
+
+
+def _mish_advice(ctx: AnalysisContext, occ: list[Occurrence], where: str, native: bool | None,
+                 native_why: str) -> _Advice:
+    """Native Mish where the run's kernels have it; LeakyRelu otherwise (``advisor fix`` for ONNX models, the
+    framework's LeakyReLU in code), with the accuracy caveat; the CANN assumption stated when the release is
+    unknown."""
+    slope = float(ctx.rules["leaky_relu_negative_slope"])
+    fam = family(ctx)
+    n, k = len(occ), len(occ[0].ops)
     caveat = ("LeakyRelu is a different function: fine-tune or retrain and check accuracy (the SoC profiling "
               "guide's case reported about 1% accuracy difference for 23.3 ms -> 14.2 ms).")
-    leaky = Fix("onnx-rewrite", f"replace Mish with LeakyRelu(negative_slope={slope:g})",
-                {"rule": "mish-to-leakyrelu", "params": {"alpha": slope}, "approximate": True},
-                f"advisor fix model.onnx --apply mish-to-leakyrelu --param mish-to-leakyrelu.alpha={slope:g} "
-                "--accept mish-to-leakyrelu -o fixed.onnx")
-    head = f"Mish runs as {n} decomposed chain(s) of {len(occ[0].ops)} ops {where}"
-    if context.startswith("torch") or context.startswith("mindspore"):
-        one_op = ("call torch.nn.functional.mish / torch.nn.Mish so it launches as one kernel"
-                  if context.startswith("torch") else "use mindspore.ops.mish so it runs as one kernel")
+    if fam == "torch":
+        leaky = Fix("code", f"replace Mish with LeakyReLU(negative_slope={slope:g})",
+                    {"snippet": f"act = torch.nn.LeakyReLU(negative_slope={slope:g})  # instead of torch.nn.Mish()"})
+        one_op = "call torch.nn.functional.mish / torch.nn.Mish so it launches as one kernel"
+        native_fix = Fix("code", "call Mish as one op", {"snippet": "y = torch.nn.functional.mish(x)"})
+    elif fam == "mindspore":
+        leaky = Fix("code", f"replace Mish with LeakyReLU(alpha={slope:g})",
+                    {"snippet": f"act = mindspore.nn.LeakyReLU(alpha={slope:g})  # instead of Mish"})
+        one_op = "use mindspore.ops.mish so it runs as one kernel"
+        native_fix = Fix("code", "call Mish as one op", {"snippet": "y = mindspore.ops.mish(x)"})
     else:
-        one_op = ("export it as one op (torch.nn.Mish with ONNX opset >= 18, then check that the OM shows a "
+        leaky = _onnx_rewrite("mish-to-leakyrelu", f"replace Mish with LeakyRelu(negative_slope={slope:g})",
+                              f" --param mish-to-leakyrelu.alpha={slope:g} --accept mish-to-leakyrelu",
+                              {"params": {"alpha": slope}, "approximate": True})
+        one_op = ("export it as one op (ONNX opset >= 18 keeps Mish as one node; then check that the OM shows a "
                   "single Mish op)")
+        native_fix = Fix("code", "keep Mish as one op (native kernel)",
+                         {"snippet": "torch.onnx.export(model, sample, 'model.onnx', opset_version=18)  "
+                                     "# Mish stays one node -> one ATC Mish op"})
+    head = f"Mish runs as {n} decomposed chain(s) of {k} ops {where}"
     if native:
-        rec = (f"{head}. {native_why}: {one_op}, with no accuracy cost. Only if that is not possible, replace it "
-               f"with LeakyRelu(negative_slope={slope:g}); {caveat}")
-        return rec, Fix("code", "keep Mish as one op (native kernel)",
-                        {"snippet": "torch.onnx.export(model, sample, 'model.onnx', opset_version=18)  "
-                                    "# torch.nn.Mish -> ONNX Mish -> one ATC Mish op"}), 0.7
+        return _Advice(f"{head}. {native_why}: {one_op}, with no accuracy cost. Only if that is not possible, "
+                       f"replace it with LeakyRelu(negative_slope={slope:g}); {caveat}", native_fix, "native")
     if native is None:
-        rec = (f"{head}. {native_why}: on CANN 8.1 or later {one_op} (no accuracy cost); on an older release "
-               f"replace Mish with LeakyRelu(negative_slope={slope:g}), one op instead of {len(occ[0].ops)}. "
-               f"{caveat}")
-        return rec, leaky, 0.55
-    upgrade = (" Upgrading to a release whose op set has the native kernel, then exporting Mish as one op, avoids "
+        since = native_since(ctx, "Mish")
+        when = f"on CANN {since} or later" if since else "if the run's kernels have a native Mish"
+        older = "on an older release" if since else "otherwise"
+        return _Advice(f"{head}. {native_why}: {when} {one_op} (no accuracy cost); {older} replace Mish with "
+                       f"LeakyRelu(negative_slope={slope:g}), one op instead of {k}. {caveat}", leaky,
+                       "native_assumed")
+    upgrade = (" Upgrading to a release whose op set has the native kernel, then running Mish as one op, avoids "
                "the accuracy cost." if "predates" in native_why else "")
-    rec = (f"{head}. {native_why}. Replace Mish with LeakyRelu(negative_slope={slope:g}): one op instead of "
-           f"{len(occ[0].ops)}. {caveat}{upgrade}")
-    return rec, leaky, 0.6
+    return _Advice(f"{head}. {native_why}. Replace Mish with LeakyRelu(negative_slope={slope:g}): one op instead of "
+                   f"{k}. {caveat}{upgrade}", leaky, "replacement")
 
 
-def _native(ctx: AnalysisContext, pat: Mapping[str, Any], soc: str | None) -> tuple[bool | None, str]:
-    """Whether the chip (and its CANN release) has the native op: the platform's ATC op set when the chip was
-    detected and the op is one it lists, else the pattern's ``native_socs`` globs."""
-    op = str(pat.get("native_op") or "")
-    if soc is None:
-        return None, "SoC not detected"
-    platform = ctx.platform
-    if platform.get("native_ops") is not None and not is_assumed(platform) and _platform_knows(platform, op):
-        return native_kernel(platform, op, ctx.profile.meta.cann_version)
-    has = soc_matches(soc, pat.get("native_socs") or [])
-    return has, f"{soc} {'has' if has else 'has no'} native {op} kernel (rules native_socs)"
+def _swish_advice(ctx: AnalysisContext, pat: Mapping[str, Any], n: int, where: str, native: bool | None,
+                  native_why: str) -> _Advice:
+    fam = family(ctx)
+    if fam == "torch":
+        fuse = Fix("code", "call SiLU as one op", {"snippet": "y = torch.nn.functional.silu(x)  # aclnnSilu"})
+    elif fam == "mindspore":
+        fuse = Fix("code", "call SiLU as one op", {"snippet": "y = mindspore.ops.silu(x)"})
+    else:
+        fuse = _onnx_rewrite("swish-fuse", "fuse Sigmoid+Mul into Swish")
+    head = f"Swish/SiLU runs as {n} Sigmoid+Mul chain(s) {where}"
+    if native:
+        return _Advice(f"{head}. {native_why}: run it as one Swish op.", fuse, "fuse")
+    if native is None:
+        since = native_since(ctx, "Swish")
+        when = f"on CANN {since} or later" if since else "if the run's kernels have a native Swish"
+        return _Advice(f"{head}. {native_why}: {when} run it as one Swish op; otherwise keep it.", fuse,
+                       "native_assumed")
+    replacement = str(pat.get("replacement") or "")
+    rep_pat = next((p for p in ctx.rules["patterns"].values() if p["native_op"] == replacement), None)
+    rep_native, rep_why = (native_kernel_for_run(ctx, replacement, rep_pat["native_socs"], detected_soc(ctx))
+                           if rep_pat is not None else (False, ""))
+    if rep_native is False and "predates" not in rep_why:  # the chip's kernels lack it, not just unchecked
+        return _Advice(f"{head}: {native_why}, and no native {replacement or 'replacement'} either: keep it.",
+                       None, "keep")
+    snippet = ("model.act = torch.nn.Hardswish()  # instead of torch.nn.SiLU(); fine-tune" if fam == "torch" else
+               f"# replace Sigmoid+Mul with one {replacement} op, then fine-tune")
+    return _Advice(f"{head}: {native_why}. Keep it, or replace it with {replacement} and fine-tune: a different "
+                   "function.", Fix("code", f"replace SiLU with {replacement} (accuracy trade-off, fine-tune)",
+                                    {"snippet": snippet}), "replacement")
 
 
-def _platform_knows(platform: Mapping[str, Any], op: str) -> bool:
-    """The op is one the platform table tracks (a chip without it lists none: SS928's table is empty)."""
-    return op in (platform.get("native_ops") or {}) or not platform.get("native_ops")
-
-
-def _advice(pid: str, pat: Mapping[str, Any], occ: list[Occurrence], soc: str | None, native: bool | None,
-            rules: Mapping[str, Any], native_why: str = "", context: str = "unknown") -> tuple[str, Fix, float]:
+def _advice(ctx: AnalysisContext, pid: str, pat: Mapping[str, Any], occ: list[Occurrence], soc: str | None,
+            native: bool | None, native_why: str) -> _Advice:
     where = f"on {soc}" if soc else "(SoC not detected)"
     n = len(occ)
+    fam = family(ctx)
     if pid == "mish":
-        return _mish_advice(occ, where, native, native_why, rules, context)
-    if pid == "gelu":
-        tanh = any(o.form.startswith("tanh") for o in occ)
-        rec = (f"GELU runs as {n} decomposed chain(s). Fuse it into one Gelu op (kernel on every Ascend product): "
-               "`advisor fix --apply gelu-fuse`, or export with ONNX opset >= 20 (Gelu)."
-               + (" For the tanh form ATC's GeluFusionPass should do this: keep it on (not 'off' in "
-                  "--fusion_switch_file) and the input shapes static." if tanh else ""))
-        return rec, Fix("onnx-rewrite", "fuse the GELU chain into one Gelu op", {"rule": "gelu-fuse"},
-                        "advisor fix model.onnx --apply gelu-fuse -o fixed.onnx"), 0.8
+        return _mish_advice(ctx, occ, where, native, native_why)
     if pid == "swish":
-        if native is False:
-            rec = (f"Swish/SiLU runs as {n} Sigmoid+Mul chain(s) {where}: {native_why}. Keep it, or replace with "
-                   "HardSwish and fine-tune: a different function.")
-            return rec, Fix("code", "replace SiLU with HardSwish (accuracy trade-off, fine-tune)",
-                            {"snippet": "model.act = torch.nn.Hardswish()  # instead of torch.nn.SiLU(); fine-tune"}), 0.5
-        rec = (f"Swish/SiLU runs as {n} Sigmoid+Mul chain(s) {where}. Fuse into one Swish op "
-               "(`advisor fix --apply swish-fuse`; torch_npu eager: aclnnSilu via torch.nn.SiLU).")
-        return rec, Fix("onnx-rewrite", "fuse Sigmoid+Mul into Swish", {"rule": "swish-fuse"},
-                        "advisor fix model.onnx --apply swish-fuse -o fixed.onnx"), 0.75
+        return _swish_advice(ctx, pat, n, where, native, native_why)
+    if pid == "gelu":
+        if fam in ("torch", "mindspore"):
+            call = "torch.nn.functional.gelu (approximate='tanh' for the tanh form)" if fam == "torch" else \
+                "mindspore.ops.gelu"
+            return _Advice(f"GELU runs as {n} decomposed chain(s). Call {call} so it runs as one Gelu kernel.",
+                           Fix("code", "call GELU as one op", {"snippet": f"y = {call.split(' ')[0]}(x)"}), "fuse")
+        tanh = any(o.form.startswith("tanh") for o in occ)
+        return _Advice(f"GELU runs as {n} decomposed chain(s). Fuse it into one Gelu op (kernel on every Ascend "
+                       "product): `advisor fix --apply gelu-fuse`, or export with ONNX opset >= 20 (Gelu)."
+                       + (" For the tanh form ATC's GeluFusionPass should do this: keep it on (not 'off' in "
+                          "--fusion_switch_file) and the input shapes static." if tanh else ""),
+                       _onnx_rewrite("gelu-fuse", "fuse the GELU chain into one Gelu op"), "fuse")
     if pid == "hardswish":
-        rec = (f"HardSwish runs as {n} decomposed chain(s). Export with ONNX opset >= 14 so the model carries one "
-               "HardSwish op (torch.nn.Hardswish).")
-        return rec, Fix("code", "export with ONNX opset >= 14 (HardSwish op)",
-                        {"snippet": "torch.onnx.export(model, sample, 'model.onnx', opset_version=14)"}), 0.75
+        if fam in ("torch", "mindspore"):
+            if native is False:
+                return _Advice(f"HardSwish runs as {n} decomposed chain(s) {where}: {native_why}: keep it.", None,
+                               "keep")
+            call = "torch.nn.Hardswish" if fam == "torch" else "mindspore.ops.hardswish"
+            return _Advice(f"HardSwish runs as {n} decomposed chain(s). Call {call} so it runs as one kernel.",
+                           Fix("code", "call HardSwish as one op", {"snippet": f"act = {call}"}), "export")
+        return _Advice(f"HardSwish runs as {n} decomposed chain(s). Export with ONNX opset >= 14 so the model "
+                       "carries one HardSwish op.",
+                       Fix("code", "export with ONNX opset >= 14 (HardSwish op)",
+                           {"snippet": "torch.onnx.export(model, sample, 'model.onnx', opset_version=14)"}), "export")
     if pid == "layernorm":
-        rec = (f"LayerNorm runs as {n} decomposed chain(s). Export with ONNX opset >= 17 so the model carries "
-               "LayerNormalization, or keep the chain fusable by LayerNormONNXFusionPass / LayerNormFusionPass "
-               "(static shapes, normalization over the last axis, keep_dims=true).")
-        return rec, Fix("code", "export with ONNX opset >= 17 (LayerNormalization)",
-                        {"snippet": "torch.onnx.export(model, sample, 'model.onnx', opset_version=17)"}), 0.75
+        if fam in ("torch", "mindspore"):
+            call = "torch.nn.LayerNorm / torch.nn.functional.layer_norm" if fam == "torch" else "mindspore.nn.LayerNorm"
+            return _Advice(f"LayerNorm runs as {n} decomposed chain(s). Use {call} so it runs as one LayerNorm "
+                           "kernel.", Fix("code", "use the framework's LayerNorm", {"snippet": call}), "export")
+        return _Advice(f"LayerNorm runs as {n} decomposed chain(s). Export with ONNX opset >= 17 so the model carries "
+                       "LayerNormalization, or keep the chain fusable by LayerNormONNXFusionPass / "
+                       "LayerNormFusionPass (static shapes, normalization over the last axis, keep_dims=true).",
+                       Fix("code", "export with ONNX opset >= 17 (LayerNormalization)",
+                           {"snippet": "torch.onnx.export(model, sample, 'model.onnx', opset_version=17)"}), "export")
     # a pattern added in a user's rules file
-    rec = (f"{pat['function']} runs as {n} decomposed chain(s); use the native {pat['native_op']} op"
-           + (f" {where}" if soc else "") + ".")
-    return rec, Fix("code", f"use the native {pat['native_op']} op", {"native_op": pat["native_op"]}), 0.6
+    return _Advice(f"{pat['function']} runs as {n} decomposed chain(s); use the native {pat['native_op']} op"
+                   + (f" {where}" if soc else "") + ".",
+                   Fix("code", f"use the native {pat['native_op']} op", {"native_op": pat["native_op"]}), "custom")
 
 
 @hookimpl

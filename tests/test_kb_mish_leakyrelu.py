@@ -128,7 +128,7 @@ def test_fixes_of_the_other_patterns():
     assert "GeluFusionPass" in f["mish-leakyrelu.gelu"].recommendation
     assert {r[2] for r in f["mish-leakyrelu.gelu"].evidence["table"]["rows"]} == {"tanh-approximation", "erf"}
     # 310P with CANN 5.1 has no Swish kernel: keep or HardSwish
-    assert f["mish-leakyrelu.swish"].fix.kind == "code" and "Hardswish" in f["mish-leakyrelu.swish"].fix.data["snippet"]
+    assert f["mish-leakyrelu.swish"].fix.kind == "code" and "HardSwish" in f["mish-leakyrelu.swish"].fix.data["snippet"]
     assert "opset_version=14" in f["mish-leakyrelu.hardswish"].fix.data["snippet"]
     assert "opset_version=17" in f["mish-leakyrelu.layernorm"].fix.data["snippet"]
     assert "LayerNormONNXFusionPass" in f["mish-leakyrelu.layernorm"].recommendation
@@ -270,3 +270,50 @@ def test_real_megatron_profile_has_no_decomposed_activation():
     assert len(profile.ops) > 2000
     findings, status = run_kb(MishLeakyReluKB, profile, None, chip="Ascend910B2")
     assert status.status == "ok" and findings == []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# advice fitted to the run: the kernels of the execution context, the chip and the CANN release
+# ---------------------------------------------------------------------------------------------------------
+def _mish_for(context, chip="Ascend310P3", cann="8.1.RC1"):
+    case = activations_case()
+    profile = case.net.profile(context=context, cann_version=cann)
+    profile.meta.chip = chip
+    findings, _ = run_kb(MishLeakyReluKB, profile, None, chip=chip)
+    return _by_rule(findings)
+
+
+def test_same_mish_two_contexts_two_fixes():
+    """One decomposed Mish on a 310P3 with CANN 8.1: an offline model (ATC op set: native Mish) is told to export
+    Mish as one op; a torch_npu eager run (aclnn kernels: no Mish on 310P) is told to use LeakyReLU in its code --
+    never the ONNX rewrite, which has no model to rewrite there."""
+    om = _mish_for("om-acl")["mish-leakyrelu.mish"]
+    assert om.evidence["native_kernel_on_soc"] is True and "opset_version=18" in om.fix.data["snippet"]
+    assert "torch_npu" not in om.recommendation
+    eager = _mish_for("torch-eager")["mish-leakyrelu.mish"]
+    assert eager.evidence["native_kernel_on_soc"] is False and "aclnn" in eager.evidence["native_kernel_reason"]
+    assert eager.fix.kind == "code" and "torch.nn.LeakyReLU(negative_slope=0.1)" in eager.fix.data["snippet"]
+    assert "advisor fix" not in eager.recommendation + str(eager.fix.to_dict())
+    a2 = _mish_for("torch-eager", chip="Ascend910B2")["mish-leakyrelu.mish"]
+    assert "torch.nn.functional.mish" in a2.fix.data["snippet"] and a2.confidence > eager.confidence
+    ms = _mish_for("mindspore-graph")["mish-leakyrelu.mish"]
+    assert "mindspore.ops.mish" in ms.fix.data["snippet"] and "torch" not in ms.recommendation
+
+
+def test_swish_without_any_native_kernel_for_the_run_is_not_a_finding():
+    """torch_npu eager on a 310P: aclnn has neither Swish nor HardSwish there -- nothing to change, so no cause;
+    the knowledge base says so in a note."""
+    found = _mish_for("torch-eager")
+    assert "mish-leakyrelu.swish" not in found and "mish-leakyrelu.hardswish" not in found
+    assert "mish-leakyrelu.gelu" in found and "torch.nn.functional.gelu" in found["mish-leakyrelu.gelu"].fix.data[
+        "snippet"]
+
+
+def test_rules_are_causes_and_confidences_come_from_the_rules(tmp_path):
+    assert {r.role for r in MishLeakyReluKB.rules} == {"cause"}
+    rules = effective_rules({"rules": {"mish-leakyrelu": {"confidence": {"replacement": 0.42}}}}, tmp_path)
+    case = activations_case()
+    f = _by_rule(run_kb(MishLeakyReluKB, _profile_on(case, "5.1.RC2"), case.net.graph(), rules)[0])
+    assert f["mish-leakyrelu.mish"].confidence == pytest.approx(0.42)
+    doc = MishLeakyReluKB.rule("mish-leakyrelu.mish").render(rules.for_kb("mish-leakyrelu"))
+    assert "LeakyRelu(negative_slope=0.1)" in doc.how_to_fix

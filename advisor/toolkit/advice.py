@@ -15,11 +15,13 @@ from functools import lru_cache
 from typing import Any
 
 from advisor.kb import AnalysisContext
-from advisor.platform import cann_release
+from advisor.platform import cann_release, is_assumed, native_kernel
 
 FAMILY_OF = {"torch-eager": "torch", "torch-graph": "torch", "mindspore-graph": "mindspore",
              "mindspore-pynative": "mindspore", "om-acl": "om", "kernel-dev": "kernel-dev", "unknown": "unknown"}
 """Execution context -> the family whose APIs and tools its advice may name."""
+OP_BY_OP_CONTEXTS = ("torch-eager", "mindspore-pynative")
+"""Contexts that launch the op-by-op (aclnn) kernels, whose op set differs from ATC's per chip."""
 
 
 def context_of(ctx: AnalysisContext) -> str:
@@ -75,4 +77,35 @@ def atc_option_fits(option: str, cann_version: object, soc: str | None, dynamic:
     return True, ""
 
 
-__all__ = ["FAMILY_OF", "atc_option_fits", "context_of", "family", "for_run"]
+def native_kernel_for_run(ctx: AnalysisContext, op: str, aclnn_socs: Any, soc: str | None
+                          ) -> tuple[bool | None, str]:
+    """Whether the kernels this run uses have a native ``op`` on its chip, and why.
+
+    Eager runs (:data:`OP_BY_OP_CONTEXTS`) use the aclnn kernels: ``aclnn_socs`` (SoC globs) says where those have
+    it. Offline and graph-mode models use the ATC op set of the chip at the run's CANN release
+    (``rules/platforms.yaml`` ``native_ops``, :func:`advisor.platform.native_kernel`: None when the release is
+    unknown); ``aclnn_socs`` stands in when the chip's op set is not known. None without a detected SoC.
+    """
+    if soc is None:
+        return None, "SoC not detected"
+    context = context_of(ctx)
+    if context in OP_BY_OP_CONTEXTS:
+        has = _soc_in(soc, aclnn_socs)
+        return has, (f"the op-by-op (aclnn) kernels of a {context} run {'have' if has else 'have no'} a native "
+                     f"{op} on {soc}")
+    platform = ctx.platform
+    table = platform.get("native_ops")
+    if table is not None and not is_assumed(platform) and (op in table or not table):
+        return native_kernel(platform, op, ctx.profile.meta.cann_version)
+    has = _soc_in(soc, aclnn_socs)
+    return has, f"{soc} {'has' if has else 'has no'} native {op} kernel (rules native_socs)"
+
+
+def native_since(ctx: AnalysisContext, op: str) -> str | None:
+    """The first CANN release whose ATC op set has ``op`` for the run's chip (``rules/platforms.yaml``)."""
+    entry = (ctx.platform.get("native_ops") or {}).get(op)
+    return str(entry["since_cann"]) if entry else None
+
+
+__all__ = ["FAMILY_OF", "OP_BY_OP_CONTEXTS", "atc_option_fits", "context_of", "family", "for_run",
+           "native_kernel_for_run", "native_since"]
