@@ -26,71 +26,40 @@ import pandas as pd
 
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
-from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
+from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import canonical_format, parse_list, parse_shapes
+from advisor.toolkit.advice import context_of
 from advisor.toolkit.graph_patterns import (
     atc_cmdline,
     const_values,
     data_digraph,
     desc_bytes,
-    device_time_us,
     per_name,
     scalar_attr,
     severity_for,
     stream_order,
 )
+from advisor.toolkit.time import window_us
 
 CONFIG_FILE = "aipp.cfg"
 _NORMALIZE_ROLES = ("subtract", "add", "multiply", "divide", "power")
 _SCALAR_VALUE_KEYS = ("value", "scalar", "alpha")
 
-RULE_GRAPH = RuleDoc(
-    id="aipp-fusion.preprocess-ops",
-    title="Input preprocessing ops that static AIPP can absorb",
-    what=(
-        "Walks the model graph from each input (Data) to the first convolution and collects the ops on the way "
-        "when all of them are preprocessing AIPP performs: Cast, TransData of the input, Transpose NHWC->NCHW, "
-        "Sub/Add/Mul/Div/Power by constants (mean/std), channel Split+Concat, Gather or ReverseV2 (colour "
-        "swap). Inputs already handled by AIPP (an Aipp node or aipp attributes) are skipped."
-    ),
-    why=(
-        "Each of these ops is a separate kernel that reads and writes the full input image (often in fp32), "
-        "before the first convolution starts. Static AIPP reads the uint8 image once and converts, normalizes "
-        "and swaps channels inside the first convolution (TbeAippConv* fusion), so the kernels disappear and "
-        "the host sends 1 byte per pixel instead of 2-4. Saving: the absorbed ops' device time, less "
-        "residual_fraction for the work AIPP still does."
-    ),
-    how_to_fix=(
-        "Write the aipp_op config of the fix (aipp.cfg; fields of insert_op.proto AippOpParams: input_format, "
-        "src_image_size_w/h, rbuv_swap_switch, mean_chn_i/min_chn_i/var_reci_chn_i with out = (x - mean - min) x "
-        "var_reci) and rebuild with `atc ... --insert_op_conf=aipp.cfg` (plus --enable_small_channel=1 for inputs "
-        "with 4 channels or fewer). Feed the model uint8 NHWC images and drop the same steps from the host "
-        "preprocessing; set source_image_format in the rules to YUV420SP_U8 if the camera/decoder gives YUV."
-    ),
-    thresholds=("input_types", "first_layer_types", "absorbable", "constant_types", "max_input_channels",
-                "small_channel_max", "max_preprocess_ops", "source_image_format", "csc_yuv420sp",
-                "residual_fraction", "launch_overhead_us", "min_saving_us", "severity", "graph_only_severity",
-                "confidence", "aipp_markers"),
-    needs=("graph",),
-    example="Data(uint8 NHWC) -> Cast -> Transpose -> Sub(mean) -> Mul(1/std) -> TransData -> Conv2D",
+_WHY = (
+    "Each of these ops is a separate kernel that reads and writes the full input image (often in fp32), before the "
+    "first convolution starts. Static AIPP reads the uint8 image once and converts, normalizes and swaps channels "
+    "inside the first convolution (TbeAippConv* fusion), so the kernels disappear and the host sends 1 byte per "
+    "pixel instead of 2-4. Saving: the absorbed ops' device time, less {residual_fraction} of it for the work AIPP "
+    "still does."
 )
-
-RULE_PROFILE = RuleDoc(
-    id="aipp-fusion.preprocess-sequence",
-    title="Preprocessing kernels before the first convolution (profile only)",
-    what=(
-        "Without a model graph: in each iteration, the run of Cast/TransData/Transpose/Sub/Mul/Div... kernels "
-        "on an image-shaped input (at most max_input_channels channels) right before the first convolution. "
-        "Skipped for online framework profiles (torch_npu, MindSpore), where AIPP does not apply."
-    ),
-    why=RULE_GRAPH.why,
-    how_to_fix=RULE_GRAPH.how_to_fix + " Pass --graph to get the normalization constants filled in.",
-    thresholds=("first_layer_types", "absorbable", "max_input_channels", "small_channel_max", "source_image_format",
-                "residual_fraction", "min_saving_us", "severity", "confidence", "profile"),
-    needs=("ops",),
+_HOW = (
+    "Write the aipp_op config of the fix (aipp.cfg; fields of insert_op.proto AippOpParams: input_format, "
+    "src_image_size_w/h, rbuv_swap_switch, mean_chn_i/min_chn_i/var_reci_chn_i with out = (x - mean - min) x "
+    "var_reci) and rebuild with `atc ... --insert_op_conf=aipp.cfg` (plus --enable_small_channel=1 for inputs with "
+    "{small_channel_max} channels or fewer). Feed the model uint8 NHWC images and drop the same steps from the host "
+    "preprocessing; set source_image_format in the rules to YUV420SP_U8 if the camera/decoder gives YUV. Static "
+    "AIPP is an ATC option: it is advised for offline models only (contexts: {contexts})."
 )
-
-
 @dataclass
 class _Value:
     """Channel i of a tensor = a[i] * x[perm[i]] + b[i] (x: the model input); None entries = unknown."""
@@ -126,20 +95,65 @@ class _Preprocess:
 class AippFusionKB(KnowledgeBase):
     id = "aipp-fusion"
     title = "Input preprocessing that static AIPP can absorb"
-    version = "1.0.0"
+    version = "1.1.0"
     api_version = "1"
     requires = ()
     requires_any = ("ops", "graph")
     rules_file = "aipp-fusion"
-    rules = (RULE_GRAPH, RULE_PROFILE)
 
-    def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
-        if ctx.graph is not None:
-            yield from _graph_findings(ctx)
+    @rule(RuleDoc(
+        id="aipp-fusion.preprocess-ops",
+        title="Input preprocessing ops that static AIPP can absorb",
+        what="Walks the model graph from each input ({input_types}) to the first convolution and collects the ops "
+             "on the way when all of them are preprocessing AIPP performs: Cast, TransData of the input, Transpose "
+             "NHWC->NCHW, Sub/Add/Mul/Div/Power by constants (mean/std), channel Split+Concat, Gather or ReverseV2 "
+             "(colour swap). Inputs already handled by AIPP (an Aipp node or aipp attributes) are skipped.",
+        why=_WHY,
+        how_to_fix=_HOW,
+        thresholds=("input_types", "first_layer_types", "absorbable", "constant_types", "max_input_channels",
+                    "small_channel_max", "max_preprocess_ops", "source_image_format", "csc_yuv420sp",
+                    "residual_fraction", "launch_overhead_us", "min_saving_us", "severity", "graph_only_severity",
+                    "confidence", "aipp_markers", "contexts"),
+        needs=("graph",),
+        example="Data(uint8 NHWC) -> Cast -> Transpose -> Sub(mean) -> Mul(1/std) -> TransData -> Conv2D",
+        role="cause",
+    ))
+    def check_graph(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        if ctx.graph is None or not _applies(ctx, "aipp-fusion.preprocess-ops"):
             return
-        ctx.note(f"{RULE_GRAPH.id}: skipped, needs the model graph (--graph); using the profile (constants unknown)")
-        if len(ctx.profile.ops):
-            yield from _profile_findings(ctx)
+        yield from _graph_findings(ctx)
+
+    @rule(RuleDoc(
+        id="aipp-fusion.preprocess-sequence",
+        title="Preprocessing kernels before the first convolution (profile only)",
+        what="Without a model graph: in each iteration, the run of Cast/TransData/Transpose/Sub/Mul/Div... kernels "
+             "on an image-shaped input (at most {max_input_channels} channels) right before the first convolution, "
+             "within {profile.lookback_ops} rows. Only for runs whose context is one of {contexts}.",
+        why=_WHY,
+        how_to_fix=_HOW + " Pass --graph to get the normalization constants filled in.",
+        thresholds=("first_layer_types", "absorbable", "max_input_channels", "small_channel_max",
+                    "source_image_format", "residual_fraction", "min_saving_us", "severity", "confidence", "profile",
+                    "contexts", "compute_cores"),
+        needs=("ops",),
+        role="cause",
+    ))
+    def check_profile(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        if ctx.graph is not None or not len(ctx.profile.ops):
+            return
+        if not _applies(ctx, "aipp-fusion.preprocess-sequence"):
+            return
+        ctx.note("aipp-fusion.preprocess-ops: skipped, needs the model graph (--graph); using the profile "
+                 "(constants unknown)")
+        yield from _profile_findings(ctx)
+
+
+def _applies(ctx: AnalysisContext, rule_id: str) -> bool:
+    """Static AIPP is an ATC option: only runs of an offline model (or of an undecided context) get it."""
+    context = context_of(ctx)
+    if context in set(ctx.rules["contexts"]):
+        return True
+    ctx.note(f"{rule_id}: skipped, a {context} run; static AIPP is an option of offline (ATC) models")
+    return False
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -164,7 +178,7 @@ def _graph_findings(ctx: AnalysisContext) -> Iterable[Finding]:
     mg = ctx.graph
     assert mg is not None
     if _has_aipp(mg, r):
-        ctx.note(f"{RULE_GRAPH.id}: the model already uses AIPP")
+        ctx.note("aipp-fusion.preprocess-ops: the model already uses AIPP")
         return
     dg = data_digraph(mg)
     inputs = sorted(mg.nodes_of_type(*r["input_types"]), key=lambda n: _input_order(mg, n))
@@ -174,10 +188,9 @@ def _graph_findings(ctx: AnalysisContext) -> Iterable[Finding]:
         if pre is not None:
             found.append(pre)
     stats = per_name(ctx.profile.ops)
-    total = device_time_us(ctx.profile.ops)
     cmdline = atc_cmdline(mg)
     for pre in found:
-        yield from _emit(ctx, RULE_GRAPH.id, pre, stats, total, cmdline, source="graph")
+        yield from _emit(ctx, "aipp-fusion.preprocess-ops", pre, stats, cmdline, source="graph")
 
 
 def _input_order(mg: Any, node: str) -> tuple[int, int, str]:
@@ -378,17 +391,13 @@ def _per_channel(values: Sequence[float] | None, n: int) -> list[float] | None:
 def _profile_findings(ctx: AnalysisContext) -> Iterable[Finding]:
     r = ctx.rules
     ops = ctx.profile.ops
-    if ctx.profile.meta.layout in set(r["profile"]["skip_layouts"]):
-        ctx.note(f"{RULE_PROFILE.id}: skipped, {ctx.profile.meta.layout} is an online framework profile; AIPP is an "
-                 "option of offline (ATC) models")
-        return
     if ops["type"].isin(r["aipp_markers"]["types"]).any():
-        ctx.note(f"{RULE_PROFILE.id}: the model already runs AIPP")
+        ctx.note("aipp-fusion.preprocess-sequence: the model already runs AIPP")
         return
-    keep = ops["core"].isin(["AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV"]).to_numpy(dtype=bool, copy=True)
+    keep = ops["core"].isin(r["compute_cores"]).to_numpy(dtype=bool, copy=True)
     if r["profile"]["skip_rows_without_model_id"]:
         if keep.any() and ops["model_id"].isna().to_numpy()[keep].all():
-            ctx.note(f"{RULE_PROFILE.id}: skipped, no op carries a model id (eager single-op execution); AIPP is "
+            ctx.note("aipp-fusion.preprocess-sequence: skipped, no op carries a model id (eager single-op execution); AIPP is "
                      "an option of offline (ATC) models")
             return
         keep &= ops["model_id"].notna().to_numpy()
@@ -433,7 +442,7 @@ def _profile_findings(ctx: AnalysisContext) -> Iterable[Finding]:
     pre.types[anchor] = str(seq.type_of(anchors[0]))
     chain = [*names, anchor]
     pre.edges = list(zip(chain, chain[1:], strict=False))
-    yield from _emit(ctx, RULE_PROFILE.id, pre, per_name(ops), device_time_us(ops), None, source="profile")
+    yield from _emit(ctx, "aipp-fusion.preprocess-sequence", pre, per_name(ops), None, source="profile")
 
 
 def _image_like(ops: pd.DataFrame, r: Mapping[str, Any]) -> np.ndarray:
@@ -556,9 +565,10 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _emit(ctx: AnalysisContext, rule: str, pre: _Preprocess, stats: pd.DataFrame, total_us: float,
-          cmdline: str | None, source: str) -> Iterable[Finding]:
+def _emit(ctx: AnalysisContext, rule_id: str, pre: _Preprocess, stats: pd.DataFrame, cmdline: str | None,
+          source: str) -> Iterable[Finding]:
     r = ctx.rules
+    total_us = window_us(ctx.profile) if len(ctx.profile.ops) else 0.0
     residual = float(r["residual_fraction"])
     bw = float(ctx.platform["hbm_gbps"]) * 1e3
     saving_by_op: dict[str, float] = {}
@@ -607,7 +617,7 @@ def _emit(ctx: AnalysisContext, rule: str, pre: _Preprocess, stats: pd.DataFrame
     if todo:
         evidence["todo"] = todo
     if total_us > 0:
-        evidence["share_of_device_time"] = round(saving / total_us, 4)
+        evidence["share_of_window"] = round(saving / total_us, 4)
     rewrite = _model_rewrite(ctx, pre, cmdline) if source == "graph" else None
     data: dict[str, Any] = {"aipp_op": params, "text": text, "file": CONFIG_FILE, "flags": flags,
                             "model_input": {"name": pre.input, "becomes": "uint8 NHWC"}}
@@ -632,7 +642,7 @@ def _emit(ctx: AnalysisContext, rule: str, pre: _Preprocess, stats: pd.DataFrame
              + ("" if measured else "; ops not in the profile: tensor bytes / platform hbm_gbps + launch overhead, "
                 "per inference"))
     yield ctx.finding(
-        rule=rule,
+        rule=rule_id,
         title=f"{len(pre.ops)} preprocessing op(s) before {pre.convs[0]} can move into AIPP ({kinds})",
         severity=severity,  # type: ignore[arg-type]
         ops=list(pre.ops),

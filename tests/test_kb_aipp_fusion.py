@@ -228,8 +228,10 @@ def test_online_framework_profile_is_skipped(rules):
     ingest = pytest.importorskip("advisor.ingest")
     prof = ingest.load(cases.sample("Ascend__msinsight/test/data/pytorch/text/level2/rank0_ascend_pt"))[0]
     assert prof.ops["name"].astype(str).iloc[0] == "trans_TransData_0"
+    assert prof.meta.context == "torch-eager"
     findings, status = run(prof, None, rules, "Ascend910B2")
-    assert findings == [] and any("online framework profile" in n for n in status.notes)
+    assert findings == [] and any("a torch-eager run; static AIPP is an option of offline (ATC) models" in n
+                                  for n in status.notes)
 
 
 def test_minimum_saving_threshold(rules, tmp_path):
@@ -250,3 +252,18 @@ def test_power_op_with_exponent_one_is_affine(rules):
     assert p["input_format"] == "YUV400_U8"  # one channel
     assert p["var_reci_chn_0"] == 0.5 and p["mean_chn_0"] + p["min_chn_0"] == pytest.approx(2.0)
     assert not math.isnan(f.estimated_saving_us)
+
+
+@pytest.mark.parametrize(("context", "advised"), [("om-acl", True), ("unknown", True), ("torch-graph", False),
+                                                  ("mindspore-graph", False), ("kernel-dev", False)])
+def test_aipp_is_advised_only_where_atc_builds_the_model(rules, context, advised):
+    """The same preprocessing kernels before the first conv: an ATC option only for offline (or undecided) runs."""
+    sc = cases.preprocess_profile()
+    sc.profile.meta.context = context
+    findings, status = run(sc.profile, None, rules)
+    assert bool(findings) is advised
+    if advised:
+        assert findings[0].fix.kind == "aipp-config" and "--insert_op_conf=aipp.cfg" in findings[0].fix.command
+    else:
+        assert any(f"a {context} run" in n for n in status.notes)
+    assert {r.role for r in AippFusionKB.rules} == {"cause"}
