@@ -26,7 +26,8 @@ import pandas as pd
 
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
-from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
+from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
+from advisor.toolkit.advice import context_of, family
 from advisor.toolkit.graph_patterns import (
     FusedMarkers,
     Match,
@@ -38,7 +39,6 @@ from advisor.toolkit.graph_patterns import (
     compile_patterns,
     data_digraph,
     desc_bytes,
-    device_time_us,
     edge_desc,
     find_matches,
     fused_nodes,
@@ -48,83 +48,9 @@ from advisor.toolkit.graph_patterns import (
     severity_for,
     stream_order,
 )
+from advisor.toolkit.time import window_us
 
 SWITCH_FILE = "fusion_switch.cfg"
-_NON_AI_CORE_ENGINES = frozenset({"AI_CPU", "HOST_CPU", "GE_LOCAL", "RTS", "DVPP", "HCCL"})
-
-RULE_CHAIN = RuleDoc(
-    id="ub-fusion.unfused-chain",
-    title="Fusable op chain left unfused in the model graph",
-    what=(
-        "Matches the fusion patterns of rules/ub-fusion.yaml (Conv2D/DepthwiseConv2D/MatMul/BatchMatMul followed "
-        "by BN, Scale, BiasAdd, elementwise ops, activations, MaxPool, AscendDequant/AscendQuant; elementwise "
-        "chains) in the model graph with networkx subgraph matching. A chain counts only when each intermediate "
-        "output is consumed inside the chain and no node is already fused (pass_name_ub, a UB pass name, a "
-        "fusion_scope shared with another node, a fused kernel name, or more than one original op)."
-    ),
-    why=(
-        "Each unfused op is its own kernel: its input is written to global memory by the previous op and read "
-        "back (shape x dtype size x 2 bytes per intermediate tensor), plus a kernel launch. UB fusion keeps the "
-        "intermediate in the Unified Buffer; graph fusion folds BN/Scale/BiasAdd into the weights. The saving is "
-        "estimated as the removed round trip at the chip bandwidth plus a launch overhead per absorbed op, "
-        "capped by the absorbed ops' measured time (folded BN/Scale/BiasAdd: their whole time)."
-    ),
-    how_to_fix=(
-        "Make sure the passes named in the finding are on: write the fusion_switch.cfg of the fix (JSON "
-        "{\"Switch\": {\"GraphFusion\": {...}, \"UBFusion\": {...}}}) and rebuild with "
-        "`atc ... --fusion_switch_file=fusion_switch.cfg` (GE option FUSION_SWITCH_FILE, TorchAir "
-        "config.fusion_config.fusion_switch_file). Remove any \"ALL\": \"off\" or per-pass \"off\" from an "
-        "existing switch file. If the passes are on and the chain stays unfused, check fusion_result.json "
-        "(match_times / effect_times): dynamic shapes, unsupported dtypes or an extra consumer of an "
-        "intermediate tensor stop the pass."
-    ),
-    thresholds=("patterns", "type_groups", "folded_groups", "fused_markers", "launch_overhead_us", "min_saving_us",
-                "severity", "graph_confidence", "graph_confidence_switch_file", "graph_only_severity"),
-    needs=("graph",),
-    example="Conv2D -> BNInference -> Relu as three kernels; fused: one Conv2D kernel (ConvBatchnormFusionPass + "
-            "TbeConvCommonRules0FusionPass).",
-)
-
-RULE_SEQUENCE = RuleDoc(
-    id="ub-fusion.unfused-sequence",
-    title="Fusable op sequence in the profile (no graph)",
-    what=(
-        "Without a model graph: finds the same patterns as ub-fusion.unfused-chain as consecutive device tasks on "
-        "one stream (ordered by start time) where each op's input shape equals the previous op's output shape. "
-        "Eager framework profiles (aclnn kernels, no model id) are skipped: UB fusion needs a compiled graph."
-    ),
-    why=(
-        "Back-to-back kernels of a conv/matmul and its epilogue mean the epilogue was not fused: each "
-        "intermediate tensor makes a round trip through global memory. Without the graph, consumers of the "
-        "intermediate cannot be checked, so confidence is lower."
-    ),
-    how_to_fix=(
-        "Rebuild with the fusion switch file of the fix enabling the passes; pass --graph (OM JSON from "
-        "`atc --mode=1`, or a GE dump) to confirm the chain and its consumers."
-    ),
-    thresholds=("patterns", "type_groups", "folded_groups", "launch_overhead_us", "min_saving_us", "severity",
-                "profile"),
-    needs=("ops",),
-)
-
-RULE_SWITCH = RuleDoc(
-    id="ub-fusion.switch-file",
-    title="Model built with a fusion switch file",
-    what=(
-        "Reports an `atc --fusion_switch_file` (and `--buffer_optimize=off_optimize`) found in the OM's "
-        "atc_cmdline attribute."
-    ),
-    why=(
-        "A fusion switch file is how graph and UB fusion passes get turned off (\"ALL\": \"off\" or per pass); "
-        "off_optimize disables L2 buffer fusion. Both make every fusable chain run as separate kernels."
-    ),
-    how_to_fix=(
-        "Review the switch file: keep only the passes that must stay off (e.g. for accuracy) and rebuild; "
-        "drop --buffer_optimize=off_optimize unless it is needed."
-    ),
-    thresholds=(),
-    needs=("graph",),
-)
 
 
 @dataclass
@@ -145,28 +71,137 @@ class _Chain:
 class UbFusionKB(KnowledgeBase):
     id = "ub-fusion"
     title = "Unfused conv/matmul epilogues and elementwise chains (UB / graph fusion)"
-    version = "1.0.0"
+    version = "1.1.0"
     api_version = "1"
     requires = ()
     requires_any = ("ops", "graph")
     rules_file = "ub-fusion"
-    rules = (RULE_CHAIN, RULE_SEQUENCE, RULE_SWITCH)
 
-    def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
+    def _graph_groups(self, ctx: AnalysisContext) -> list[tuple[Pattern, list[_Chain]]]:
+        """The graph's unfused chains by pattern, computed once (the chain and switch-file rules both read them)."""
+        if getattr(self, "_groups", None) is None:
+            self._groups = _graph_chains(ctx) if ctx.graph is not None and _applies(ctx) else []
+        return self._groups
+
+    @rule(RuleDoc(
+        id="ub-fusion.unfused-chain",
+        title="Fusable op chain left unfused in the model graph",
+        what=(
+            "Matches the fusion patterns of the rules (Conv2D/DepthwiseConv2D/MatMul/BatchMatMul followed by BN, "
+            "Scale, BiasAdd, elementwise ops, activations, MaxPool, AscendDequant/AscendQuant; elementwise chains) "
+            "in the model graph with networkx subgraph matching. A chain counts only when each intermediate output "
+            "is consumed inside the chain and no node is already fused (pass_name_ub, a UB pass name, a "
+            "fusion_scope shared with another node, a fused kernel name, or more than "
+            "{fused_markers.max_original_ops} original op). One finding per pattern; when the build used a fusion "
+            "switch file, one finding for all chains: the switch file is their one cause."
+        ),
+        why=(
+            "Each unfused op is its own kernel: its input is written to global memory by the previous op and read "
+            "back (shape x dtype size x 2 bytes per intermediate tensor), plus a kernel launch. UB fusion keeps "
+            "the intermediate in the Unified Buffer; graph fusion folds BN/Scale/BiasAdd into the weights. The "
+            "saving is estimated as the removed round trip at the chip bandwidth plus {launch_overhead_us} us of "
+            "launch overhead per absorbed op, capped by the absorbed ops' measured time (folded "
+            "{folded_groups}: their whole time)."
+        ),
+        how_to_fix=(
+            "Make sure the passes named in the finding are on: write the fusion_switch.cfg of the fix (JSON "
+            "Switch / GraphFusion / UBFusion, the passes 'on') and rebuild -- `atc ... "
+            "--fusion_switch_file=fusion_switch.cfg` for an offline model, TorchAir "
+            "config.fusion_config.fusion_switch_file in graph mode, the GE option FUSION_SWITCH_FILE otherwise. "
+            "Remove any 'ALL': 'off' or per-pass 'off' from an existing switch file. If the passes are on and the "
+            "chain stays unfused, check fusion_result.json (match_times / effect_times): dynamic shapes, "
+            "unsupported dtypes or an extra consumer of an intermediate tensor stop the pass."
+        ),
+        thresholds=("patterns", "type_groups", "folded_groups", "fused_markers", "launch_overhead_us",
+                    "min_saving_us", "severity", "graph_confidence", "graph_confidence_switch_file",
+                    "graph_only_severity", "non_ai_core_engines", "skip_graphs"),
+        needs=("graph",),
+        example="Conv2D -> BNInference -> Relu as three kernels; fused: one Conv2D kernel (ConvBatchnormFusionPass + "
+                "TbeConvCommonRules0FusionPass).",
+        role="cause",
+    ))
+    def check_graph(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        groups = self._graph_groups(ctx)
+        if not groups:
+            return
         r = ctx.rules
-        patterns = compile_patterns(r)
-        ops = ctx.profile.ops
         cmdline = atc_cmdline(ctx.graph)
         switch_file = atc_option(cmdline, "fusion_switch_file")
-        if ctx.graph is not None:
-            yield from _graph_findings(ctx, patterns, cmdline, switch_file)
-        else:
-            ctx.note(f"{RULE_CHAIN.id}: skipped, needs the model graph (--graph); using consecutive profile rows")
-            if len(ops):
-                yield from _profile_findings(ctx, patterns)
+        if switch_file is not None:
+            yield from _emit(ctx, "ub-fusion.unfused-chain", groups, float(r["graph_confidence_switch_file"]),
+                             cmdline, switch_file, "graph")
+            return
+        for pattern, chains in groups:
+            yield from _emit(ctx, "ub-fusion.unfused-chain", [(pattern, chains)], float(r["graph_confidence"]),
+                             cmdline, None, "graph")
+
+    @rule(RuleDoc(
+        id="ub-fusion.unfused-sequence",
+        title="Fusable op sequence in the profile (no graph)",
+        what=(
+            "Without a model graph: finds the same patterns as ub-fusion.unfused-chain as consecutive device tasks "
+            "on one stream (ordered by start time) where each op's input shape equals the previous op's output "
+            "shape. Eager framework profiles (aclnn kernels, no model id) are skipped: UB fusion needs a compiled "
+            "graph."
+        ),
+        why=(
+            "Back-to-back kernels of a conv/matmul and its epilogue mean the epilogue was not fused: each "
+            "intermediate tensor makes a round trip through global memory. Without the graph, consumers of the "
+            "intermediate cannot be checked, so confidence is lower ({profile.confidence})."
+        ),
+        how_to_fix=(
+            "Rebuild with the fusion switch file of the fix enabling the passes; pass --graph (OM JSON from "
+            "`atc --mode=1`, or a GE dump) to confirm the chain and its consumers."
+        ),
+        thresholds=("patterns", "type_groups", "folded_groups", "launch_overhead_us", "min_saving_us", "severity",
+                    "profile", "compute_cores"),
+        needs=("ops",),
+        role="cause",
+    ))
+    def check_profile(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        if ctx.graph is not None or not len(ctx.profile.ops) or not _applies(ctx):
+            return
+        ctx.note("ub-fusion.unfused-chain: skipped, needs the model graph (--graph); using consecutive profile rows")
+        yield from _profile_findings(ctx, compile_patterns(ctx.rules))
+
+    @rule(RuleDoc(
+        id="ub-fusion.switch-file",
+        title="Model built with a fusion switch file",
+        what=(
+            "Reports an `atc --fusion_switch_file` (and `--buffer_optimize=off_optimize`) found in the OM's "
+            "atc_cmdline attribute when no unfused chain carries it already: off_optimize, or a switch file that "
+            "left no fusable chain unfused in this graph."
+        ),
+        why=(
+            "A fusion switch file is how graph and UB fusion passes get turned off ('ALL': 'off' or per pass); "
+            "off_optimize disables L2 buffer fusion. Both make fusable chains run as separate kernels."
+        ),
+        how_to_fix=(
+            "Review the switch file: keep only the passes that must stay off (e.g. for accuracy) and rebuild; "
+            "drop --buffer_optimize=off_optimize unless it is needed."
+        ),
+        thresholds=("graph_confidence_switch_file",),
+        needs=("graph",),
+        role="cause",
+    ))
+    def check_switch_file(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        cmdline = atc_cmdline(ctx.graph)
+        switch_file = atc_option(cmdline, "fusion_switch_file")
         buffer_opt = atc_option(cmdline, "buffer_optimize")
-        if switch_file is not None or buffer_opt == "off_optimize":
-            yield _switch_finding(ctx, cmdline or "", switch_file, buffer_opt)
+        off_opt = buffer_opt == "off_optimize"
+        if off_opt or (switch_file is not None and not self._graph_groups(ctx)):
+            yield _switch_finding(ctx, cmdline or "", None if self._graph_groups(ctx) else switch_file,
+                                  buffer_opt if off_opt else None)
+
+
+def _applies(ctx: AnalysisContext) -> bool:
+    """Fusion passes run where a graph is compiled (ATC, TorchAir/GE, MindSpore graph mode): rules ``contexts``."""
+    context = context_of(ctx)
+    if context in set(ctx.rules["contexts"]):
+        return True
+    ctx.note(f"ub-fusion: skipped, a {context} run launches ops one by one; graph and UB fusion apply to compiled "
+             "graphs (ATC, TorchAir, MindSpore graph mode)")
+    return False
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -174,29 +209,31 @@ class UbFusionKB(KnowledgeBase):
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _graph_findings(ctx: AnalysisContext, patterns: Sequence[Pattern], cmdline: str | None,
-                    switch_file: str | None) -> Iterable[Finding]:
+def _graph_chains(ctx: AnalysisContext) -> list[tuple[Pattern, list[_Chain]]]:
+    """Unfused chains of the graph, by pattern (in the rules' order): disjoint matches that are closed chains."""
     r = ctx.rules
     mg = ctx.graph
     assert mg is not None
     skip = r["skip_graphs"]
     if mg.format in set(skip["formats"]):
-        ctx.note(f"{RULE_CHAIN.id}: skipped, a {mg.format} graph is not compiled yet (ATC fuses it at conversion); "
-                 "pass the OM JSON (atc --mode=1) or a GE Build dump")
-        return
+        ctx.note(f"ub-fusion.unfused-chain: skipped, a {mg.format} graph is not compiled yet (ATC fuses it at "
+                 "conversion); pass the OM JSON (atc --mode=1) or a GE Build dump")
+        return []
     stage = PurePath(str(mg.source)).name
     if skip["stage_regex"] and re.search(skip["stage_regex"], stage):
-        ctx.note(f"{RULE_CHAIN.id}: skipped, {stage} was dumped before UB fusion runs; pass the OM JSON or the "
-                 "GE Build / afterUBMatch dump")
-        return
+        ctx.note(f"ub-fusion.unfused-chain: skipped, {stage} was dumped before UB fusion runs; pass the OM JSON or "
+                 "the GE Build / afterUBMatch dump")
+        return []
+    patterns = compile_patterns(r)
     dg = data_digraph(mg)
     exclude = fused_nodes(mg, FusedMarkers.from_rules(r["fused_markers"]))
-    exclude |= {n for n, d in mg.g.nodes(data=True) if str(d.get("engine") or "").upper() in _NON_AI_CORE_ENGINES}
+    engines = {str(e).upper() for e in r["non_ai_core_engines"]}
+    exclude |= {n for n, d in mg.g.nodes(data=True) if str(d.get("engine") or "").upper() in engines}
     priority = {p.id: i for i, p in enumerate(patterns)}
     matches = [m for m in find_matches(dg, patterns, exclude) if closed_chain(dg, m) and _same_shape_ok(mg, m)]
     chosen = select_disjoint(matches, priority)
     if not chosen:
-        return
+        return []
     folded = _folded_types(r)
     stats = per_name(ctx.profile.ops)
     bw = _bytes_per_us(ctx)
@@ -204,11 +241,7 @@ def _graph_findings(ctx: AnalysisContext, patterns: Sequence[Pattern], cmdline: 
     by_pattern: dict[str, list[_Chain]] = defaultdict(list)
     for m in chosen:
         by_pattern[m.pattern.id].append(_graph_chain(mg, m, folded, stats, bw, overhead))
-    total = device_time_us(ctx.profile.ops)
-    pattern_of = {p.id: p for p in patterns}
-    for pid, chains in by_pattern.items():
-        conf = float(r["graph_confidence_switch_file"] if switch_file is not None else r["graph_confidence"])
-        yield from _emit(ctx, RULE_CHAIN.id, pattern_of[pid], chains, total, conf, cmdline, switch_file, "graph")
+    return [(p, by_pattern[p.id]) for p in patterns if p.id in by_pattern]
 
 
 def _same_shape_ok(mg: Any, m: Match) -> bool:
@@ -278,9 +311,9 @@ def _profile_findings(ctx: AnalysisContext, patterns: Sequence[Pattern]) -> Iter
     eager = _name_prefix_mask(ops["name"], tuple(prof["eager_name_prefixes"]))
     if prof["skip_rows_without_model_id"]:
         eager = eager | ops["model_id"].isna().to_numpy()
-    compute = ops["core"].isin(["AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV"]).to_numpy(dtype=bool)
+    compute = ops["core"].isin(r["compute_cores"]).to_numpy(dtype=bool)
     if compute.any() and eager[compute].all():
-        ctx.note(f"{RULE_SEQUENCE.id}: skipped, every op ran in eager (single-op) mode (no model id, or aclnn "
+        ctx.note("ub-fusion.unfused-sequence: skipped, every op ran in eager (single-op) mode (no model id, or aclnn "
                  "kernels); UB fusion applies to compiled graphs (ATC, TorchAir, MindSpore graph mode)")
         return
     sub = ops.loc[~eager & compute]
@@ -292,14 +325,14 @@ def _profile_findings(ctx: AnalysisContext, patterns: Sequence[Pattern]) -> Iter
     overhead = float(r["launch_overhead_us"])
     order = sorted(range(len(patterns)), key=lambda i: (-len(patterns[i].slots), i))
     used = np.zeros(len(seq) + 1, dtype=bool)
-    total = device_time_us(ops)
     for prio in order:
         p = patterns[prio]
         starts = _accept(_sequence_starts(seq, p), len(p.slots), used)
         if not len(starts):
             continue
         chains = _aggregate_sequences(seq, p, starts, folded, bw, overhead)
-        yield from _emit(ctx, RULE_SEQUENCE.id, p, chains, total, float(prof["confidence"]), None, None, "profile")
+        yield from _emit(ctx, "ub-fusion.unfused-sequence", [(p, chains)], float(prof["confidence"]), None, None,
+                         "profile")
 
 
 def _name_prefix_mask(names: pd.Series, prefixes: tuple[str, ...]) -> np.ndarray:
@@ -401,9 +434,11 @@ def _sequence_starts(seq: StreamOrder, p: Pattern) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _emit(ctx: AnalysisContext, rule: str, pattern: Pattern, chains: list[_Chain], total_us: float,
-          confidence: float, cmdline: str | None, switch_file: str | None, source: str) -> Iterable[Finding]:
+def _emit(ctx: AnalysisContext, rule_id: str, groups: list[tuple[Pattern, list[_Chain]]], confidence: float,
+          cmdline: str | None, switch_file: str | None, source: str) -> Iterable[Finding]:
+    """One finding for ``groups`` (one pattern, or every pattern a build's switch file left unfused)."""
     r = ctx.rules
+    chains = [c for _, cs in groups for c in cs]
     saving_by_op: dict[str, float] = defaultdict(float)
     for c in chains:
         for op, s in c.absorbed.items():
@@ -411,51 +446,63 @@ def _emit(ctx: AnalysisContext, rule: str, pattern: Pattern, chains: list[_Chain
     saving = float(sum(saving_by_op.values()))
     if saving < float(r["min_saving_us"]):
         return
-    measured = all(c.measured for c in chains) and total_us > 0
-    severity = severity_for(saving / total_us, r["severity"]) if measured else str(r["graph_only_severity"])
+    window = window_us(ctx.profile) if len(ctx.profile.ops) else 0.0
+    measured = all(c.measured for c in chains) and window > 0
+    severity = severity_for(saving / window, r["severity"]) if measured else str(r["graph_only_severity"])
     ops = list(dict.fromkeys(n for c in chains for n in c.nodes))
     bw = float(ctx.platform["hbm_gbps"])
-    rows = [[" -> ".join(c.nodes), c.calls, round(c.absorbed_time, 3), round(c.roundtrip_bytes / max(c.calls, 1)),
-             round(sum(c.absorbed.values()), 3)] for c in sorted(chains, key=lambda c: -sum(c.absorbed.values()))]
+    pattern_of = {id(c): p.id for p, cs in groups for c in cs}
+    rows = [[" -> ".join(c.nodes), pattern_of[id(c)], c.calls, round(c.absorbed_time, 3),
+             round(c.roundtrip_bytes / max(c.calls, 1)), round(sum(c.absorbed.values()), 3)]
+            for c in sorted(chains, key=lambda c: -sum(c.absorbed.values()))]
+    graph_fusion = list(dict.fromkeys(x for p, _ in groups for x in p.graph_fusion))
+    ub_fusion = list(dict.fromkeys(x for p, _ in groups for x in p.ub_fusion))
+    passes = ", ".join([*graph_fusion, *ub_fusion])
     evidence: dict[str, Any] = {
-        "pattern": pattern.id,
-        "slots": " -> ".join(pattern.slot_names),
+        "pattern": ", ".join(p.id for p, _ in groups),
+        "slots": "; ".join(" -> ".join(p.slot_names) for p, _ in groups),
+        "patterns": {p.id: len(cs) for p, cs in groups},
         "chains": len(chains),
         "source": source,
         "absorbed_ops_us": round(sum(c.absorbed_time for c in chains), 3),
         "bandwidth_gbps": bw,
         "launch_overhead_us": float(r["launch_overhead_us"]),
-        "table": table(["chain", "calls", "absorbed ops us", "round-trip bytes per call", "saving us"], rows),
+        "table": table(["chain", "pattern", "calls", "absorbed ops us", "round-trip bytes per call", "saving us"],
+                       rows),
         "subgraph": {"nodes": [{"name": n, "type": c.types.get(n, "")} for c in chains for n in c.nodes],
                      "edges": [list(e) for c in chains for e in c.edges]},
     }
-    if total_us > 0:
-        evidence["share_of_device_time"] = round(saving / total_us, 4)
+    if window > 0:
+        evidence["share_of_window"] = round(saving / window, 4)
     if switch_file is not None:
         evidence["fusion_switch_file"] = switch_file
     if cmdline:
         evidence["atc_cmdline"] = cmdline
-    fix = _fix(pattern, cmdline)
-    passes = ", ".join([*pattern.graph_fusion, *pattern.ub_fusion])
-    lead = (f"The model was built with --fusion_switch_file={switch_file}, which most likely turns these passes "
-            "off. ") if switch_file is not None else ""
+    fix, how = _fix(ctx, graph_fusion, ub_fusion, cmdline)
+    kinds = ", ".join(f"{p.id.replace('-', ' + ')} x{len(cs)}" for p, cs in groups)
+    if switch_file is not None:
+        title = (f"Fusion passes off in --fusion_switch_file={switch_file}: {len(chains)} unfused chain(s) "
+                 f"({', '.join(f'{p.id} x{len(cs)}' for p, cs in groups)})")
+        lead = (f"The model was built with --fusion_switch_file={switch_file}, which most likely turns these passes "
+                f"off: {len(chains)} chain(s) ({kinds}) run as separate kernels. ")
+    else:
+        title = f"Unfused {groups[0][0].id} chain(s): {len(chains)} ({passes})"
+        lead = f"{len(chains)} chain(s) {kinds} run as separate kernels. "
     recommendation = (
-        f"{lead}{len(chains)} chain(s) {pattern.id.replace('-', ' + ')} run as separate kernels. Enable {passes} "
-        f"(fusion_switch.cfg of the fix, `atc --fusion_switch_file={SWITCH_FILE}`; GE FUSION_SWITCH_FILE or TorchAir "
-        "config.fusion_config.fusion_switch_file) so the epilogue stays in the Unified Buffer instead of a "
-        "global-memory round trip per intermediate tensor. If the passes are already on, fusion_result.json "
-        "(match_times/effect_times) says why they did not apply."
+        f"{lead}Enable {passes} ({how}) so the epilogue stays in the Unified Buffer instead of a global-memory round "
+        "trip per intermediate tensor, and BN/Scale/BiasAdd fold into the weights. If the passes are already on, "
+        "fusion_result.json (match_times/effect_times) says why they did not apply."
     )
     basis = (
         "per absorbed op: intermediate tensor bytes x 2 (written, then read back) / "
         f"{bw:g} GB/s (platform hbm_gbps) + {float(r['launch_overhead_us']):g} us launch overhead, capped by the "
         "op's measured time; folded BN/Scale/BiasAdd: their whole time"
     )
-    if not measured:
+    if not all(c.measured for c in chains):
         basis += "; ops not in the profile: per inference, from tensor sizes only"
     yield ctx.finding(
-        rule=rule,
-        title=f"Unfused {pattern.id} chain(s): {len(chains)} ({passes})",
+        rule=rule_id,
+        title=title,
         severity=severity,  # type: ignore[arg-type]
         ops=ops,
         evidence=evidence,
@@ -468,16 +515,26 @@ def _emit(ctx: AnalysisContext, rule: str, pattern: Pattern, chains: list[_Chain
     )
 
 
-def _fix(pattern: Pattern, cmdline: str | None) -> Fix:
-    switch = {"Switch": {"GraphFusion": {p: "on" for p in pattern.graph_fusion},
-                         "UBFusion": {p: "on" for p in pattern.ub_fusion}}}
+def _fix(ctx: AnalysisContext, graph_fusion: list[str], ub_fusion: list[str], cmdline: str | None
+         ) -> tuple[Fix, str]:
+    """The switch file that turns the passes on, and how the run's build takes it (by execution context)."""
+    switch = {"Switch": {"GraphFusion": {p: "on" for p in graph_fusion}, "UBFusion": {p: "on" for p in ub_fusion}}}
+    summary = f"enable {', '.join([*graph_fusion, *ub_fusion])}"
     flag = f"--fusion_switch_file={SWITCH_FILE}"
-    return Fix(
-        kind="fusion-switch",
-        summary=f"enable {', '.join([*pattern.graph_fusion, *pattern.ub_fusion])} and rebuild with {flag}",
-        data={**switch, "flags": [flag]},
-        command=_atc_command(cmdline, flag),
-    )
+    fam = family(ctx)
+    if fam == "torch":
+        snippet = f'config.fusion_config.fusion_switch_file = "{SWITCH_FILE}"  # torchair CompilerConfig'
+        return (Fix("fusion-switch", f"{summary} in {SWITCH_FILE} and pass it to torchair",
+                    {**switch, "snippet": snippet}),
+                f"{SWITCH_FILE} of the fix, TorchAir config.fusion_config.fusion_switch_file")
+    if fam == "mindspore":
+        return (Fix("fusion-switch", f"{summary} in {SWITCH_FILE} (GE option FUSION_SWITCH_FILE)", switch),
+                f"{SWITCH_FILE} of the fix, through the GE option FUSION_SWITCH_FILE")
+    return (Fix("fusion-switch", f"{summary} and rebuild with {flag}", {**switch, "flags": [flag]},
+                _atc_command(cmdline, flag)),
+            f"{SWITCH_FILE} of the fix, `atc ... {flag}`" + ("" if fam == "om" else
+                                                              "; in TorchAir graph mode config.fusion_config."
+                                                              "fusion_switch_file"))
 
 
 def _atc_command(cmdline: str | None, flag: str) -> str:
@@ -498,20 +555,22 @@ def _switch_finding(ctx: AnalysisContext, cmdline: str, switch_file: str | None,
     if buffer_opt == "off_optimize":
         found.append("--buffer_optimize=off_optimize")
     return ctx.finding(
-        rule=RULE_SWITCH.id,
+        rule="ub-fusion.switch-file",
         title="Model built with " + " and ".join(found),
         severity="info",
         ops=[],
         evidence={"atc_cmdline": cmdline, "fusion_switch_file": switch_file, "buffer_optimize": buffer_opt},
         estimated_saving_us=0.0,
         basis="configuration check; unfused chains it causes are reported (with their savings) by "
-              f"{RULE_CHAIN.id}",
-        recommendation=(
-            "Fusion passes or L2 buffer fusion were configured at build time. Check the switch file for \"off\" "
-            "entries (\"ALL\": \"off\" turns off every pass that can be disabled) and keep only those needed, "
-            "then rebuild."
-        ),
-        confidence=0.9,
+              "ub-fusion.unfused-chain",
+        recommendation=" ".join(part for part, on in (
+            ("No chain of the rules' fusion patterns was left unfused in this graph, but the switch file may turn "
+             "off other passes: check it for 'off' entries ('ALL': 'off' turns off every pass that can be "
+             "disabled), keep only those needed, and rebuild.", switch_file is not None),
+            ("--buffer_optimize=off_optimize disables L2 buffer fusion: drop it (the default l2_optimize keeps data "
+             "in the L2 buffer between ops) unless it is needed, and rebuild.", buffer_opt == "off_optimize"),
+        ) if on),
+        confidence=float(ctx.rules["graph_confidence_switch_file"]),
     )
 
 

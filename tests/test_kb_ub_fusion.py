@@ -102,10 +102,13 @@ def test_fix_is_a_fusion_switch_file_and_the_atc_flag(rules):
 
 
 def test_fusion_switch_file_in_atc_cmdline_is_reported(rules):
+    """The build's switch file is the one cause of every chain it left unfused: one finding, no separate info
+    finding repeating it."""
     sc = cases.switch_file_off()
     findings, _ = run(sc.profile, sc.graph, rules)
-    chain = next(f for f in findings if f.rule == "ub-fusion.unfused-chain")
-    switch = next(f for f in findings if f.rule == "ub-fusion.switch-file")
+    [chain] = findings
+    assert chain.rule == "ub-fusion.unfused-chain"
+    assert chain.title.startswith("Fusion passes off in --fusion_switch_file=/home/user/fusion_switch.cfg: ")
     assert chain.evidence["fusion_switch_file"] == "/home/user/fusion_switch.cfg"
     assert "--fusion_switch_file=/home/user/fusion_switch.cfg" in chain.recommendation
     assert chain.confidence == rules.for_kb(KB)["graph_confidence_switch_file"]
@@ -113,6 +116,14 @@ def test_fusion_switch_file_in_atc_cmdline_is_reported(rules):
     assert chain.fix.command.startswith("atc --model=ssd.onnx ")
     assert chain.fix.command.count("--fusion_switch_file") == 1
     assert chain.fix.command.endswith("--fusion_switch_file=fusion_switch.cfg")
+
+
+def test_switch_file_without_unfused_chains_is_an_info_finding(rules):
+    b = GraphBuilder("g")
+    b.attrs["atc_cmdline"] = "atc --model=m.onnx --framework=5 --output=m --fusion_switch_file=f.cfg"
+    b.node("data", "Data", outputs=[desc("NCHW", "FLOAT16", [1, 3, 8, 8])])
+    [switch] = run(cases.empty_profile(), b.build(), rules)[0]
+    assert switch.rule == "ub-fusion.switch-file" and switch.evidence["fusion_switch_file"] == "f.cfg"
     assert switch.severity == "info" and switch.estimated_saving_us == 0 and switch.ops == []
 
 
@@ -141,7 +152,7 @@ def test_profile_sequence_needs_linked_shapes_and_one_stream(rules):
     assert any("needs the model graph" in n for n in status.notes)
     assert {f.rule for f in findings} == {"ub-fusion.unfused-sequence"}
     mm = next(f for f in findings if f.evidence["pattern"] == "matmul-eltwise-act")
-    assert mm.evidence["table"]["rows"][0][1] == 3  # three iterations aggregated into one chain
+    assert mm.evidence["table"]["rows"][0][2] == 3  # three iterations aggregated into one chain
     assert mm.confidence == rules.for_kb(KB)["profile"]["confidence"]
     assert set(mm.saving_by_op) == {"addD", "reluD"}
 
@@ -283,3 +294,46 @@ def test_broadcast_elementwise_pairs_are_not_chained(rules):
     b.node("add", "Add", after="x", outputs=[small])
     b.node("relu", "Relu", after="add", outputs=[big])  # output shape differs: not a same-shape chain
     assert run(cases.empty_profile(), b.build(), rules)[0] == []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# one cause per switch file; the fix fitted to the run
+# ---------------------------------------------------------------------------------------------------------
+def test_every_chain_a_switch_file_left_unfused_is_one_finding(rules):
+    """Three patterns unfused in a build with a switch file: one cause (the file), one fix enabling every pass,
+    the savings of the chains added once per op."""
+    sc = cases.unfused_chains()
+    per_pattern, _ = run(sc.profile, sc.graph, rules)
+    assert len(per_pattern) == 3  # no switch file: each pattern is its own cause
+    sc.graph.attrs["atc_cmdline"] = "atc --model=m.onnx --framework=5 --output=m --fusion_switch_file=off.cfg"
+    [merged] = run(sc.profile, sc.graph, rules)[0]
+    assert set(merged.ops) == sc.expected["ub-fusion"]
+    assert merged.estimated_saving_us == pytest.approx(sum(f.estimated_saving_us for f in per_pattern))
+    assert merged.saving_by_op == pytest.approx({k: v for f in per_pattern for k, v in f.saving_by_op.items()})
+    passes = {p for f in per_pattern for part in f.fix.data["Switch"].values() for p in part}
+    assert {p for part in merged.fix.data["Switch"].values() for p in part} == passes
+    assert merged.evidence["patterns"] == {f.evidence["pattern"]: f.evidence["chains"] for f in per_pattern}
+
+
+@pytest.mark.parametrize(("context", "how"), [("om-acl", "atc"), ("torch-graph", "torchair"),
+                                              ("unknown", "atc"), ("torch-eager", None),
+                                              ("mindspore-pynative", None)])
+def test_fusion_fix_fits_the_run(rules, context, how):
+    sc = cases.unfused_sequence_profile()
+    sc.profile.meta.context = context
+    findings, status = run(sc.profile, None, rules)
+    if how is None:
+        assert findings == [] and any(f"a {context} run launches ops one by one" in n for n in status.notes)
+        return
+    f = findings[0]
+    if how == "atc":
+        assert f.fix.command.startswith("atc ") and "torchair" not in f.fix.summary
+    else:
+        assert f.fix.command is None and "config.fusion_config.fusion_switch_file" in f.fix.data["snippet"]
+        assert "atc " not in f.recommendation
+
+
+def test_rules_are_causes():
+    assert {r.id: r.role for r in UbFusionKB.rules} == {"ub-fusion.unfused-chain": "cause",
+                                                       "ub-fusion.unfused-sequence": "cause",
+                                                       "ub-fusion.switch-file": "cause"}
