@@ -3,9 +3,13 @@
 AI Core cube units work in private ("heavy") formats -- NC1HWC0 (5HD) for feature maps, FRACTAL_Z for conv
 weights, FRACTAL_NZ for matmul operands -- and GE inserts a ``TransData`` wherever a tensor crosses between an
 op that uses one and an op that works in ND/NCHW. Each conversion is classified with the MindStudio Advisor
-categories (DOMAIN.md section 3) and traced to the op that forces it: from the model graph (producers and
-consumers, walking through Cast and similar pass-through ops) or, without a graph, from the neighbouring rows
-on the same stream, confirmed by matching tensor shapes.
+categories and traced to the op that forces it: from the model graph (producers and consumers, walking through
+Cast and similar pass-through ops) or, without a graph, from the neighbouring rows on the same stream, confirmed
+by matching tensor shapes.
+
+Causes (one per kind of site: category and the op type forcing it; one per kind of round trip) own each
+conversion once -- a round trip's conversions are not also a category site -- so their savings never add up past
+the conversions' time. The conversion count is their symptom.
 """
 
 from __future__ import annotations
@@ -21,12 +25,12 @@ import pandas as pd
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.graph.model import ModelGraph
-from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
+from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
+from advisor.toolkit.advice import context_of, family
 from advisor.toolkit.common import (
     canon_format,
     cat_map,
     categorical,
-    device_busy_us,
     fmt_shapes,
     next_index,
     node_shapes,
@@ -39,6 +43,7 @@ from advisor.toolkit.common import (
     type_mask,
     walk,
 )
+from advisor.toolkit.time import window_us
 
 NOT_SUPPORT = "Ops_Not_Support_Heavy_Format"
 RESHAPE = "Reshape_Ops_Interrupts_Format"
@@ -73,7 +78,9 @@ class Site:
     weight: bool = False
     total_us: float = 0.0
     tasks: int = 0
-    confidence: float = 0.8
+    basis: str = "profile"
+    """How the site was traced, the key of its confidence in the rules: graph, profile (neighbouring rows with
+    matching shapes), profile_without_shapes, unlinked."""
 
 
 @dataclass
@@ -99,18 +106,18 @@ class Formats:
 
     def __init__(self, rules: Mapping[str, Any]) -> None:
         self.family_of: dict[str, str] = {}
-        for fam, fmts in (rules.get("format_families") or {}).items():
+        for fam, fmts in rules["format_families"].items():
             for f in fmts:
                 self.family_of[canon_format(f)] = fam
-        self.weight_families = set(rules.get("weight_families") or [])
-        self.conv_types = set(rules.get("format_op_types") or [])
-        ins = rules.get("inserted_transpose") or {}
-        self.ins_types = set(ins.get("types") or [])
-        self.ins_prefixes = tuple(ins.get("name_prefixes") or [])
-        self.transparent = set(rules.get("transparent_types") or [])
-        self.reshape = set(rules.get("reshape_types") or [])
-        self.agnostic = set(rules.get("format_agnostic_types") or [])
-        self.boundary = set(rules.get("boundary_types") or [])
+        self.weight_families = set(rules["weight_families"])
+        self.conv_types = set(rules["format_op_types"])
+        ins = rules["inserted_transpose"]
+        self.ins_types = set(ins["types"])
+        self.ins_prefixes = tuple(ins["name_prefixes"])
+        self.transparent = set(rules["transparent_types"])
+        self.reshape = set(rules["reshape_types"])
+        self.agnostic = set(rules["format_agnostic_types"])
+        self.boundary = set(rules["boundary_types"])
 
     def family(self, fmt: str) -> str | None:
         return self.family_of.get(fmt)
@@ -173,7 +180,7 @@ def classify(site: Site, nb: Neighbour, fm: Formats) -> None:
         site.category, site.reason = OTHER, ("model output" if exit_ else "model input") + f" (no {side})"
         return
     if not nb.linked:
-        site.category, site.confidence = OTHER, 0.4
+        site.category, site.basis = OTHER, "unlinked"
         site.reason = f"{side} not adjacent in the profile (shapes do not match the neighbouring op)"
         return
     if nb.type in fm.boundary:
@@ -317,10 +324,10 @@ class ProfileView:
         return self.text("name", int(self.codes["name"][i])) or ""
 
 
-def profile_sites(view: ProfileView, fm: Formats, max_hops: int = 3) -> list[Site]:
-    """Classify every conversion row; rows with the same name, formats, shapes and neighbours share a site
-    (in order of first appearance)."""
-    pos = np.flatnonzero(view.conv)
+def profile_sites(view: ProfileView, fm: Formats, max_hops: int, exclude: np.ndarray | None = None) -> list[Site]:
+    """Classify every conversion row (except the ``exclude`` rows: those of round trips); rows with the same name,
+    formats, shapes and neighbours share a site (in order of first appearance)."""
+    pos = np.flatnonzero(view.conv if exclude is None else view.conv & ~exclude)
     if not len(pos):
         return []
     nbr = {"n1": view.nxt[pos], "p1": view.prv[pos]}
@@ -353,7 +360,7 @@ def profile_sites(view: ProfileView, fm: Formats, max_hops: int = 3) -> list[Sit
             nb = Neighbour()
         classify(site, nb, fm)
         if not view.has_shapes and site.category != OTHER:
-            site.confidence = 0.5
+            site.basis = "profile_without_shapes"
         sites.append(site)
     totals = np.bincount(inverse, weights=view.dur[pos], minlength=len(sites))
     counts = np.bincount(inverse, minlength=len(sites))
@@ -410,13 +417,15 @@ def _profile_neighbour(row: Mapping[str, str | None], tag1: str, tag2: str, site
     return nb
 
 
-def profile_roundtrips(view: ProfileView, fm: Formats, max_between: int) -> list[RoundTrip]:
+def profile_roundtrips(view: ProfileView, fm: Formats, max_between: int) -> tuple[list[RoundTrip], np.ndarray]:
     """Pairs X->Y ... Y->X on one stream with only pass-through or elementwise ops between, the second fed by
-    the first's output shape. A plain->private->plain pair counts only with nothing between (around a real
-    private-format op it is the normal entry and exit)."""
+    the first's output shape, and the rows they hold (a row belongs to one cause: the round trip, not also a
+    category). A plain->private->plain pair counts only with nothing between (around a real private-format op
+    it is the normal entry and exit)."""
+    rows = np.zeros(len(view.conv), dtype=bool)
     pos = np.flatnonzero(view.conv)
     if not len(pos):
-        return []
+        return [], rows
     # walk forward from each conversion through elementwise ops to the next conversion (vectorized)
     partner = np.full(len(pos), -1, dtype=np.int64)
     n_between = np.zeros(len(pos), dtype=np.int64)
@@ -445,8 +454,10 @@ def profile_roundtrips(view: ProfileView, fm: Formats, max_between: int) -> list
     else:
         exact = np.ones(len(pos), dtype=bool)
     if not ok.any():
-        return []
+        return [], rows
     first, second = pos[ok], partner[ok]
+    rows[first] = True
+    rows[second] = True
     mid = between[ok]
     name_codes = view.codes["name"]
     mid_names = np.where(mid >= 0, name_codes[np.maximum(mid, 0)], -2)
@@ -465,7 +476,7 @@ def profile_roundtrips(view: ProfileView, fm: Formats, max_between: int) -> list
             first=view.name_at(i), second=view.name_at(k), outer=str(view.src[i]), inner=str(view.dst[i]),
             between=[(view.name_at(m), view.text("type", int(view.codes["type"][m])) or "") for m in mids],
             exact=bool(inexact[u] == 0), occurrences=int(count[u]), first_us=float(d1[u]), second_us=float(d2[u])))
-    return trips
+    return trips, rows
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -492,13 +503,13 @@ def graph_sites(graph: ModelGraph, fm: Formats, max_hops: int) -> list[Site]:
         src, dst = _conv_formats(graph, name)
         ins, outs = node_shapes(graph, name, "in"), node_shapes(graph, name, "out")
         site = Site(name=name, src=src, dst=dst, in_shape=fmt_shapes(ins[:1]), out_shape=fmt_shapes(outs[:1]),
-                    confidence=0.9)
+                    basis="graph")
         exit_ = fm.family(src) is not None and fm.family(dst) is None
         direction = "down" if exit_ else "up"
         candidates = walk(graph, name, direction, fm.transparent, max_hops)
         best: Site | None = None
         for cand in candidates or [None]:
-            trial = Site(name=name, src=src, dst=dst, in_shape=site.in_shape, out_shape=site.out_shape, confidence=0.9)
+            trial = Site(name=name, src=src, dst=dst, in_shape=site.in_shape, out_shape=site.out_shape, basis="graph")
             classify(trial, _graph_neighbour(graph, cand, exit_, fm, max_hops), fm)
             if best is None or _PRIORITY[trial.category] < _PRIORITY[best.category]:
                 best = trial
@@ -600,256 +611,283 @@ def graph_roundtrips(graph: ModelGraph, fm: Formats, max_between: int) -> list[R
 # ---------------------------------------------------------------------------------------------------------
 # the knowledge base
 # ---------------------------------------------------------------------------------------------------------
+@dataclass
+class _Scan:
+    """Every conversion traced to its cause, once per run. Each conversion row belongs to one cause: a round trip
+    (both of its conversions), else its category's site; ``all_sites`` also holds the unavoidable ones."""
+
+    sites: list[Site]
+    trips: list[RoundTrip]
+    all_sites: list[Site]
+    view: ProfileView | None
+    window: float
+    policy: dict[str, Any]
+
+
+def _scan(ctx: AnalysisContext) -> _Scan:
+    rules = ctx.rules
+    fm = Formats(rules)
+    ops = ctx.profile.ops
+    max_hops, max_between = int(rules["max_hops"]), int(rules["roundtrip_max_between"])
+    view = ProfileView(ops, fm) if len(ops) else None
+    prof_trips, trip_rows = profile_roundtrips(view, fm, max_between) if view is not None else ([], None)
+    if ctx.graph is not None:
+        gsites = graph_sites(ctx.graph, fm, max_hops)
+        prof_sites = profile_sites(view, fm, max_hops) if view is not None else []
+        _attach_times(gsites, prof_sites)
+        in_graph = {s.name for s in gsites}
+        trips = graph_roundtrips(ctx.graph, fm, max_between)
+        _attach_trip_times(trips, prof_sites)
+        trips += [t for t in prof_trips if t.first not in in_graph]
+        in_trips = {n for t in trips for n in (t.first, t.second)}
+        # conversions the graph does not hold (e.g. single-op launches): the profile's classification
+        extra = profile_sites(view, fm, max_hops, trip_rows) if view is not None else []
+        sites = [x for x in gsites if x.name not in in_trips] + [x for x in extra if x.name not in in_graph]
+        all_sites = gsites + [x for x in prof_sites if x.name not in in_graph]
+    else:
+        all_sites = profile_sites(view, fm, max_hops) if view is not None else []
+        sites = profile_sites(view, fm, max_hops, trip_rows) if view is not None else []
+        trips = prof_trips
+        if all_sites:
+            ctx.note("transdata: no model graph (--graph); conversions were traced to the neighbouring ops on the "
+                     "same stream, confirmed by tensor shapes")
+    return _Scan(sites, trips, all_sites, view, window_us(ctx.profile) if len(ops) else 0.0,
+                 _format_policy(ctx, view, all_sites))
+
+
 class TransDataKB(KnowledgeBase):
+    """Causes: each TransData site (by category and the op type forcing it) and each kind of round trip; the
+    conversion count is their symptom. A conversion row is claimed by one cause only."""
+
     id = "transdata"
     title = "TransData format conversions"
-    version = "1.0.0"
+    version = "1.1.0"
     api_version = "1"
     requires = ()
     requires_any = ("ops", "graph")
     rules_file = "transdata"
-    rules = (
-        RuleDoc(
-            id="transdata.count",
-            title="Too many format conversions (TransData)",
-            what="Counts the format-conversion ops (TransData, and Transpose ops GE inserted for layout) per "
-                 "step -- or distinct conversion sites when the profile has no steps -- and their share of device "
-                 "busy time, and lists each with its category and the op that forces it. Fires above max_count "
-                 "(msprof rule_transData_1: 2), or when avoidable conversions (not Other_Transform) exceed "
-                 "max_share of device busy time.",
-            why="A TransData moves the whole tensor through memory without computing anything; a few are "
-                "unavoidable (model input/output, weights), more than that usually means a format chain is broken "
-                "by one op. msprof's own summary only says 'please check and reduce the transData'.",
-            how_to_fix="Follow the category findings (transdata.unsupported-format, transdata.reshape-interrupts, "
-                       "transdata.5hd-nz, transdata.roundtrip): each names the op to change. Other_Transform "
-                       "conversions (input, output, weights) are expected and need no action.",
-            thresholds=("max_count", "max_share", "saving_fraction", *_THRESHOLDS_COMMON),
-            needs=("ops",),
-        ),
-        RuleDoc(
-            id="transdata.unsupported-format",
-            title="Op without a 5HD/NZ implementation forces conversions (Ops_Not_Support_Heavy_Format)",
-            what="TransData whose consumer (private -> plain) or producer (plain -> private) is a compute op "
-                 "working in ND/NCHW between private-format ops, found in the graph (walking through Cast) or, "
-                 "without a graph, as the adjacent op on the same stream whose tensor shape matches.",
-            why="Every such op costs a conversion into and out of the plain format around it; replacing it with "
-                "an op that has an NC1HWC0/FRACTAL_NZ kernel removes both.",
-            how_to_fix="Replace the named op with one that supports NC1HWC0/FRACTAL_NZ, or move it before the "
-                       "first / after the last private-format op. Elementwise ops (Relu, Add, Mul...) support every "
-                       "format: their plain placement comes from the format policy -- in PyTorch eager mode set "
-                       "torch.npu.config.allow_internal_format as the finding says; in a graph keep the op's other "
-                       "inputs the same rank/format so the format propagates.",
-            thresholds=("saving_fraction", "format_agnostic_types", "boundary_types", *_THRESHOLDS_COMMON),
-            needs=("ops", "graph"),
-        ),
-        RuleDoc(
-            id="transdata.reshape-interrupts",
-            title="Reshape/Flatten/Transpose between private-format ops (Reshape_Ops_Interrupts_Format)",
-            what="TransData forced by a view op (Reshape, Flatten, Transpose, Squeeze...) that sits between two "
-                 "ops working in private formats.",
-            why="View ops run on plain layouts, so the tensor goes private -> ND -> view -> ND -> private.",
-            how_to_fix="Remove the view between the convs or move it after the last one (e.g. flatten once "
-                       "before the classifier); in PyTorch make the tensor contiguous with .contiguous() right "
-                       "after a permute/transpose so later ops do not re-convert it.",
-            thresholds=("reshape_types", "saving_fraction", *_THRESHOLDS_COMMON),
-            needs=("ops", "graph"),
-        ),
-        RuleDoc(
-            id="transdata.5hd-nz",
-            title="Conversion between NC1HWC0 and FRACTAL_NZ (Transform_Between_5HD_And_NZ)",
-            what="TransData converting a feature map between the conv format (5HD) and the matmul format (NZ), "
-                 "directly or through a plain format.",
-            why="The chain switches private format, usually at a conv -> MatMul/Gemm boundary, costing one or two "
-                "full-tensor conversions.",
-            how_to_fix="Keep one private format along the chain: e.g. express the fully connected layer after a "
-                       "conv as a 1x1 Conv2D (stays in NC1HWC0), or keep the matmul chain in ND/NZ end to end.",
-            thresholds=("format_families", "saving_fraction", *_THRESHOLDS_COMMON),
-            needs=("ops", "graph"),
-        ),
-        RuleDoc(
-            id="transdata.roundtrip",
-            title="Redundant format round trip (A -> B -> A)",
-            what="Two conversions that undo each other: X -> Y followed by Y -> X with nothing, pass-through ops or "
-                 "elementwise ops between (e.g. NC1HWC0 -> NCHW -> Relu -> NC1HWC0, or a TransData pair that "
-                 "cancels), found on graph edges or consecutive profile rows with matching shapes.",
-            why="Both conversions are pure overhead: the ops between them could run in the outer format.",
-            how_to_fix="Keep the tensor in the outer format: remove the cancelling pair (ONNX: `advisor fix "
-                       "--apply remove-roundtrips`), let the elementwise ops between run in the private format "
-                       "(PyTorch eager: torch.npu.config.allow_internal_format), keep formats consistent.",
-            thresholds=("roundtrip_max_between", "format_agnostic_types", *_THRESHOLDS_COMMON),
-            needs=("ops", "graph"),
-        ),
-    )
 
-    def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
+    def _scan(self, ctx: AnalysisContext) -> _Scan:
+        if getattr(self, "_cached", None) is None:
+            self._cached = _scan(ctx)
+        return self._cached
+
+    @rule(RuleDoc(
+        id="transdata.unsupported-format",
+        title="Op without a 5HD/NZ implementation forces conversions (Ops_Not_Support_Heavy_Format)",
+        what="TransData whose consumer (private -> plain) or producer (plain -> private) is a compute op working in "
+             "ND/NCHW between private-format ops, found in the graph (walking through {transparent_types}) or, "
+             "without a graph, as the adjacent op on the same stream whose tensor shape matches. One finding per "
+             "forcing op type.",
+        why="Every such op costs a conversion into and out of the plain format around it; replacing it with an op "
+            "that has an NC1HWC0/FRACTAL_NZ kernel removes both ({saving_fraction.Ops_Not_Support_Heavy_Format} "
+            "of their time is counted).",
+        how_to_fix="Replace the named op with one that supports NC1HWC0/FRACTAL_NZ, or move it before the first / "
+                   "after the last private-format op. Elementwise ops ({format_agnostic_types}) support every "
+                   "format: their plain placement comes from the format policy -- in a graph keep the op's other "
+                   "inputs the same rank/format so the format propagates; in torch_npu eager mode either compile "
+                   "the model with torchair (graph mode keeps private formats along the chain) or, where private "
+                   "formats are kept and leak into ops without a 5HD/NZ kernel, set "
+                   "torch.npu.config.allow_internal_format = False, as the finding says.",
+        thresholds=("saving_fraction", "format_agnostic_types", "boundary_types", "confidence",
+                    *_THRESHOLDS_COMMON),
+        needs=("ops", "graph"),
+        role="cause",
+    ))
+    @rule(RuleDoc(
+        id="transdata.reshape-interrupts",
+        title="Reshape/Flatten/Transpose between private-format ops (Reshape_Ops_Interrupts_Format)",
+        what="TransData forced by a view op ({reshape_types}) that sits between two ops working in private formats. "
+             "One finding per view op type.",
+        why="View ops run on plain layouts, so the tensor goes private -> ND -> view -> ND -> private "
+            "({saving_fraction.Reshape_Ops_Interrupts_Format} of the conversions' time is counted).",
+        how_to_fix="Remove the view between the convs or move it after the last one (e.g. flatten once before the "
+                   "classifier) in the model; in PyTorch code make the tensor contiguous with .contiguous() right "
+                   "after a permute/transpose so later ops do not re-convert it.",
+        thresholds=("reshape_types", "saving_fraction", "confidence", *_THRESHOLDS_COMMON),
+        needs=("ops", "graph"),
+        role="cause",
+    ))
+    @rule(RuleDoc(
+        id="transdata.5hd-nz",
+        title="Conversion between NC1HWC0 and FRACTAL_NZ (Transform_Between_5HD_And_NZ)",
+        what="TransData converting a feature map between the conv format (5HD) and the matmul format (NZ), "
+             "directly or through a plain format. One finding per op type that wants the other format.",
+        why="The chain switches private format, usually at a conv -> MatMul/Gemm boundary, costing one or two "
+            "full-tensor conversions; at best one direct conversion remains "
+            "({saving_fraction.Transform_Between_5HD_And_NZ} of their time is counted).",
+        how_to_fix="Keep one private format along the chain: e.g. express the fully connected layer after a conv as "
+                   "a 1x1 Conv2D (stays in NC1HWC0), or keep the matmul chain in ND/NZ end to end.",
+        thresholds=("format_families", "saving_fraction", "confidence", *_THRESHOLDS_COMMON),
+        needs=("ops", "graph"),
+        role="cause",
+    ))
+    def check_sites(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        scan = self._scan(ctx)
+        groups: dict[tuple[str, str], list[Site]] = defaultdict(list)
+        for x in scan.sites:
+            if x.category in CATEGORY_RULES:
+                groups[(x.category, x.forcing_type or "")].append(x)
+        order = sorted(groups.items(), key=lambda kv: -sum(x.total_us for x in kv[1]))
+        for (category, forcing_type), sites in order:
+            yield self._site_finding(ctx, scan, category, forcing_type, sites)
+
+    def _site_finding(self, ctx: AnalysisContext, scan: _Scan, category: str, forcing_type: str,
+                      sites: list[Site]) -> Finding:
         rules = ctx.rules
-        fm = Formats(rules)
-        ops = ctx.profile.ops
-        levels = rules.get("severity", {})
-        busy = device_busy_us(ctx.profile)
-        max_hops = int(rules.get("max_hops", 3))
-        max_between = int(rules.get("roundtrip_max_between", 3))
-
-        view = ProfileView(ops, fm) if len(ops) else None
-        prof_sites = profile_sites(view, fm, max_hops) if view is not None else []
-        if ctx.graph is not None:
-            sites = graph_sites(ctx.graph, fm, max_hops)
-            _attach_times(sites, prof_sites)
-            in_graph = {s.name for s in sites}
-            # conversions the graph does not hold (e.g. single-op launches): keep the profile's classification
-            sites += [s for s in prof_sites if s.name not in in_graph]
-            trips = graph_roundtrips(ctx.graph, fm, max_between)
-            _attach_trip_times(trips, prof_sites)
-            trips += [t for t in (profile_roundtrips(view, fm, max_between) if view is not None else [])
-                      if t.first not in in_graph]
-        else:
-            sites = prof_sites
-            trips = profile_roundtrips(view, fm, max_between) if view is not None else []
-            if sites:
-                ctx.note("transdata: no model graph (--graph); conversions were traced to the neighbouring ops "
-                         "on the same stream, confirmed by tensor shapes")
-        if not sites:
-            return []
-        eager = _eager_policy(ctx, view, sites)
-        fractions = rules.get("saving_fraction", {})
-        findings: list[Finding] = []
-        cat_saving = _category_savings(sites, fractions)
-        trip_saving = _trip_savings(trips)
-        findings += self._count(ctx, sites, view, busy, levels, rules, cat_saving, trip_saving)
-        for category, rule_id in CATEGORY_RULES.items():
-            chosen = [s for s in sites if s.category == category]
-            if chosen:
-                findings.append(self._category(ctx, rule_id, category, chosen, busy, levels, fractions, eager))
-        if trips:
-            findings.append(self._roundtrip(ctx, trips, busy, levels, eager, sites))
-        return findings
-
-    # -- transdata.count ----------------------------------------------------------------------------------
-    def _count(self, ctx: AnalysisContext, sites: list[Site], view: ProfileView | None, busy: float,
-               levels: Mapping[str, float], rules: Mapping[str, Any], cat_saving: dict[str, float],
-               trip_saving: dict[str, float]) -> list[Finding]:
-        total_us = sum(s.total_us for s in sites)
-        share = total_us / busy if busy else 0.0
-        avoidable_us = sum(s.total_us for s in sites if s.category != OTHER)
-        avoidable_share = avoidable_us / busy if busy else 0.0
-        count, basis = _count_conversions(view, sites)
-        max_count = int(rules.get("max_count", 2))
-        # the share trigger counts only conversions a fix can remove: a small model's input/output
-        # conversions may be a large share without anything to do
-        if count <= max_count and avoidable_share <= float(rules.get("max_share", 1.0)):
-            return []
-        by_op = {op: max(cat_saving.get(op, 0.0), trip_saving.get(op, 0.0))
-                 for op in set(cat_saving) | set(trip_saving)}
-        by_op = {k: v for k, v in by_op.items() if v > 0}
-        saving = sum(by_op.values())
-        cats: dict[str, int] = defaultdict(int)
-        for s in sites:
-            cats[s.category] += 1
-        rows = [[s.name, f"{s.src}->{s.dst}", s.category, _forcing(s), s.tasks, round(s.total_us, 3)]
-                for s in sorted(sites, key=lambda s: -s.total_us)]
-        names = list(dict.fromkeys(s.name for s in sites))
-        timed = view is not None and total_us > 0
-        summary = ", ".join(f"{n} {c}" for c, n in sorted(cats.items(), key=lambda x: -x[1]))
-        return [ctx.finding(
-            rule="transdata.count",
-            title=f"{count} format conversions ({basis})" + (f", {pct(share)} of device time" if timed else ""),
-            severity=severity_for(saving / busy if busy else 0.0, levels) if timed else "info",
-            ops=names,
-            evidence={"count": count, "count_basis": basis, "max_count": max_count, "transdata_us": total_us,
-                      "share_of_device_time": share, "avoidable_us": avoidable_us,
-                      "avoidable_share": avoidable_share, "device_busy_us": busy, "categories": dict(cats),
-                      "table": table(["op", "conversion", "category", "forced by", "tasks", "total_us"], rows)},
-            estimated_saving_us=saving,
-            basis="sum over conversions of the time their category's fix removes (saving_fraction per category; "
-                  "round trips: both ops); Other_Transform conversions count as unavoidable",
-            recommendation=f"Conversions by category: {summary}. Work through the category findings; conversions "
-                           "of the model input/output and of weights are expected.",
-            confidence=0.8,
-            saving_by_op=by_op,
-        )]
-
-    # -- category findings ------------------------------------------------------------------------------
-    def _category(self, ctx: AnalysisContext, rule_id: str, category: str, sites: list[Site], busy: float,
-                  levels: Mapping[str, float], fractions: Mapping[str, float], eager: dict[str, Any]) -> Finding:
-        frac = float(fractions.get(category, 0.0))
+        frac = float(rules["saving_fraction"][category])
         by_op: dict[str, float] = defaultdict(float)
-        for s in sites:
-            by_op[s.name] += s.total_us * frac
+        for x in sites:
+            by_op[x.name] += x.total_us * frac
         saving = sum(by_op.values())
         forcing: dict[str, list[str]] = defaultdict(list)
-        for s in sites:
-            if s.forcing_op:
-                key = f"{s.forcing_type}"
-                if s.forcing_op not in forcing[key]:
-                    forcing[key].append(s.forcing_op)
-        rows = [[s.name, f"{s.src}->{s.dst}", _forcing(s), s.forcing_format or "", s.reason, s.tasks,
-                 round(s.total_us, 3), round(s.total_us * frac, 3)] for s in sorted(sites, key=lambda s: -s.total_us)]
-        timed = any(s.total_us > 0 for s in sites)
-        recommendation, fix = _category_advice(category, sites, forcing, eager)
+        for x in sites:
+            if x.forcing_op and x.forcing_op not in forcing[str(x.forcing_type)]:
+                forcing[str(x.forcing_type)].append(x.forcing_op)
+        rows = [[x.name, f"{x.src}->{x.dst}", _forcing(x), x.forcing_format or "", x.reason, x.tasks,
+                 round(x.total_us, 3), round(x.total_us * frac, 3)] for x in sorted(sites, key=lambda x: -x.total_us)]
+        total = sum(x.total_us for x in sites)
+        timed = total > 0
+        recommendation, fix = _site_advice(ctx, scan, category, sites, forcing)
+        what = f"forced by {forcing_type}" if forcing_type else "at a 5HD/NZ boundary"
         return ctx.finding(
-            rule=rule_id,
-            title=f"{len(sites)} TransData {category}" + (f" ({sum(s.total_us for s in sites):.1f} us)" if timed else ""),
-            severity=severity_for(saving / busy, levels) if busy and timed else "info",
-            ops=list(dict.fromkeys(s.name for s in sites)),
-            evidence={"category": category, "forcing_ops": {k: v for k, v in forcing.items()},
-                      "transdata_us": sum(s.total_us for s in sites), "saving_fraction": frac,
+            rule=CATEGORY_RULES[category],
+            title=f"{len(sites)} TransData {what} ({category})" + (f": {total:.1f} us of conversions" if timed else ""),
+            severity=severity_for(saving / scan.window, rules["severity"]) if scan.window and timed else "info",
+            ops=list(dict.fromkeys(x.name for x in sites)),
+            evidence={"category": category, "forcing_type": forcing_type or None, "forcing_ops": dict(forcing),
+                      "transdata_us": total, "saving_fraction": frac, "context": context_of(ctx),
                       "table": table(["transdata", "conversion", "forced by", "its format", "why", "tasks",
                                       "total_us", "saving_us"], rows)},
             estimated_saving_us=saving,
-            basis=f"{frac:.0%} of the conversions' measured time (saving_fraction.{category})"
-                  if timed else "no timing (graph only)",
+            basis=f"{frac:.0%} of the conversions' measured time (saving_fraction.{category}); each conversion "
+                  "counted by one finding" if timed else "no timing (graph only)",
             recommendation=recommendation,
             fix=fix,
-            confidence=min(s.confidence for s in sites),
+            confidence=min(float(rules["confidence"][x.basis]) for x in sites),
             saving_by_op={k: v for k, v in by_op.items() if v > 0},
         )
 
-    # -- transdata.roundtrip ------------------------------------------------------------------------------
-    def _roundtrip(self, ctx: AnalysisContext, trips: list[RoundTrip], busy: float, levels: Mapping[str, float],
-                   eager: dict[str, Any], sites: list[Site]) -> Finding:
+    @rule(RuleDoc(
+        id="transdata.roundtrip",
+        title="Redundant format round trip (A -> B -> A)",
+        what="Two conversions that undo each other: X -> Y followed by Y -> X with nothing, pass-through ops or "
+             "elementwise ops between (at most {roundtrip_max_between}; e.g. NC1HWC0 -> NCHW -> Relu -> NC1HWC0, "
+             "or a TransData pair that cancels), found on graph edges or consecutive profile rows with matching "
+             "shapes. One finding for the pairs that cancel outright, one per kind of op between.",
+        why="Both conversions are pure overhead: the ops between them could run in the outer format.",
+        how_to_fix="Keep the tensor in the outer format: remove what makes the pair (in an ONNX model `advisor fix "
+                   "--apply remove-roundtrips` removes cancelling Cast/Transpose/Reshape pairs), let the elementwise "
+                   "ops between run in the private format (graph: keep their other inputs the same rank/format; "
+                   "torch_npu eager: compile with torchair), keep formats consistent.",
+        thresholds=("roundtrip_max_between", "format_agnostic_types", "confidence", *_THRESHOLDS_COMMON),
+        needs=("ops", "graph"),
+        role="cause",
+    ))
+    def check_roundtrips(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        scan = self._scan(ctx)
+        groups: dict[tuple[str, ...], list[RoundTrip]] = defaultdict(list)
+        for t in scan.trips:
+            groups[tuple(sorted({ty for _, ty in t.between}))].append(t)
+        for between, trips in sorted(groups.items(), key=lambda kv: -sum(t.saving_us for t in kv[1])):
+            yield self._roundtrip(ctx, scan, between, trips)
+
+    def _roundtrip(self, ctx: AnalysisContext, scan: _Scan, between: tuple[str, ...],
+                   trips: list[RoundTrip]) -> Finding:
         by_op = _trip_savings(trips)
         saving = sum(by_op.values())
         rows = [[t.first, t.second, f"{t.outer}->{t.inner}->{t.outer}",
-                 " > ".join(f"{n} ({ty})" for n, ty in t.between) or "(nothing)", "yes" if t.exact else "no (shape differs)",
-                 t.occurrences, round(t.saving_us, 3)] for t in sorted(trips, key=lambda t: -t.saving_us)]
+                 " > ".join(f"{n} ({ty})" for n, ty in t.between) or "(nothing)",
+                 "yes" if t.exact else "no (shape differs)", t.occurrences, round(t.saving_us, 3)]
+                for t in sorted(trips, key=lambda t: -t.saving_us)]
         ops = list(dict.fromkeys([n for t in trips for n in (t.first, t.second)]))
-        middle = sorted({ty for t in trips for _, ty in t.between})
         timed = saving > 0
-        onnx_source = _from_onnx(ctx.graph)
-        empty = all(not t.between for t in trips)
-        if eager.get("eager"):
-            fix = _eager_fix(eager)
-        elif empty and onnx_source:
-            fix = Fix("onnx-rewrite", "remove the cancelling conversion pairs from the ONNX model",
-                      {"rule": "remove-roundtrips"}, "advisor fix model.onnx --apply remove-roundtrips -o fixed.onnx")
-        else:
-            fix = Fix("code", "keep the tensor in its outer format across " + (", ".join(middle) or "the pair"),
-                      {"ops": ops, "between_types": middle,
-                       "snippet": "# keep the ops between the conversions in the private format: avoid broadcasting "
-                                  "an ND constant/tensor of another rank into them, or move them after the chain"})
-        bare = sum(1 for t in trips if not t.between)
-        parts = []
-        if bare:
-            parts.append(f"{bare} with nothing between (the pair cancels: remove it)")
-        if len(trips) - bare:
-            parts.append(f"{len(trips) - bare} with only elementwise ops between ({', '.join(middle)}), which have "
-                         f"kernels for every format, so the tensor can stay in {trips[0].outer}")
-        rec = (f"{len(trips)} round trip(s) convert a tensor and convert it straight back: " + "; ".join(parts) + ". "
-               + (_eager_text(eager) if eager.get("eager") else ""))
+        rec, fix = _roundtrip_advice(ctx, scan, between, trips, ops)
+        what = f"around {', '.join(between)}" if between else "that cancel"
+        spent = sum(t.first_us + t.second_us for t in trips)
         return ctx.finding(
             rule="transdata.roundtrip",
-            title=f"{len(trips)} redundant format round trip(s)" + (f" ({saving:.1f} us)" if timed else ""),
-            severity=severity_for(saving / busy, levels) if busy and timed else "info",
+            title=f"{len(trips)} format round trip(s) {what}" + (f": {spent:.1f} us of conversions" if timed else ""),
+            severity=severity_for(saving / scan.window, ctx.rules["severity"]) if scan.window and timed else "info",
             ops=ops,
-            evidence={"round_trips": len(trips), "table": table(
-                ["first", "second", "formats", "between", "exact inverse", "occurrences", "saving_us"], rows)},
+            evidence={"round_trips": len(trips), "between_types": list(between), "context": context_of(ctx),
+                      "table": table(["first", "second", "formats", "between", "exact inverse", "occurrences",
+                                      "saving_us"], rows)},
             estimated_saving_us=saving,
             basis="both conversions' measured time for exact inverses; the cheaper one when the shapes differ "
                   "(a direct conversion would remain)" if timed else "no timing (graph only)",
             recommendation=rec,
             fix=fix,
-            confidence=0.85,
+            confidence=float(ctx.rules["confidence"]["roundtrip"]),
             saving_by_op=by_op,
+        )
+
+    @rule(RuleDoc(
+        id="transdata.count",
+        title="Too many format conversions (TransData)",
+        what="Counts the format-conversion ops ({format_op_types}, and Transpose ops GE inserted for layout) per "
+             "step -- or distinct conversion sites when the profile has no steps -- and lists each with its "
+             "category and the op that forces it. Fires above {max_count} (msprof rule_transData_1: 2), or when "
+             "avoidable conversions (not Other_Transform) exceed {max_share} of the analyzed time, and only when "
+             "some conversion is avoidable. Named on the avoidable conversions, so the site and round-trip "
+             "findings on them explain it; a count carries no saving of its own (theirs is counted once).",
+        why="A TransData moves the whole tensor through memory without computing anything; a few are unavoidable "
+            "(model input/output, weights), more than that usually means a format chain is broken by one op. "
+            "msprof's own summary only says 'please check and reduce the transData'.",
+        how_to_fix="Follow the site and round-trip findings (transdata.unsupported-format, "
+                   "transdata.reshape-interrupts, transdata.5hd-nz, transdata.roundtrip): each names the op to "
+                   "change. Other_Transform conversions (input, output, weights) are expected and need no action.",
+        thresholds=("max_count", "max_share", "saving_fraction", "confidence", *_THRESHOLDS_COMMON),
+        needs=("ops",),
+        role="symptom",
+    ))
+    def check_count(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        scan = self._scan(ctx)
+        rules = ctx.rules
+        fractions = rules["saving_fraction"]
+        claimed: dict[str, float] = defaultdict(float)
+        for x in scan.sites:
+            if x.category in CATEGORY_RULES:
+                claimed[x.name] += x.total_us * float(fractions[x.category])
+        for op, us in _trip_savings(scan.trips).items():
+            claimed[op] += us
+        names = list(dict.fromkeys([x.name for x in scan.sites if x.category in CATEGORY_RULES]
+                                   + [n for t in scan.trips for n in (t.first, t.second)]))
+        if not names:
+            return
+        window = scan.window
+        all_sites = scan.all_sites
+        total_us = sum(x.total_us for x in all_sites)
+        avoidable_us = sum(claimed.values())
+        avoidable_share = avoidable_us / window if window else 0.0
+        count, basis = _count_conversions(scan.view, all_sites)
+        if count <= int(rules["max_count"]) and avoidable_share <= float(rules["max_share"]):
+            return
+        cats: dict[str, int] = defaultdict(int)
+        for x in all_sites:
+            cats[x.category] += 1
+        rows = [[x.name, f"{x.src}->{x.dst}", x.category, _forcing(x), x.tasks, round(x.total_us, 3)]
+                for x in sorted(all_sites, key=lambda x: -x.total_us)]
+        timed = scan.view is not None and total_us > 0
+        summary = ", ".join(f"{n} {c}" for c, n in sorted(cats.items(), key=lambda x: -x[1]))
+        yield ctx.finding(
+            rule="transdata.count",
+            title=f"{count} format conversions ({basis})" + (f", {pct(total_us / window)} of the analyzed time"
+                                                              if timed and window else ""),
+            severity="info",
+            ops=names,
+            evidence={"count": count, "count_basis": basis, "max_count": int(rules["max_count"]),
+                      "transdata_us": total_us, "share_of_window": total_us / window if window else 0.0,
+                      "avoidable_us": avoidable_us, "avoidable_share": avoidable_share, "window_us": window,
+                      "categories": dict(cats),
+                      "table": table(["op", "conversion", "category", "forced by", "tasks", "total_us"], rows)},
+            estimated_saving_us=0.0,
+            basis="a count, not a saving: the site and round-trip findings on these conversions carry the time "
+                  f"their fixes recover ({avoidable_us:.1f} us in all, each conversion counted once); "
+                  "Other_Transform conversions count as unavoidable",
+            recommendation=f"Conversions by category: {summary}. The site and round-trip findings name what forces "
+                           "the avoidable ones; conversions of the model input/output and of weights are expected.",
+            confidence=float(rules["confidence"]["count"]),
         )
 
 
@@ -880,13 +918,6 @@ def _attach_trip_times(trips: list[RoundTrip], prof_sites: list[Site]) -> None:
         t.occurrences = max(n1, n2, 1)
 
 
-def _category_savings(sites: list[Site], fractions: Mapping[str, float]) -> dict[str, float]:
-    out: dict[str, float] = defaultdict(float)
-    for s in sites:
-        out[s.name] += s.total_us * float(fractions.get(s.category, 0.0))
-    return out
-
-
 def _trip_savings(trips: list[RoundTrip]) -> dict[str, float]:
     out: dict[str, float] = defaultdict(float)
     for t in trips:
@@ -910,46 +941,6 @@ def _count_conversions(view: ProfileView | None, sites: list[Site]) -> tuple[int
     return len(distinct), "distinct sites"
 
 
-def _eager_policy(ctx: AnalysisContext, view: ProfileView | None, sites: list[Site]) -> dict[str, Any]:
-    """Is this a PyTorch eager (single-op) profile, and which private-format policy does it show?
-
-    Weights converted to FRACTAL_Z at run time together with conv outputs sent back to NCHW for elementwise
-    ops mean private formats are not kept between ops (``allow_internal_format`` is off): the suggestion is
-    then to turn it on; otherwise the documented fix (off) applies.
-    """
-    out: dict[str, Any] = {"eager": False}
-    if ctx.graph is not None or view is None or not view.conv.any():
-        return out
-    if not (ctx.profile.meta.layout or "").startswith("torch_npu"):
-        return out
-    if view.df.loc[view.conv, "model_id"].notna().any():
-        return out  # graph mode (torchair): model ids are set
-    out["eager"] = True
-    weights = any(s.weight and s.tasks > 0 for s in sites)
-    agnostic = any(s.category in (NOT_SUPPORT, PAIR) and (s.agnostic or s.category == PAIR) for s in sites)
-    out["allow_internal_format"] = bool(weights and agnostic)
-    return out
-
-
-def _eager_text(eager: Mapping[str, Any]) -> str:
-    value = eager.get("allow_internal_format")
-    if value is True:
-        return ("In this PyTorch eager profile the weights are converted to FRACTAL_Z on every step and every conv "
-                "output goes back to NCHW, i.e. private formats are not kept between ops: try "
-                "torch.npu.config.allow_internal_format = True so weights and activations stay in "
-                "FRACTAL_Z/NC1HWC0 between ops that support them, and measure.")
-    return ("In PyTorch eager mode set torch.npu.config.allow_internal_format = False so private formats do not "
-            "leak into ops without a 5HD/NZ kernel, and measure (True keeps weights/activations in private formats "
-            "instead; which setting wins depends on the model).")
-
-
-def _eager_fix(eager: Mapping[str, Any]) -> Fix:
-    value = bool(eager.get("allow_internal_format", False))
-    return Fix("code", f"set torch.npu.config.allow_internal_format = {value} (PyTorch eager) and re-profile",
-               {"setting": "torch.npu.config.allow_internal_format", "value": value,
-                "snippet": f"import torch_npu\ntorch.npu.config.allow_internal_format = {value}"})
-
-
 def _from_onnx(graph: ModelGraph | None) -> bool:
     if graph is None:
         return False
@@ -960,39 +951,116 @@ def _from_onnx(graph: ModelGraph | None) -> bool:
     return fw in ("5", "Onnx", "ONNX") or "--framework=5" in cmd
 
 
-def _category_advice(category: str, sites: list[Site], forcing: Mapping[str, list[str]],
-                     eager: Mapping[str, Any]) -> tuple[str, Fix]:
-    names = ", ".join(f"{t}: {', '.join(ops[:3])}{' ...' if len(ops) > 3 else ''}" for t, ops in forcing.items())
+# ---------------------------------------------------------------------------------------------------------
+# advice, fitted to the run (advisor.toolkit.advice)
+# ---------------------------------------------------------------------------------------------------------
+_TORCHAIR = ("import torchair\nfrom torchair.configs.compiler_config import CompilerConfig\n"
+             "npu_backend = torchair.get_npu_backend(compiler_config=CompilerConfig())\n"
+             "model = torch.compile(model, backend=npu_backend)  # GE keeps private formats along the chain")
+
+
+def _format_policy(ctx: AnalysisContext, view: ProfileView | None, sites: list[Site]) -> dict[str, Any]:
+    """How a torch_npu eager run treats private formats, read from its conversions: weights converted to
+    FRACTAL_Z at run time mean private formats are not kept between ops; none means they are kept (and may leak
+    into ops without a 5HD/NZ kernel)."""
+    if context_of(ctx) != "torch-eager" or view is None:
+        return {"eager": False}
+    return {"eager": True, "internal_kept": not any(x.weight and x.tasks > 0 for x in sites)}
+
+
+def _torchair_fix(why: str) -> tuple[str, Fix]:
+    rec = (f"{why} In torch_npu eager mode each op takes and returns its own layout, so these conversions stay; "
+           "compiled with torchair (graph mode), GE keeps the private format along the chain and drops them.")
+    return rec, Fix("code", "compile the model with torchair (graph mode) so GE keeps private formats between ops",
+                    {"snippet": _TORCHAIR})
+
+
+def _internal_format_off(why: str) -> tuple[str, Fix]:
+    rec = (f"{why} This eager run keeps private formats between ops and they reach ops without a 5HD/NZ kernel: "
+           "set torch.npu.config.allow_internal_format = False so tensors stay in plain formats between ops, and "
+           "measure.")
+    return rec, Fix("code", "set torch.npu.config.allow_internal_format = False (torch_npu eager) and re-profile",
+                    {"setting": "torch.npu.config.allow_internal_format", "value": False,
+                     "snippet": "import torch_npu\ntorch.npu.config.allow_internal_format = False"})
+
+
+def _names(forcing: Mapping[str, list[str]]) -> str:
+    return "; ".join(f"{t}: {', '.join(ops[:3])}{' ...' if len(ops) > 3 else ''}" for t, ops in forcing.items())
+
+
+def _site_advice(ctx: AnalysisContext, scan: _Scan, category: str, sites: list[Site],
+                 forcing: Mapping[str, list[str]]) -> tuple[str, Fix]:
+    fam = family(ctx)
+    policy = scan.policy
+    names = _names(forcing)
+    model = "in the model before ATC conversion" if fam == "om" else "in the model"
     if category == NOT_SUPPORT:
-        agnostic = [s for s in sites if s.agnostic]
-        rec = (f"These ops run in a plain format between private-format ops and force the conversions: {names}. "
-               "Replace them with ops that have an NC1HWC0/FRACTAL_NZ kernel, or move them before the first / after "
-               "the last private-format op. ")
+        agnostic = all(x.agnostic for x in sites)
+        why = (f"These ops run in a plain format between private-format ops and force the conversions: {names}.")
+        if policy.get("eager"):
+            if agnostic or not policy.get("internal_kept"):
+                return _torchair_fix(why + (" They are elementwise ops with kernels for every format." if agnostic
+                                            else ""))
+            return _internal_format_off(why)
         if agnostic:
-            rec += ("Elementwise ops among them support every format: their plain placement comes from the format "
-                    "policy, not from a missing kernel. ")
-        if eager.get("eager"):
-            rec += _eager_text(eager)
-            return rec, _eager_fix(eager)
+            rec = (f"{why} They are elementwise ops with kernels for every format: their plain placement comes from "
+                   "their other inputs -- keep those the same rank and format (no ND constant or tensor of another "
+                   f"rank broadcast into them) {model} so the private format propagates through them.")
+            return rec, Fix("code", f"let {', '.join(forcing)} run in the private format",
+                            {"forcing_ops": dict(forcing),
+                             "snippet": "# give the elementwise op inputs of the same rank/format (e.g. a (1,C,1,1) "
+                                        "constant instead of a (C,) vector) so it runs in NC1HWC0"})
+        rec = (f"{why} Replace them {model} with ops that have an NC1HWC0/FRACTAL_NZ kernel, or move them before "
+               "the first / after the last private-format op.")
         return rec, Fix("code", f"replace or move the ops forcing plain formats ({', '.join(forcing)})",
                         {"forcing_ops": dict(forcing),
                          "snippet": "# replace the op with one supporting NC1HWC0/FRACTAL_NZ or move it out of the "
                                     "conv/matmul chain; keep its other inputs 4D so the format propagates"})
     if category == RESHAPE:
-        rec = (f"View ops between private-format ops force conversions out and back: {names}. Remove the view "
-               "between the convs or move it after the last one (e.g. flatten once before the classifier); in "
-               "PyTorch call .contiguous() right after permute/transpose so later ops do not re-convert.")
+        why = f"View ops between private-format ops force conversions out and back: {names}."
+        if policy.get("eager") and policy.get("internal_kept"):
+            return _internal_format_off(why)
+        rec = (f"{why} Remove the view between the convs or move it after the last one {model} (e.g. flatten once "
+               "before the classifier)"
+               + ("; call .contiguous() right after permute/transpose so later ops do not re-convert." if fam == "torch"
+                  else "."))
+        snippet = ("x = x.permute(0, 2, 3, 1).contiguous()  # materialize once, or reshape after the last conv"
+                   if fam == "torch" else "# move the Reshape/Flatten/Transpose after the last conv of the chain")
         return rec, Fix("code", f"move or remove the view ops ({', '.join(forcing)}) between private-format ops",
-                        {"forcing_ops": dict(forcing),
-                         "snippet": "x = x.permute(0, 2, 3, 1).contiguous()  # materialize once, or reshape after the "
-                                    "last conv instead of between convs"})
+                        {"forcing_ops": dict(forcing), "snippet": snippet})
     rec = (f"The tensor switches between NC1HWC0 and FRACTAL_NZ ({names or 'conv -> matmul boundary'}). Keep one "
-           "private format along the chain: express the fully connected layer after a conv as a 1x1 Conv2D (stays in "
-           "NC1HWC0), or keep the matmul chain in ND/NZ end to end.")
+           f"private format along the chain {model}: express the fully connected layer after a conv as a 1x1 Conv2D "
+           "(stays in NC1HWC0), or keep the matmul chain in ND/NZ end to end.")
+    snippet = ("fc = nn.Conv2d(in_features, out_features, kernel_size=1)  # instead of nn.Linear after global "
+               "pooling; flatten the output afterwards" if fam == "torch" else
+               "# a 1x1 Conv (weights reshaped to (out, in, 1, 1)) instead of the MatMul/Gemm after the conv")
     return rec, Fix("code", "keep one private format: 1x1 Conv2D instead of MatMul/Gemm after the conv",
-                    {"forcing_ops": dict(forcing),
-                     "snippet": "fc = nn.Conv2d(in_features, out_features, kernel_size=1)  # instead of nn.Linear "
-                                "after global pooling; flatten the output afterwards"})
+                    {"forcing_ops": dict(forcing), "snippet": snippet})
+
+
+def _roundtrip_advice(ctx: AnalysisContext, scan: _Scan, between: tuple[str, ...], trips: list[RoundTrip],
+                      ops: list[str]) -> tuple[str, Fix]:
+    outer = trips[0].outer
+    if between:
+        why = (f"{len(trips)} round trip(s) convert a tensor out of {outer} and straight back around elementwise "
+               f"ops ({', '.join(between)}), which have kernels for every format, so the tensor can stay in {outer}.")
+    else:
+        why = f"{len(trips)} round trip(s) convert a tensor and convert it straight back: the pair cancels."
+    if scan.policy.get("eager"):
+        return _torchair_fix(why)
+    if not between and _from_onnx(ctx.graph):
+        rec = (f"{why} The pair comes from ops of the ONNX model that change nothing (a Cast, Transpose or Reshape "
+               "and its inverse, or a same-shape Reshape): remove them -- `advisor fix model.onnx --apply "
+               "remove-roundtrips` removes such pairs -- rebuild, and check that the pair is gone.")
+        return rec, Fix("onnx-rewrite", "remove the cancelling pairs from the ONNX model", {"rule": "remove-roundtrips"},
+                        "advisor fix model.onnx --apply remove-roundtrips -o fixed.onnx")
+    middle = ", ".join(between) or "the pair"
+    rec = (f"{why} Keep the tensor in {outer} across {middle}: remove the op that makes the pair, or give the ops "
+           "between inputs of the same rank and format so the private format propagates.")
+    return rec, Fix("code", f"keep the tensor in its outer format across {middle}",
+                    {"ops": ops, "between_types": list(between),
+                     "snippet": "# keep the ops between the conversions in the private format: avoid broadcasting "
+                                "an ND constant/tensor of another rank into them, or move them after the chain"})
 
 
 @hookimpl

@@ -14,6 +14,7 @@ from tests.scenarios.cases_a import (
     Net,
     effective_rules,
     expected_for,
+    fz,
     hd,
     nchw,
     ops_by_rule,
@@ -52,18 +53,33 @@ def test_clean_model_is_quiet_even_though_io_conversions_are_a_large_share():
 # ---------------------------------------------------------------------------------------------------------
 # classification and forcing ops
 # ---------------------------------------------------------------------------------------------------------
+def _all_by_rule(findings):
+    out = {}
+    for f in findings:
+        out.setdefault(f.rule, []).append(f)
+    return out
+
+
 def test_forcing_ops_and_categories_are_named():
     case = transdata_case()
-    f = _by_rule(run_kb(TransDataKB, case.net.profile(), case.net.graph())[0])
+    findings = run_kb(TransDataKB, case.net.profile(), case.net.graph())[0]
+    f = _by_rule(findings)
     unsupported = f["transdata.unsupported-format"]
-    assert unsupported.evidence["forcing_ops"] == {"ResizeBilinearV2": ["resize"], "Relu": ["relu"]}
-    assert "resize" in unsupported.recommendation and "Elementwise" in unsupported.recommendation
+    assert unsupported.evidence["forcing_ops"] == {"ResizeBilinearV2": ["resize"]}
+    assert unsupported.title.startswith("2 TransData forced by ResizeBilinearV2 (Ops_Not_Support_Heavy_Format)")
+    assert "resize" in unsupported.recommendation
     reshape = f["transdata.reshape-interrupts"]
     assert reshape.evidence["forcing_ops"] == {"Flatten": ["flat"]}
-    hdnz = f["transdata.5hd-nz"]
-    # the op that wants the other private format, past the partner conversion
-    assert hdnz.evidence["forcing_ops"] == {"BatchMatMulV2": ["head2"], "Conv2D": ["conv4"]}
-    assert "1x1 Conv2D" in hdnz.fix.summary
+    # one cause per op type that wants the other private format, past the partner conversion
+    hdnz = _all_by_rule(findings)["transdata.5hd-nz"]
+    assert {k: v for h in hdnz for k, v in h.evidence["forcing_ops"].items()} == {"BatchMatMulV2": ["head2"],
+                                                                                   "Conv2D": ["conv4"]}
+    assert all("1x1 Conv2D" in h.fix.summary for h in hdnz)
+    # no two findings share a title, and every conversion belongs to one cause
+    assert len({x.title for x in findings}) == len(findings)
+    causes = [x for x in findings if x.rule != "transdata.count"]
+    owned = [op for x in causes for op in x.saving_by_op]
+    assert len(owned) == len(set(owned))
     count = f["transdata.count"]
     assert count.evidence["categories"] == {"Other_Transform": 3, "Ops_Not_Support_Heavy_Format": 4,
                                             "Redundant_Pair": 2, "Reshape_Ops_Interrupts_Format": 2,
@@ -72,22 +88,27 @@ def test_forcing_ops_and_categories_are_named():
 
 
 def test_savings_follow_the_category_fractions_and_round_trips():
+    """Each conversion's time is claimed by one cause: the KB's savings add up to at most the conversions' time
+    (the old overview claimed the Relu pair twice, as a round trip and as Ops_Not_Support)."""
     case = transdata_case()
-    f = _by_rule(run_kb(TransDataKB, case.net.profile(), case.net.graph())[0])
-    # Ops_Not_Support: 100 % of trans_TransData_1/2/8/9 (20 + 21 + 17 + 16)
-    assert f["transdata.unsupported-format"].estimated_saving_us == pytest.approx(74.0)
-    # 5HD <-> NZ: half of 6.5 + 5.5
-    assert f["transdata.5hd-nz"].estimated_saving_us == pytest.approx(6.0)
-    # round trips: both ops of each exact pair (19 + 18, 17 + 16)
-    rt = f["transdata.roundtrip"]
-    assert rt.estimated_saving_us == pytest.approx(70.0)
-    assert rt.saving_by_op == pytest.approx({"trans_TransData_3": 19.0, "trans_TransData_4": 18.0,
-                                             "trans_TransData_8": 17.0, "trans_TransData_9": 16.0})
-    # the overview never counts an op twice: per op the larger of category and round-trip savings
-    count = f["transdata.count"]
-    assert count.saving_by_op["trans_TransData_8"] == pytest.approx(17.0)
-    assert count.estimated_saving_us == pytest.approx(sum(count.saving_by_op.values()))
-    assert "trans_TransData_0" not in count.saving_by_op  # model input: unavoidable
+    findings = run_kb(TransDataKB, case.net.profile(), case.net.graph())[0]
+    by = _all_by_rule(findings)
+    # Ops_Not_Support: 100 % of trans_TransData_1/2 (20 + 21)
+    assert by["transdata.unsupported-format"][0].estimated_saving_us == pytest.approx(41.0)
+    # 5HD <-> NZ: half of 6.5 + 5.5, over its two causes
+    assert sum(x.estimated_saving_us for x in by["transdata.5hd-nz"]) == pytest.approx(6.0)
+    # round trips: both ops of each exact pair; the cancelling pair and the one around Relu are two causes
+    bare = next(x for x in by["transdata.roundtrip"] if not x.evidence["between_types"])
+    relu = next(x for x in by["transdata.roundtrip"] if x.evidence["between_types"] == ["Relu"])
+    assert bare.saving_by_op == pytest.approx({"trans_TransData_3": 19.0, "trans_TransData_4": 18.0})
+    assert relu.saving_by_op == pytest.approx({"trans_TransData_8": 17.0, "trans_TransData_9": 16.0})
+    assert bare.title == "1 format round trip(s) that cancel: 37.0 us of conversions"
+    # the count is a symptom: it names the avoidable conversions and claims no time of its own
+    count = by["transdata.count"][0]
+    assert count.estimated_saving_us == 0 and not count.saving_by_op
+    assert "trans_TransData_0" not in count.ops  # model input: unavoidable
+    # + the Flatten's two conversions (6 + 5): 128 us of the 142 us of avoidable conversions (5HD <-> NZ: half)
+    assert sum(x.estimated_saving_us for x in findings) == pytest.approx(41.0 + 6.0 + 37.0 + 33.0 + 11.0)
 
 
 def test_round_trip_whose_shapes_differ_saves_only_the_cheaper_conversion():
@@ -163,7 +184,7 @@ def test_saving_fraction_override(tmp_path):
     rules = effective_rules({"rules": {"transdata": {"saving_fraction": {"Ops_Not_Support_Heavy_Format": 0.5}}}},
                             tmp_path)
     f = _by_rule(run_kb(TransDataKB, case.net.profile(), case.net.graph(), rules)[0])
-    assert f["transdata.unsupported-format"].estimated_saving_us == pytest.approx(37.0)
+    assert f["transdata.unsupported-format"].estimated_saving_us == pytest.approx(20.5)
 
 
 def test_graph_only_reports_without_timing():
@@ -217,22 +238,27 @@ def test_real_torch_npu_eager_cnn_profile():
     """AlexNet-like training on 910B in eager mode: every conv output goes back to NCHW for Relu and the
     weights are converted to FRACTAL_Z each step."""
     profile = _load_profile(EAGER_CNN)
+    assert profile.meta.context == "torch-eager"
     findings, status = run_kb(TransDataKB, profile, None)
     assert status.status == "ok"
-    f = _by_rule(findings)
-    assert f["transdata.count"].evidence["count"] == 57  # TransData tasks in step 50
-    assert f["transdata.count"].evidence["count_basis"] == "per step"
-    unsupported = f["transdata.unsupported-format"]
-    assert set(unsupported.evidence["forcing_ops"]) == {"Relu", "ReluGrad"}
-    assert "trans_TransData_8" in unsupported.ops and "trans_TransData_0" not in unsupported.ops
-    # torch_npu eager with weights converted at run time: the private-format policy is off -> suggest True
-    assert unsupported.fix.data["setting"] == "torch.npu.config.allow_internal_format"
-    assert unsupported.fix.data["value"] is True
-    rows = f["transdata.roundtrip"].evidence["table"]["rows"]
-    pair = [r for r in rows if r[0] == "trans_TransData_8" and r[1] == "trans_TransData_9"]
+    by = _all_by_rule(findings)
+    count = by["transdata.count"][0]
+    assert count.evidence["count"] == 57  # TransData tasks in step 50
+    assert count.evidence["count_basis"] == "per step"
+    # the Relu round trips are one cause; ReluGrad in NCHW between 5HD ops another
+    relu = next(f for f in by["transdata.roundtrip"] if f.evidence["between_types"] == ["Relu"])
+    pair = [r for r in relu.evidence["table"]["rows"] if r[0] == "trans_TransData_8" and r[1] == "trans_TransData_9"]
     assert pair and pair[0][3].startswith("aclnnInplaceRelu_Relu_Relu") and pair[0][4] == "yes"
-    # savings stay within the conversions' own time
-    assert f["transdata.count"].estimated_saving_us <= f["transdata.count"].evidence["transdata_us"]
+    [unsupported] = by["transdata.unsupported-format"]
+    assert set(unsupported.evidence["forcing_ops"]) == {"ReluGrad"} and "trans_TransData_0" not in unsupported.ops
+    # weights converted at run time: private formats are not kept between ops in this eager run -- the fix is graph
+    # mode (torchair), never allow_internal_format = True
+    for f in findings:
+        if f.fix is not None:
+            assert "torchair" in f.fix.data["snippet"] and "allow_internal_format" not in str(f.fix.to_dict())
+    # each conversion task is claimed once: the causes' savings stay within the conversions' time
+    assert sum(f.estimated_saving_us for f in findings) <= count.evidence["avoidable_us"] + 1e-6
+    assert count.evidence["avoidable_us"] <= count.evidence["transdata_us"]
 
 
 def test_real_om_json_resnet101_graph():
@@ -245,7 +271,74 @@ def test_real_om_json_resnet101_graph():
     f = _by_rule(findings)
     # input NCHW -> 5HD and output NZ -> ND are unavoidable; the 5HD -> NCHW -> NZ hop before the FC is not
     assert f["transdata.count"].evidence["categories"] == {"Other_Transform": 2, "Transform_Between_5HD_And_NZ": 2}
-    hdnz = f["transdata.5hd-nz"]
-    assert set(hdnz.ops) == {"trans_TransData_316", "trans_TransData_317"}
-    assert hdnz.evidence["forcing_ops"] == {"MatMulV2": ["Gemm_353"], "ReduceMeanD": ["GlobalAveragePool_342"]}
+    hdnz = _all_by_rule(findings)["transdata.5hd-nz"]
+    assert {op for h in hdnz for op in h.ops} == {"trans_TransData_316", "trans_TransData_317"}
+    assert {k: v for h in hdnz for k, v in h.evidence["forcing_ops"].items()} == {
+        "MatMulV2": ["Gemm_353"], "ReduceMeanD": ["GlobalAveragePool_342"]}
     assert "transdata.roundtrip" not in f
+
+
+# ---------------------------------------------------------------------------------------------------------
+# advice fitted to the run; roles
+# ---------------------------------------------------------------------------------------------------------
+def _view_between_convs(weights_converted: bool) -> Net:
+    """conv -> TransData -> Flatten-like view -> TransData -> conv (Reshape_Ops_Interrupts_Format), optionally
+    with a weight converted to FRACTAL_Z at run time (what an eager run without kept private formats shows)."""
+    n = Net("view")
+    if weights_converted:
+        n.op("w", "Const", outs=[nchw(64, 64, 3)])
+        n.op("trans_w", "TransData", "w", [nchw(64, 64, 3)], [fz(64, 64, 3, 3)], 9.0)
+    n.op("conv", "Conv2D", None, [hd(64, 8, 8)], [hd(64, 8, 8)], 50.0)
+    n.op("t1", "TransData", "conv", [hd(64, 8, 8)], [nchw(64, 8, 8)], 10.0)
+    n.op("view", "Transpose", "t1", [nchw(64, 8, 8)], [nchw(64, 8, 8)], 2.0)
+    n.op("t2", "TransData", "view", [nchw(64, 8, 8)], [hd(64, 8, 8)], 10.0)
+    n.op("conv2", "Conv2D", "t2", [hd(64, 8, 8)], [hd(64, 8, 8)], 50.0)
+    return n
+
+
+def _reshape_finding(context: str, weights_converted: bool = False):
+    n = _view_between_convs(weights_converted)
+    findings, _ = run_kb(TransDataKB, n.profile(context=context), None)
+    return next(f for f in findings if f.rule == "transdata.reshape-interrupts")
+
+
+def test_same_view_problem_fixed_the_way_each_run_can():
+    om = _reshape_finding("om-acl")
+    assert "before ATC conversion" in om.recommendation and "contiguous" not in om.recommendation
+    assert "torch" not in str(om.fix.to_dict())
+    graph_mode = _reshape_finding("torch-graph")
+    assert ".contiguous()" in graph_mode.fix.data["snippet"]
+    kept = _reshape_finding("torch-eager")  # private formats kept between ops and leaking into the view
+    assert kept.fix.data == {"setting": "torch.npu.config.allow_internal_format", "value": False,
+                             "snippet": "import torch_npu\ntorch.npu.config.allow_internal_format = False"}
+    not_kept = _reshape_finding("torch-eager", weights_converted=True)  # nothing kept: the view op is to move
+    assert "allow_internal_format" not in str(not_kept.fix.to_dict()) and "view" in not_kept.fix.summary
+
+
+def test_allow_internal_format_is_only_ever_advised_false_and_only_for_torch():
+    import re
+
+    for context in ("om-acl", "torch-eager", "torch-graph", "mindspore-graph", "unknown"):
+        for weights in (False, True):
+            for case_net in (_view_between_convs(weights), transdata_case().net):
+                findings, _ = run_kb(TransDataKB, case_net.profile(context=context), None)
+                text = " ".join(f.recommendation + str(f.fix.to_dict() if f.fix else "") for f in findings)
+                assert not re.search(r"allow_internal_format\W+True", text), (context, weights)
+                if not context.startswith("torch"):
+                    assert "allow_internal_format" not in text and "torch_npu" not in text, context
+
+
+def test_count_is_a_symptom_folded_under_the_sites():
+    from advisor.hierarchy import absorb
+
+    roles = {r.id: r.role for r in TransDataKB.rules}
+    assert roles["transdata.count"] == "symptom"
+    assert {v for k, v in roles.items() if k != "transdata.count"} == {"cause"}
+    case = transdata_case()
+    findings = run_kb(TransDataKB, case.net.profile(), case.net.graph())[0]
+    top = absorb(findings, roles)
+    assert "transdata.count" not in {f.rule for f in top}
+    folded = [s for f in top for s in f.symptoms if s["rule"] == "transdata.count"]
+    assert {op for s in folded for op in s["ops"]} == case.expected["transdata.count"]
+    # absorbing the count grows no cause: it carries no time of its own
+    assert sum(f.estimated_saving_us for f in top) == pytest.approx(sum(f.estimated_saving_us for f in findings))
