@@ -36,7 +36,6 @@ from advisor.toolkit.common import (
     node_dtypes,
     node_shapes,
     output_elements,
-    pct,
     severity_for,
     shapes_of,
     similar_size_median,
@@ -337,12 +336,9 @@ class AicpuKB(KnowledgeBase):
         bases = sorted({op.estimate_basis for op in members if op.estimate_basis})
         label = REASON_TITLES[reason] + (f" ({op_type})" if op_type else "")
         rec, fix, confidence = _advice(ctx, scan, reason, op_type, members)
-        title = f"{len(members)} AI CPU op(s): {label}"
-        if timed:
-            title += f", {total:.1f} us ({pct(share)} of the analyzed time)"
         return ctx.finding(
             rule="aicpu.ops",
-            title=title,
+            title=f"{len(members)} AI CPU op(s): {label}",  # no per-rank figure: data-parallel ranks merge
             severity=severity_for(saving / window, rules["severity"]) if window and timed else "info",
             ops=list(dict.fromkeys(op.name for op in members)),
             evidence={"reason": reason, "details": {op.name: op.detail.get(reason, "") for op in members},
@@ -406,7 +402,7 @@ class AicpuKB(KnowledgeBase):
         rec, fix = _serial_advice(ctx, scan, list(by_op))
         yield ctx.finding(
             rule="aicpu.serial",
-            title=f"AI Core idle while AI CPU runs: {exposed:.1f} us ({pct(share)} of the analyzed time)",
+            title="AI Core idle while AI CPU tasks run",
             severity=severity_for(exposed * frac / window, rules["severity"]),
             ops=list(by_op) or [str(k) for k in per.index],
             evidence={"serialized_us": exposed, "share_of_window": share, "max_serial_share": limit,

@@ -33,7 +33,6 @@ from advisor.toolkit.common import (
     next_index,
     node_type,
     output_elements,
-    pct,
     row_keys,
     severity_for,
     shapes_of,
@@ -374,9 +373,7 @@ class MishLeakyReluKB(KnowledgeBase):
         rows = [[" > ".join(o.ops), " > ".join(o.types), o.form, o.tasks, round(o.total_us, 3),
                  round(o.native_us, 3), round(o.saving_us, 3)] for o in sorted(occ, key=lambda o: -o.saving_us)]
         native, native_why = native_of
-        title = f"{pat['function']} computed as an op chain at {len(occ)} place(s)"
-        if timed:
-            title += f": {total:.1f} us ({pct(total / window) if window else '?'} of the analyzed time)"
+        title = f"{pat['function']} computed as an op chain at {len(occ)} place(s)"  # ranks of one job merge
         bases = sorted({o.native_basis for o in occ if o.native_basis})
         return ctx.finding(
             rule=f"mish-leakyrelu.{pat['rule']}",

@@ -35,7 +35,6 @@ from advisor.toolkit.common import (
     next_index,
     node_shapes,
     node_type,
-    pct,
     prev_index,
     row_keys,
     severity_for,
@@ -752,7 +751,7 @@ class TransDataKB(KnowledgeBase):
         what = f"forced by {forcing_type}" if forcing_type else "at a 5HD/NZ boundary"
         return ctx.finding(
             rule=CATEGORY_RULES[category],
-            title=f"{len(sites)} TransData {what} ({category})" + (f": {total:.1f} us of conversions" if timed else ""),
+            title=f"{len(sites)} TransData {what} ({category})",  # no per-rank figure: ranks of one job merge
             severity=severity_for(saving / scan.window, rules["severity"]) if scan.window and timed else "info",
             ops=list(dict.fromkeys(x.name for x in sites)),
             evidence={"category": category, "forcing_type": forcing_type or None, "forcing_ops": dict(forcing),
@@ -804,10 +803,9 @@ class TransDataKB(KnowledgeBase):
         timed = saving > 0
         rec, fix = _roundtrip_advice(ctx, scan, between, trips, ops)
         what = f"around {', '.join(between)}" if between else "that cancel"
-        spent = sum(t.first_us + t.second_us for t in trips)
         return ctx.finding(
             rule="transdata.roundtrip",
-            title=f"{len(trips)} format round trip(s) {what}" + (f": {spent:.1f} us of conversions" if timed else ""),
+            title=f"{len(trips)} format round trip(s) {what}",
             severity=severity_for(saving / scan.window, ctx.rules["severity"]) if scan.window and timed else "info",
             ops=ops,
             evidence={"round_trips": len(trips), "between_types": list(between), "context": context_of(ctx),
@@ -868,12 +866,10 @@ class TransDataKB(KnowledgeBase):
             cats[x.category] += 1
         rows = [[x.name, f"{x.src}->{x.dst}", x.category, _forcing(x), x.tasks, round(x.total_us, 3)]
                 for x in sorted(all_sites, key=lambda x: -x.total_us)]
-        timed = scan.view is not None and total_us > 0
         summary = ", ".join(f"{n} {c}" for c, n in sorted(cats.items(), key=lambda x: -x[1]))
         yield ctx.finding(
             rule="transdata.count",
-            title=f"{count} format conversions ({basis})" + (f", {pct(total_us / window)} of the analyzed time"
-                                                              if timed and window else ""),
+            title=f"{count} format conversions ({basis})",
             severity="info",
             ops=names,
             evidence={"count": count, "count_basis": basis, "max_count": int(rules["max_count"]),

@@ -102,7 +102,7 @@ def test_savings_follow_the_category_fractions_and_round_trips():
     relu = next(x for x in by["transdata.roundtrip"] if x.evidence["between_types"] == ["Relu"])
     assert bare.saving_by_op == pytest.approx({"trans_TransData_3": 19.0, "trans_TransData_4": 18.0})
     assert relu.saving_by_op == pytest.approx({"trans_TransData_8": 17.0, "trans_TransData_9": 16.0})
-    assert bare.title == "1 format round trip(s) that cancel: 37.0 us of conversions"
+    assert bare.title == "1 format round trip(s) that cancel"
     # the count is a symptom: it names the avoidable conversions and claims no time of its own
     count = by["transdata.count"][0]
     assert count.estimated_saving_us == 0 and not count.saving_by_op
