@@ -6,7 +6,8 @@ The model carries the problems the built-in knowledge bases are about, as they a
 
 - UB fusion switched off (``--fusion_switch_file`` with ``"ALL": "off"``): Conv2D -> BNInferenceD -> Relu/Mish
   chains run as separate kernels, each writing its output to global memory and reading it back;
-- Mish decomposed into Softplus -> Tanh -> Mul in the backbone (no native Mish on 310P);
+- Mish decomposed into Softplus -> Tanh -> Mul in the backbone (the OM was built with CANN 8.0, whose op set
+  predates the native Mish kernel CANN 8.1 has on 310P);
 - preprocessing after ``Data`` (Cast uint8->fp16, Sub mean, Mul 1/std, TransData NCHW->NC1HWC0) that AIPP
   could absorb;
 - a redundant TransData round trip (NC1HWC0 -> NCHW -> NC1HWC0) and heads that leave 5HD for Transpose/Reshape;
