@@ -240,7 +240,8 @@ def exposed_aicpu(ops: pd.DataFrame, cores: Sequence[str]) -> pd.DataFrame:
     bs, be = union(start[aic], start[aic] + dur[aic])
     s, e = start[cpu], start[cpu] + dur[cpu]
     overlap = covered_before(bs, be, e) - covered_before(bs, be, s)
-    return pd.DataFrame({"name": ops["name"][cpu].astype(str).to_numpy(), "duration_us": dur[cpu],
+    return pd.DataFrame({"name": ops["name"][cpu].astype(str).to_numpy(),
+                         "type": ops["type"][cpu].astype(str).to_numpy(), "duration_us": dur[cpu],
                          "exposed_us": np.maximum(dur[cpu] - overlap, 0.0)})
 
 
@@ -272,6 +273,13 @@ class AicpuKB(KnowledgeBase):
             ops = ctx.profile.ops
             cmdline = graph_cmdline(ctx.graph)
             found = graph_aicpu_ops(ctx, profile_aicpu_ops(ops) if len(ops) else [])
+            by_design = set(rules["by_design_types"])
+            queue = [op for op in found if op.type in by_design]
+            if queue:
+                ctx.note(f"aicpu: {', '.join(dict.fromkeys(op.name for op in queue))} "
+                         f"({sum(op.total_us for op in queue):.1f} us) are device data-queue ops that run on the AI "
+                         "CPU by design, waiting for the host's data pipeline: not counted as AI CPU fallbacks")
+            found = [op for op in found if op.type not in by_design]
             ref = AicoreReference(ops, rules["ai_core_cores"], rules["estimate"])
             flagged = []
             for op in found:
@@ -292,7 +300,8 @@ class AicpuKB(KnowledgeBase):
              "the analyzed time and the reason: op type without an AI Core kernel (aicpu_op_types, each marked "
              "confirmed or empirical), double precision, 64-bit integers, fp32 kept by --precision_mode, a dtype "
              "outside the AI Core kernel's list (aicore_dtypes), or dynamic shape. One finding per reason (per op "
-             "type for missing kernels).",
+             "type for missing kernels). Device data-queue ops ({by_design_types}) run there by design and are "
+             "left out.",
         why="An AI CPU kernel is typically 10-100x slower than the AI Core one and blocks the AI Core stream while "
             "it runs; msprof only says 'check and reduce AI CPU operators'. The saving is the AI CPU time minus "
             "what the op would take on AI Core (the median of AI Core ops of similar size in the same profile, "
@@ -305,7 +314,8 @@ class AicpuKB(KnowledgeBase):
                    "that keeps fp32; fix shapes or, for dynamic-shape offline models where the CANN release and "
                    "chip have it, --ac_parallel_enable=1.",
         thresholds=("min_duration_us", "severity", "int64_dtypes", "double_dtypes", "aicore_dtypes",
-                    "dtype_suggestion", "aicpu_op_types", "estimate", "precision", "confidence"),
+                    "dtype_suggestion", "aicpu_op_types", "estimate", "precision", "confidence", "by_design_types",
+                    "inserted_name_prefixes"),
         needs=("ops", "graph"),
         role="cause",
     ))
@@ -368,7 +378,7 @@ class AicpuKB(KnowledgeBase):
         how_to_fix="Move the ops to AI Core (the aicpu.ops findings say why each runs on the AI CPU). For "
                    "dynamic-shape offline models, --ac_parallel_enable=1 (GE option AC_PARALLEL_ENABLE, CANN 8.0 "
                    "and later, not on Ascend 310/310B) lets AI CPU ops run on their own stream beside AI Core.",
-        thresholds=("parallelism", "ai_core_cores", "severity", "confidence"),
+        thresholds=("parallelism", "ai_core_cores", "severity", "confidence", "by_design_types"),
         needs=("ops",),
         role="symptom",
     ))
@@ -384,6 +394,8 @@ class AicpuKB(KnowledgeBase):
         rules = ctx.rules
         par = rules["parallelism"]
         exp = exposed_aicpu(ops, rules["ai_core_cores"])
+        by_design = set(rules["by_design_types"])
+        exp = exp[~exp["type"].isin(by_design).to_numpy()]
         window = scan.window
         if not len(exp) or not window:
             return
@@ -505,6 +517,13 @@ def _int64_advice(ctx: AnalysisContext, members: list[AicpuOp], fam: str, names:
     int64 = set(ctx.rules["int64_dtypes"])
     conf = ctx.rules["confidence"]
     casts = [op.name for op in members if op.type == "Cast" and set(op.out_dtypes) & int64]
+    inserted = tuple(ctx.rules["inserted_name_prefixes"])
+    if casts and len(casts) == len(members) and all(c.startswith(inserted) for c in casts):
+        rec = (f"The graph compiler inserted these casts to a 64-bit integer ({names}) and they run on the AI CPU "
+               "(msprof rule_aicpu_2): the op they feed takes a 64-bit integer input. Give that op int32 input "
+               f"{_where(fam)} (or a variant of it that takes int32), and the cast goes.")
+        return rec, Fix("code", "feed the consumer of the inserted casts int32 instead of a 64-bit integer",
+                        _snippet(_INT64_SNIPPETS, fam) | {"ops": casts}), float(conf["int64_cast"])
     if casts and len(casts) == len(members):
         rec = (f"The casts to a 64-bit integer ({names}) themselves run on the AI CPU (msprof rule_aicpu_2). Keep "
                f"the value int32 {_where(fam)} (drop the cast, or make the consumer accept int32)"

@@ -345,3 +345,22 @@ def test_confidence_and_thresholds_come_from_the_rules(tmp_path):
     assert serial.estimated_saving_us == pytest.approx(813.0 * 0.25)
     doc = AicpuKB.rule("aicpu.serial").render(rules.for_kb("aicpu"))
     assert "0.25" in doc.why and "{" not in doc.why
+
+
+def test_device_data_queue_ops_are_not_fallbacks():
+    """GetNext / InitData / EndOfSequence are MindSpore's dataset-sink data queue: on the AI CPU by design, waiting
+    for the host pipeline. Not an AI CPU fallback to move to AI Core, and no AI Core idle time to blame on them."""
+    rows = [OpRow("InitData", "InitData", 160.0, core="AI_CPU"),
+            OpRow("GetNext", "GetNext", 518.0, core="AI_CPU"),
+            OpRow("conv", "Conv2D", 300.0, input_shapes="1,64,56,56", output_shapes="1,64,56,56"),
+            OpRow("EndOfSequence", "EndOfSequence", 48.0, core="AI_CPU")]
+    findings, status = run_kb(AicpuKB, make_profile(rows, context="mindspore-graph"), None)
+    assert findings == []
+    assert any("GetNext" in n and "data-queue" in n for n in status.notes)
+
+
+def test_real_mindspore_sink_mode_data_queue():
+    profile = _load(SAMPLES / "mindspore-ai__mindinsight/tests/utils/resource/run_2/normal_run/profiler")
+    findings, status = run_kb(AicpuKB, profile, None)
+    assert not any({"GetNext", "InitData", "EndOfSequence"} & set(f.ops) for f in findings)
+    assert any("data-queue" in n for n in status.notes)
