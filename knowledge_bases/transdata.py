@@ -177,58 +177,62 @@ def classify(site: Site, nb: Neighbour, fm: Formats) -> None:
     side = "consumer" if exit_ else "producer"
     if nb.name is None:
         site.category, site.reason = OTHER, ("model output" if exit_ else "model input") + f" (no {side})"
-        return
-    if not nb.linked:
+    elif not nb.linked:
         site.category, site.basis = OTHER, "unlinked"
         site.reason = f"{side} not adjacent in the profile (shapes do not match the neighbouring op)"
-        return
-    if nb.type in fm.boundary:
+    elif nb.type in fm.boundary:
         site.category, site.reason = OTHER, ("model output" if exit_ else "model input / constant") + f" ({nb.type})"
-        return
-    if fm.is_conversion(nb.type, nb.name):
-        other_heavy = fm.family(nb.conv_dst if exit_ else nb.conv_src)
-        heavy = fs or fd
-        if other_heavy == heavy:
-            site.category, site.reason = PAIR, f"undone by {nb.name}"
-        elif other_heavy:
-            site.category = HD_NZ
-            site.reason = f"{heavy} -> {other_heavy} through a plain format, via {nb.name}"
-            if nb.beyond_name:
-                # the op that wants the other private format, past the partner conversion
-                site.forcing_op, site.forcing_type = nb.beyond_name, nb.beyond_type
-                return
-        else:
-            site.category, site.reason = OTHER, f"chained with {nb.name}"
-        site.forcing_op, site.forcing_type = nb.name, nb.type
-        return
-    if nb.type in fm.reshape:
-        if nb.beyond_heavy:
-            site.category, site.via = RESHAPE, nb.name
-            site.forcing_op, site.forcing_type, site.forcing_format = nb.name, nb.type, nb.fmt
-            site.reason = f"{nb.type} {nb.name} between private-format ops"
+    elif fm.is_conversion(nb.type, nb.name):
+        _beside_conversion(site, nb, fm, fs or fd, exit_)
+    elif nb.type in fm.reshape:
+        _beside_view(site, nb, fm, exit_, side)
+    elif not nb.sandwiched:
+        site.category = OTHER
+        site.reason = (f"{side} {nb.type} works in {nb.fmt or 'a plain format'} but the tensor "
+                       + ("does not return to" if exit_ else "did not come from")
+                       + " a private format: at the model's edge the conversion would move, not go")
+    else:
+        site.category = NOT_SUPPORT
+        site.forcing_op, site.forcing_type, site.forcing_format = nb.name, nb.type, nb.fmt
+        site.agnostic = nb.type in fm.agnostic
+        site.reason = f"{side} {nb.type} works in {nb.fmt or 'a plain format'}"
+
+
+def _beside_conversion(site: Site, nb: Neighbour, fm: Formats, heavy: str | None, exit_: bool) -> None:
+    """The deciding neighbour is another conversion: undone by it, a 5HD <-> NZ hop through a plain format, or a
+    chain of conversions."""
+    other_heavy = fm.family(nb.conv_dst if exit_ else nb.conv_src)
+    if other_heavy == heavy:
+        site.category, site.reason = PAIR, f"undone by {nb.name}"
+    elif other_heavy:
+        site.category = HD_NZ
+        site.reason = f"{heavy} -> {other_heavy} through a plain format, via {nb.name}"
+        if nb.beyond_name:
+            # the op that wants the other private format, past the partner conversion
+            site.forcing_op, site.forcing_type = nb.beyond_name, nb.beyond_type
             return
-        if nb.beyond_boundary or nb.beyond_name is None:
-            site.category, site.reason = OTHER, ("model output" if exit_ else "model input") + f" via {nb.type}"
-            return
-        if not nb.sandwiched:
-            site.category, site.reason = OTHER, f"plain-format ops after {nb.type} {nb.name} up to the model's edge"
-            return
+    else:
+        site.category, site.reason = OTHER, f"chained with {nb.name}"
+    site.forcing_op, site.forcing_type = nb.name, nb.type
+
+
+def _beside_view(site: Site, nb: Neighbour, fm: Formats, exit_: bool, side: str) -> None:
+    """The deciding neighbour is a view op: between private-format ops (Reshape_Ops_Interrupts_Format), at the
+    model's edge, or in front of the plain-format op that does the work (Ops_Not_Support_Heavy_Format)."""
+    if nb.beyond_heavy:
+        site.category, site.via = RESHAPE, nb.name
+        site.forcing_op, site.forcing_type, site.forcing_format = nb.name, nb.type, nb.fmt
+        site.reason = f"{nb.type} {nb.name} between private-format ops"
+    elif nb.beyond_boundary or nb.beyond_name is None:
+        site.category, site.reason = OTHER, ("model output" if exit_ else "model input") + f" via {nb.type}"
+    elif not nb.sandwiched:
+        site.category, site.reason = OTHER, f"plain-format ops after {nb.type} {nb.name} up to the model's edge"
+    else:
         # the plain-format op past the view is the one doing plain-format work
         site.category, site.via = NOT_SUPPORT, nb.name
         site.forcing_op, site.forcing_type = nb.beyond_name, nb.beyond_type
         site.agnostic = nb.beyond_type in fm.agnostic
         site.reason = f"{side} {nb.beyond_type} (after {nb.type} {nb.name}) works in a plain format"
-        return
-    if not nb.sandwiched:
-        site.category = OTHER
-        site.reason = (f"{side} {nb.type} works in {nb.fmt or 'a plain format'} but the tensor "
-                       + ("does not return to" if exit_ else "did not come from")
-                       + " a private format: at the model's edge the conversion would move, not go")
-        return
-    site.category = NOT_SUPPORT
-    site.forcing_op, site.forcing_type, site.forcing_format = nb.name, nb.type, nb.fmt
-    site.agnostic = nb.type in fm.agnostic
-    site.reason = f"{side} {nb.type} works in {nb.fmt or 'a plain format'}"
 
 
 def _shape_in(shape: str, shapes_cell: object) -> bool:
