@@ -80,13 +80,14 @@ class GraphMatcher:
         self.skip = set(rules["chain_skip"])
         self.consts = set(rules["const_types"])
         self.exclusive = bool(rules["exclusive_intermediates"])
+        self.hops = int(rules["chain_skip_hops"])
         self.order = {n: (d.get("id") if d.get("id") is not None else 0, n) for n, d in graph.g.nodes(data=True)}
 
     def _down(self, node: str) -> list[str]:
-        return walk(self.g, node, "down", self.skip, 3)
+        return walk(self.g, node, "down", self.skip, self.hops)
 
     def _up(self, node: str) -> list[str]:
-        return walk(self.g, node, "up", self.skip, 3)
+        return walk(self.g, node, "up", self.skip, self.hops)
 
     def _ancestors(self, node: str, hops: int) -> set[str]:
         seen = {node}
@@ -271,7 +272,7 @@ def _scalar_input(cell: object) -> bool:
 # ---------------------------------------------------------------------------------------------------------
 def _doc(rule_id: str, title: str, what: str, why: str, how: str) -> RuleDoc:
     return RuleDoc(id=f"mish-leakyrelu.{rule_id}", title=title, what=what, why=why, how_to_fix=how,
-                   thresholds=("patterns", "severity", "size_factor", "chain_skip", "const_types",
+                   thresholds=("patterns", "severity", "size_factor", "chain_skip", "chain_skip_hops", "const_types",
                                "exclusive_intermediates", "confidence",
                                *(("leaky_relu_negative_slope",) if rule_id == "mish" else ())),
                    needs=("graph", "ops"), role="cause")
