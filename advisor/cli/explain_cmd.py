@@ -55,7 +55,9 @@ def thresholds(rule: RuleDoc, info: engine.KBInfo, eff: EffectiveRules | None) -
 
 
 def rule_dict(rule: RuleDoc, info: engine.KBInfo, eff: EffectiveRules | None) -> dict[str, Any]:
-    return {"id": rule.id, "title": rule.title, "kb": info.id, "what": rule.what, "why": rule.why,
+    if eff is not None and info.cls.rules_file and eff.has(info.cls.rules_file):
+        rule = rule.render(eff.for_kb(info.cls.rules_file))  # the prose cites the values in effect
+    return {"id": rule.id, "role": rule.role, "title": rule.title, "kb": info.id, "what": rule.what, "why": rule.why,
             "how_to_fix": rule.how_to_fix, "thresholds": thresholds(rule, info, eff), "needs": list(rule.needs),
             "example": rule.example}
 
