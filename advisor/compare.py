@@ -3,6 +3,8 @@ regressed.
 
 Pure functions over two report dicts plus their per-op-type tables, so BASE and NEW may come from different
 layouts (an msprof PROF dir against a torch_npu dir) or from saved JSON reports: both are normalized data.
+:func:`load_side` makes a side of either; the CLI (``advisor compare``) only parses arguments, calls
+:func:`load_side` and :func:`compare`, and renders with :mod:`advisor.report.comparison`.
 
 What "regress" means (the exit code of ``advisor compare``):
 
@@ -17,11 +19,19 @@ must cover the same workload (same steps, same batch); the comparison notes when
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import ijson
 import pandas as pd
+
+from advisor.errors import InputError, UsageError
+from advisor.report.json_report import load as load_saved_report
+
+if TYPE_CHECKING:
+    from advisor.analysis import AnalysisOptions
 
 COMPARISON_VERSION = "1"
 MATCH_OVERLAP = 0.5
@@ -64,6 +74,55 @@ def op_types_from_report(report: Mapping[str, Any]) -> OpTypeTable:
     return OpTypeTable(rows, float(summ.get("device_time_us", 0.0)), complete)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# the two sides: a profile analyzed now, or a saved report
+# ---------------------------------------------------------------------------------------------------------
+_REPORT_KEYS = {"schema_version", "tool", "generated_at", "input", "platform", "summary", "graph", "score",
+                "score_detail", "knowledge_bases", "findings", "waived", "cluster"}
+
+
+def is_saved_report(path: Path) -> bool:
+    """A ``.json`` file whose first top-level key is a report key. Only the first tokens are read, so a
+    multi-GB trace JSON (a profile) is not loaded to find out."""
+    if not path.is_file() or path.suffix.lower() != ".json":
+        return False
+    try:
+        with path.open("rb") as fh:
+            events = ijson.parse(fh)
+            prefix, event, _ = next(events)
+            if event != "start_map":
+                return False
+            prefix, event, value = next(events)
+            return event == "map_key" and value in _REPORT_KEYS
+    except (ijson.JSONError, StopIteration, OSError, UnicodeDecodeError):
+        return False
+
+
+def load_side(path: Path, graph: Path | None, options: AnalysisOptions, label: str) -> Side:
+    """Analyze a profile (full per-op-type table from the profile) or load a saved report."""
+    if not path.exists():
+        raise InputError(path, "no such file or directory")
+    if is_saved_report(path):
+        if graph is not None:
+            raise UsageError(f"--graph-{label} applies to a profile, but {path} is a saved report")
+        report = load_saved_report(path)
+        return Side(report, op_types_from_report(report), "report")
+    from advisor.analysis import run_analysis
+
+    result = run_analysis(path, graph, options)
+    ranks = getattr(result, "ranks", None) or []
+    frames = [r.by_type for r in ranks if getattr(r, "by_type", None) is not None and len(r.by_type)]
+    if frames:
+        by_type = pd.concat(frames).groupby(level=0).sum()
+        table = op_types_from_frame(by_type, result.report["summary"]["device_time_us"])
+    else:
+        table = op_types_from_report(result.report)
+    return Side(result.report, table, "profile")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the comparison
+# ---------------------------------------------------------------------------------------------------------
 def _pct(delta: float, base: float) -> float | None:
     return round(100.0 * delta / base, 3) if base else None
 
@@ -258,7 +317,3 @@ def compare(base: Side, new: Side, max_regression_pct: float = 2.0, max_score_dr
         "notes": _notes(base, new),
     }
 
-
-def top_movers(rows: Iterable[Mapping[str, Any]], n: int = 10) -> list[Mapping[str, Any]]:
-    """The op types whose time changed most (rows are already sorted by absolute change)."""
-    return [r for r in rows if r.get("delta_us")][:n]

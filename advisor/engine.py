@@ -2,8 +2,9 @@
 
 A knowledge base whose required data is absent is ``skipped``; one that raises, returns something that is not
 a Finding, runs past its time limit, or was written for another plugin API is ``failed``. The others still run.
-A plugin that cannot be imported, or whose hook raises or returns something unusable, is recorded in
-:data:`PLUGIN_LOAD_ERRORS` instead of stopping the program.
+A plugin that cannot be imported, or whose hook raises or returns something unusable, is recorded in the
+:class:`Discovery` that :func:`find_plugins` returns instead of stopping the program. Discovery keeps no state in
+this module: every caller gets its own result.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import threading
 import time
 import traceback
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ from advisor import hookspecs, isolation
 from advisor.errors import UsageError
 from advisor.findings import Finding
 from advisor.kb import ROLES, AnalysisContext, KnowledgeBase, RankData
-from advisor.rules import EffectiveRules, Waiver, builtin_rules_dir
+from advisor.rules import EffectiveRules, builtin_rules_dir, find_pyproject, load_effective_rules
 
 if TYPE_CHECKING:  # annotations only: discovery (also in plugin child processes) does not need pandas
     from advisor.graph.model import ModelGraph
@@ -73,36 +74,35 @@ class KBStatus:
 
 
 @dataclass
-class WaivedFinding:
-    """The part of a finding a waiver removed: its ops and the saving attributed to them."""
+class Discovery:
+    """What plugin discovery found: the plugin manager with every plugin registered, each entry point's
+    distribution, and the plugins that failed to load (name -> reason).
 
-    finding: Finding
-    waiver: Waiver
-    ops: list[str]
-    saving_us: float | None = None
-    """Saving of the waived ops; None means the whole finding's saving."""
+    Returned by :func:`find_plugins` and filled further by :func:`discover` / :func:`rules_dirs` (a hook that
+    raises). ``advisor kb list`` and the report's knowledge-base statuses read ``errors``.
+    """
 
-    def to_dict(self) -> dict[str, Any]:
-        saving = self.finding.estimated_saving_us if self.saving_us is None else self.saving_us
-        return {"rule": self.finding.rule, "kb": self.finding.kb, "ops": list(self.ops),
-                "estimated_saving_us": round(saving, 3), "waiver": self.waiver.to_dict()}
+    pm: pluggy.PluginManager
+    packages: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Entry-point name -> (distribution name, version)."""
+    errors: dict[str, str] = field(default_factory=dict)
+    """Plugin (or entry-point) name -> why it failed to load."""
 
+    def register(self, plugin: object, name: str) -> None:
+        """Register a plugin object directly (tests, and the child process of an isolated plugin)."""
+        self.pm.register(plugin, name=name)
 
-PLUGIN_PACKAGES: dict[str, tuple[str, str]] = {}
-"""Entry-point name -> (distribution name, version), for ``advisor kb list``."""
-PLUGIN_LOAD_ERRORS: dict[str, str] = {}
-"""Plugins that failed to load (entry-point or plugin name -> reason), reported by ``advisor kb list`` and in
-reports. Filled by :func:`plugin_manager` (imports) and :func:`discover` / :func:`rules_dirs` (hook calls)."""
+    def record_error(self, name: str, reason: str) -> None:
+        previous = self.errors.get(name)
+        self.errors[name] = f"{previous}; {reason}" if previous and reason not in previous else reason
+
+    def package_of(self, plugin_name: str) -> tuple[str, str]:
+        return self.packages.get(plugin_name, ("", ""))
 
 
 # ---------------------------------------------------------------------------------------------------------
 # discovery
 # ---------------------------------------------------------------------------------------------------------
-def _record_error(name: str, reason: str) -> None:
-    previous = PLUGIN_LOAD_ERRORS.get(name)
-    PLUGIN_LOAD_ERRORS[name] = f"{previous}; {reason}" if previous and reason not in previous else reason
-
-
 def _where(e: BaseException) -> str:
     """``file.py:42`` of the innermost frame, so a plugin author sees where it broke."""
     if isinstance(e, ImportError):
@@ -119,18 +119,18 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
-def plugin_manager(entry_points: bool = True) -> pluggy.PluginManager:
+def find_plugins(entry_points: bool = True) -> Discovery:
     """A plugin manager with the hook specs added and, unless ``entry_points`` is False, every installed
-    ``advisor.knowledge_bases`` entry point registered.
+    ``advisor.knowledge_bases`` entry point registered; returned with what failed to load.
 
-    Entry points are loaded one by one so that a plugin that fails to import is recorded in
-    :data:`PLUGIN_LOAD_ERRORS`, not fatal. Tests pass ``entry_points=False`` and register plugins directly.
+    Entry points are loaded one by one so that a plugin that fails to import is recorded, not fatal. Tests pass
+    ``entry_points=False`` and register plugins directly (:meth:`Discovery.register`).
     """
     pm = pluggy.PluginManager("advisor")
     pm.add_hookspecs(hookspecs)
-    PLUGIN_LOAD_ERRORS.clear()
+    found = Discovery(pm)
     if not entry_points:
-        return pm
+        return found
     third_party = []
     # entry_points() lists each distribution once (the first found on sys.path), unlike distributions()
     for ep in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
@@ -138,40 +138,41 @@ def plugin_manager(entry_points: bool = True) -> pluggy.PluginManager:
         package = (dist.metadata["name"], dist.version) if dist is not None else ("", "")
         if pm.has_plugin(ep.name) or pm.is_blocked(ep.name) or any(e.name == ep.name for e, _ in third_party):
             key = f"{ep.name} ({package[0] or 'another package'})"
-            PLUGIN_PACKAGES[key] = package
-            _record_error(key, f"entry point name '{ep.name}' is already used by "
-                               f"{_package_of(ep.name)[0] or 'another plugin'}")
+            found.packages[key] = package
+            found.record_error(key, f"entry point name '{ep.name}' is already used by "
+                                    f"{found.package_of(ep.name)[0] or 'another plugin'}")
             continue
-        PLUGIN_PACKAGES[ep.name] = package
+        found.packages[ep.name] = package
         if isolation.is_builtin(ep.value, package[0]):
-            load_entry_point(pm, ep.name, ep.value)
+            load_entry_point(found, ep.name, ep.value)
         else:
             third_party.append((ep, package))
     # third-party plugins are imported and asked for their knowledge bases in child processes (advisor.isolation):
     # one that exits, hangs or prints at import cannot take this process with it
     for name, (plugin, errors) in isolation.discover_plugins([(ep.name, ep.value, pkg) for ep, pkg in third_party]):
         for reason in errors:
-            _record_error(name, reason)
+            found.record_error(name, reason)
         if plugin is not None:
             pm.register(plugin, name=name)
-    return pm
+    return found
 
 
-def load_entry_point(pm: pluggy.PluginManager, name: str, value: str) -> object | None:
+def load_entry_point(found: Discovery, name: str, value: str) -> object | None:
     """Import one ``module[:attr]`` entry point in this process and register it; failures are recorded."""
+    pm = found.pm
     try:
         plugin = importlib.metadata.EntryPoint(name, value, ENTRY_POINT_GROUP).load()
     except Exception as e:  # noqa: BLE001 - a broken plugin must not stop the others
-        _record_error(name, f"cannot import {value} ({_describe(e)}{_where(e)})")
+        found.record_error(name, f"cannot import {value} ({_describe(e)}{_where(e)})")
         return None
     try:
         pm.register(plugin, name=name)
     except Exception as e:  # noqa: BLE001 - e.g. a hookimpl with a misspelled name or wrong arguments
-        _record_error(name, f"cannot register {value} ({_describe(e)})")
+        found.record_error(name, f"cannot register {value} ({_describe(e)})")
         return None
     problem = _hook_problem(pm, plugin)
     if problem:
-        _record_error(name, f"{value}: {problem}")
+        found.record_error(name, f"{value}: {problem}")
     return plugin
 
 
@@ -187,10 +188,6 @@ def _hook_problem(pm: pluggy.PluginManager, plugin: object) -> str | None:
     if not implemented:
         return "implements none of the advisor hooks (" + ", ".join(_HOOK_NAMES) + ")"
     return None
-
-
-def _package_of(plugin_name: str) -> tuple[str, str]:
-    return PLUGIN_PACKAGES.get(plugin_name, ("", ""))
 
 
 def _invalid_class(cls: object) -> str | None:
@@ -218,13 +215,14 @@ def _impls(pm: pluggy.PluginManager, hook_name: str) -> list[Any]:
     return sorted(getattr(pm.hook, hook_name).get_hookimpls(), key=lambda i: i.plugin_name)
 
 
-def discover(pm: pluggy.PluginManager | None = None) -> list[KBInfo]:
+def discover(found: Discovery | None = None) -> list[KBInfo]:
     """Every knowledge base the registered plugins provide, sorted by id.
 
     A plugin whose hook raises or returns something that is not a knowledge-base class, and a second knowledge
-    base with an id already taken, are recorded in :data:`PLUGIN_LOAD_ERRORS` and left out.
+    base with an id already taken, are recorded in ``found.errors`` and left out.
     """
-    pm = pm or plugin_manager()
+    found = found or find_plugins()
+    pm = found.pm
     infos: list[KBInfo] = []
     seen: dict[str, str] = {}
     for impl in _impls(pm, "advisor_knowledge_bases"):
@@ -232,39 +230,49 @@ def discover(pm: pluggy.PluginManager | None = None) -> list[KBInfo]:
         try:
             provided = list(impl.function() or [])
         except Exception as e:  # noqa: BLE001 - one plugin's bug must not stop the others
-            _record_error(name, f"advisor_knowledge_bases() raised {_describe(e)}{_where(e)}")
+            found.record_error(name, f"advisor_knowledge_bases() raised {_describe(e)}{_where(e)}")
             continue
-        package, version = _package_of(name)
+        package, version = found.package_of(name)
         for cls in provided:
             problem = _invalid_class(cls)
             if problem is None and cls.id in seen:
                 problem = f"knowledge base id '{cls.id}' is already provided by {seen[cls.id]}"
             if problem:
-                _record_error(name, problem)
+                found.record_error(name, problem)
                 continue
             seen[cls.id] = name
             infos.append(KBInfo(cls, name, package, version))
     return sorted(infos, key=lambda i: i.id)
 
 
-def rules_dirs(pm: pluggy.PluginManager | None = None) -> list[Path]:
+def rules_dirs(found: Discovery | None = None) -> list[Path]:
     """The built-in rules dir first, then the dirs plugins declare (in plugin-name order)."""
-    pm = pm or plugin_manager()
+    found = found or find_plugins()
+    pm = found.pm
     dirs = [builtin_rules_dir()]
     for impl in _impls(pm, "advisor_rules_dirs"):
         try:
             result = list(impl.function() or [])
         except Exception as e:  # noqa: BLE001
-            _record_error(impl.plugin_name, f"advisor_rules_dirs() raised {_describe(e)}{_where(e)}")
+            found.record_error(impl.plugin_name, f"advisor_rules_dirs() raised {_describe(e)}{_where(e)}")
             continue
         for d in result:
             p = Path(d)
             if not p.is_dir():
-                _record_error(impl.plugin_name, f"advisor_rules_dirs() returned {p}, which is not a directory")
+                found.record_error(impl.plugin_name, f"advisor_rules_dirs() returned {p}, which is not a directory")
                 continue
             if all(p.resolve() != known.resolve() for known in dirs):
                 dirs.append(p)
     return dirs
+
+
+def load_rules(found: Discovery | None = None, rules_file: Path | None = None, pyproject: Path | None = None
+               ) -> EffectiveRules:
+    """The rules in force: every rules dir (:func:`rules_dirs`), then ``[tool.advisor]`` of ``pyproject`` (default:
+    the nearest pyproject.toml from the current directory), then ``rules_file`` (``--rules``). The one loader of
+    ``advisor analyze``, ``compare``, ``rules show`` and ``explain``."""
+    pyproject = pyproject if pyproject is not None else find_pyproject(Path.cwd())
+    return load_effective_rules(rules_dirs(found), override_file=rules_file, pyproject=pyproject)
 
 
 def select(infos: Sequence[KBInfo], only: Iterable[str] = (), skip: Iterable[str] = ()) -> list[KBInfo]:
@@ -427,65 +435,31 @@ def _run_one(info: KBInfo, profile: Profile, graph: ModelGraph | None, rules: Ef
     return snapshot
 
 
-# ---------------------------------------------------------------------------------------------------------
-# waivers
-# ---------------------------------------------------------------------------------------------------------
-def apply_waivers(findings: list[Finding], waivers: Sequence[Waiver]) -> tuple[list[Finding], list[WaivedFinding]]:
-    """Remove waived ops from findings; return the findings that remain and what each waiver removed.
-
-    A finding all of whose ops are waived disappears; one with some ops waived keeps the others, with its saving
-    reduced by the waived ops' share. A finding without ops is waived only by a waiver for all ops (``*``).
-    The input findings are not modified.
-    """
-    if not waivers:
-        return list(findings), []
-    kept: list[Finding] = []
-    waived: list[WaivedFinding] = []
-    for f in findings:
-        applicable = [w for w in waivers if w.matches_rule(f.rule)]
-        if not applicable:
-            kept.append(f)
-            continue
-        if not f.ops:
-            w = next((w for w in applicable if w.ops == "*"), None)
-            if w is not None:
-                waived.append(WaivedFinding(f, w, []))
-            else:
-                kept.append(f)
-            continue
-        by_waiver: dict[int, list[str]] = {}
-        for op in f.ops:
-            idx = next((i for i, w in enumerate(applicable) if w.matches_op(op)), None)
-            if idx is not None:
-                by_waiver.setdefault(idx, []).append(op)
-        if not by_waiver:
-            kept.append(f)
-            continue
-        dropped = {op for ops in by_waiver.values() for op in ops}
-        savings = _op_savings(f)
-        for idx, ops in by_waiver.items():
-            waived.append(WaivedFinding(f, applicable[idx], ops, sum(savings.get(op, 0.0) for op in ops)))
-        remaining = [op for op in f.ops if op not in dropped]
-        if remaining:
-            kept.append(replace(
-                f, ops=remaining,
-                saving_by_op={op: s for op, s in f.saving_by_op.items() if op not in dropped},
-                estimated_saving_us=sum(savings.get(op, 0.0) for op in remaining),
-            ))
-    return kept, waived
+def merge_statuses(per_rank: Sequence[Sequence[KBStatus]]) -> list[KBStatus]:
+    """One status per KB across ranks: failed if it failed anywhere, ok if it ran anywhere."""
+    if not per_rank:
+        return []
+    merged: dict[str, KBStatus] = {}
+    order = {"failed": 2, "ok": 1, "skipped": 0}
+    for statuses in per_rank:
+        for s in statuses:
+            cur = merged.get(s.id)
+            if cur is None:
+                merged[s.id] = KBStatus(s.id, s.status, s.reason, s.version, s.package, s.findings, s.seconds,
+                                        list(s.notes))
+                continue
+            cur.findings += s.findings
+            cur.seconds += s.seconds
+            cur.notes.extend(n for n in s.notes if n not in cur.notes)
+            if order[s.status] > order[cur.status]:
+                cur.status, cur.reason = s.status, s.reason
+    return list(merged.values())
 
 
-def _op_savings(f: Finding) -> dict[str, float]:
-    """Each op's share of the finding's saving: its ``saving_by_op`` share, else an even split.
 
-    Scaled so the shares add up to ``estimated_saving_us``, whatever ``saving_by_op`` sums to.
-    """
-    if not f.ops:
-        return {}
-    if f.saving_by_op:
-        total = sum(float(f.saving_by_op.get(op, 0.0)) for op in f.ops)
-        if total > 0:
-            return {op: f.estimated_saving_us * float(f.saving_by_op.get(op, 0.0)) / total for op in f.ops}
-        return {op: 0.0 for op in f.ops}
-    share = f.estimated_saving_us / len(f.ops)
-    return {op: share for op in f.ops}
+def load_failures(found: Discovery, only: Iterable[str] = ()) -> list[KBStatus]:
+    """A ``failed`` status per plugin that did not load (all of them, or those named in ``only``), so the report
+    says what did not run."""
+    only = list(only)
+    return [KBStatus(name, "failed", f"plugin failed to load: {reason}") for name, reason in found.errors.items()
+            if not only or name in only]

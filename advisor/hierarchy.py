@@ -149,3 +149,11 @@ def reseverity(findings: Sequence[Finding], windows: Mapping[int | None, float],
 
 
 __all__ = ["CAUSE", "SYMPTOM", "absorb", "merge_ranks", "reseverity"]
+
+
+def rank(findings: Sequence[Finding]) -> list[Finding]:
+    """The report's order: largest estimated saving first; ties by severity, then rule id, first op and rank
+    (deterministic)."""
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    return sorted(findings, key=lambda f: (-round(f.estimated_saving_us, 3), order[f.severity], f.rule,
+                                           f.ops[0] if f.ops else "", f.rank if f.rank is not None else -1))

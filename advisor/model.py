@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 # ops: one row per device task
 # ---------------------------------------------------------------------------------------------------------
 OP_ID_COLUMNS = ["name", "type", "core"]
-"""Op name, op type, and core (task) type: AI_CORE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV, AI_CPU, HCCL, ..."""
+"""Op name, op type, and core (task) type: AI_CORE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV, AI_CPU (compute,
+:data:`COMPUTE_CORES`), HCCL or COMMUNICATION (collectives), DSA_SQE, OTHER (anything else the profiler names is
+kept as it is)."""
 
 OP_TIME_COLUMNS = ["start_us", "duration_us", "wait_us"]
 
@@ -78,17 +80,6 @@ from the ``aic_*`` (cube core) and ``aiv_*`` (vector core) columns, which are ke
 OPS_COLUMNS = OP_ID_COLUMNS + OP_TIME_COLUMNS + OP_TASK_COLUMNS + OP_TENSOR_COLUMNS + OP_METRIC_COLUMNS
 """Every normalized ops table has at least these columns (plus optional ``aic_*``/``aiv_*``, ``rank``)."""
 
-CORE_TYPES = (
-    "AI_CORE",
-    "AI_VECTOR_CORE",
-    "MIX_AIC",
-    "MIX_AIV",
-    "AI_CPU",
-    "HCCL",
-    "COMMUNICATION",
-    "DSA_SQE",
-    "OTHER",
-)
 COMPUTE_CORES = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "AI_CPU")
 
 # Other tables (each may be empty with these columns)

@@ -20,7 +20,10 @@ import os
 import pickle
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
+
+from advisor.output import write_atomic
 
 MAX_EVIDENCE_DEPTH = 32
 
@@ -112,18 +115,17 @@ def _describe(cls: Any) -> dict[str, Any]:
 def _load(job: dict[str, Any]) -> tuple[Any, list[Any], list[str]]:
     from advisor import engine
 
-    pm = engine.plugin_manager(entry_points=False)
-    engine.load_entry_point(pm, job["name"], job["value"])
-    infos = engine.discover(pm)
-    dirs = [str(d) for d in engine.rules_dirs(pm)[1:]]
-    return pm, infos, dirs
+    found = engine.find_plugins(entry_points=False)
+    engine.load_entry_point(found, job["name"], job["value"])
+    infos = engine.discover(found)
+    dirs = [str(d) for d in engine.rules_dirs(found)[1:]]
+    return found, infos, dirs
 
 
 def _discover(job: dict[str, Any]) -> dict[str, Any]:
-    from advisor import engine
 
-    _, infos, dirs = _load(job)
-    errors = [reason for reason in engine.PLUGIN_LOAD_ERRORS.values()]
+    found, infos, dirs = _load(job)
+    errors = list(found.errors.values())
     kbs = []
     for info in infos:
         try:
@@ -176,10 +178,7 @@ def main(argv: list[str]) -> None:
         data = json.dumps(result, allow_nan=False)
     except (TypeError, ValueError) as e:
         data = json.dumps({"error": f"returned data that is not JSON ({e})"})
-    tmp = result_path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(data)
-    os.replace(tmp, result_path)
+    write_atomic(Path(result_path), data)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # threads the plugin left running must not keep this process alive

@@ -424,6 +424,12 @@ def load_effective_rules(
     return eff
 
 
+def apply_override(eff: EffectiveRules, layer: Mapping[str, Any], source: str) -> None:
+    """Apply one override layer given as data (``rules:``, ``chip:``, ``platform:``, ``waivers:``, as in a
+    ``--rules`` file), validated like a file; ``source`` labels the values it sets (``advisor.testing``)."""
+    _apply_layer(eff, Path(source), dict(layer), "")
+
+
 def _apply_layer(eff: EffectiveRules, path: Path, layer: dict[str, Any], prefix: str) -> None:
     _validate(layer, _OVERRIDE_SCHEMA, path, prefix)
     label = _layer_label(path)

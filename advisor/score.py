@@ -21,24 +21,109 @@ same input and rules, is 100 when nothing recoverable is found, and falls as est
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from advisor.findings import Finding
+from advisor.rules import Waiver
 
 FORMULA = __doc__ or ""
 
+_SUM_TOLERANCE = 1e-9
+"""Relative difference under which a ``saving_by_op`` is taken to add up to the finding's saving as it is: scaling
+it would only move float rounding (and the reported values' last digit)."""
+
 
 def per_op_savings(f: Finding) -> dict[str, float]:
-    """The saving a finding attributes to each op it names."""
+    """The saving a finding attributes to each op it names (or time-model bucket, a pseudo-op): its
+    ``saving_by_op``, else the saving split evenly over ``ops``.
+
+    The one per-op split of the project: the score's union over ops, the caps of :func:`bound_savings`, the
+    waivers and the root-cause hierarchy all read it. The parts add up to ``estimated_saving_us``: a
+    ``saving_by_op`` that sums to something else is scaled to it (a finding never claims more per op than in
+    total)."""
     if f.saving_by_op:
-        return {op: float(v) for op, v in f.saving_by_op.items()}
+        total = sum(float(v) for v in f.saving_by_op.values())
+        if total <= 0:
+            return {op: 0.0 for op in f.saving_by_op}
+        if abs(total - f.estimated_saving_us) <= _SUM_TOLERANCE * max(1.0, total):
+            return {op: float(v) for op, v in f.saving_by_op.items()}  # adds up already (float rounding aside)
+        scale = f.estimated_saving_us / total
+        return {op: float(v) * scale for op, v in f.saving_by_op.items()}
     if not f.ops:
         return {}
     share = f.estimated_saving_us / len(f.ops)
     return {op: share for op in f.ops}
 
 
+@dataclass
+class WaivedFinding:
+    """The part of a finding a waiver removed: its ops and the saving attributed to them."""
+
+    finding: Finding
+    waiver: Waiver
+    ops: list[str]
+    saving_us: float | None = None
+    """Saving of the waived ops; None means the whole finding's saving."""
+
+    def to_dict(self) -> dict[str, Any]:
+        saving = self.finding.estimated_saving_us if self.saving_us is None else self.saving_us
+        return {"rule": self.finding.rule, "kb": self.finding.kb, "ops": list(self.ops),
+                "estimated_saving_us": round(saving, 3), "waiver": self.waiver.to_dict()}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# waivers: applied before the score, with the same per-op split
+# ---------------------------------------------------------------------------------------------------------
+def apply_waivers(findings: list[Finding], waivers: Sequence[Waiver]) -> tuple[list[Finding], list[WaivedFinding]]:
+    """Remove waived ops from findings; return the findings that remain and what each waiver removed.
+
+    A finding all of whose ops are waived disappears; one with some ops waived keeps the others, with its saving
+    reduced by the waived ops' share. A finding without ops is waived only by a waiver for all ops (``*``).
+    The input findings are not modified.
+    """
+    if not waivers:
+        return list(findings), []
+    kept: list[Finding] = []
+    waived: list[WaivedFinding] = []
+    for f in findings:
+        applicable = [w for w in waivers if w.matches_rule(f.rule)]
+        if not applicable:
+            kept.append(f)
+            continue
+        if not f.ops:
+            w = next((w for w in applicable if w.ops == "*"), None)
+            if w is not None:
+                waived.append(WaivedFinding(f, w, []))
+            else:
+                kept.append(f)
+            continue
+        by_waiver: dict[int, list[str]] = {}
+        for op in f.ops:
+            idx = next((i for i, w in enumerate(applicable) if w.matches_op(op)), None)
+            if idx is not None:
+                by_waiver.setdefault(idx, []).append(op)
+        if not by_waiver:
+            kept.append(f)
+            continue
+        dropped = {op for ops in by_waiver.values() for op in ops}
+        savings = per_op_savings(f)
+        for idx, ops in by_waiver.items():
+            waived.append(WaivedFinding(f, applicable[idx], ops, sum(savings.get(op, 0.0) for op in ops)))
+        remaining = [op for op in f.ops if op not in dropped]
+        if remaining:
+            kept.append(replace(
+                f, ops=remaining,
+                saving_by_op={op: s for op, s in f.saving_by_op.items() if op not in dropped},
+                estimated_saving_us=sum(savings.get(op, 0.0) for op in remaining),
+            ))
+    return kept, waived
+
+
+# ---------------------------------------------------------------------------------------------------------
+# bounds and the score
+# ---------------------------------------------------------------------------------------------------------
 @dataclass
 class Limits:
     """What a finding on one rank may claim: each op's total time, each bucket of the time model, the window."""

@@ -120,7 +120,8 @@ def profile_of(graph: ModelGraph, platform: dict[str, Any], rules: EffectiveRule
 def analyze(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo], rules: EffectiveRules,
             chip: str | None, time_limit_s: float | None) -> RankResult:
     """Estimate the graph's ops, run the graph-capable rules on them, label the findings as estimates."""
-    from advisor.analysis import RankResult, RankSummary
+    from advisor.analysis import RankResult
+    from advisor.rank_summary import RankSummary
 
     if graph is None:
         raise InputError(src.root, "a static audit needs a model graph")

@@ -12,8 +12,10 @@ from typing import Any
 import yaml
 
 from advisor import engine, score
-from advisor.analysis import RankSummary, build_report, rank_findings
 from advisor.findings import Finding, Fix, table
+from advisor.hierarchy import rank as rank_findings
+from advisor.rank_summary import RankSummary
+from advisor.report.build import build_report
 from advisor.rules import builtin_rules_dir
 from tests.scenarios.builder import OpRow, make_profile
 

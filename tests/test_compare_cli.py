@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from advisor.cli import main
-from advisor.cli.compare_cmd import is_saved_report
+from advisor.compare import is_saved_report
 from advisor.report import render
 from advisor.report.markdown import MAX_CHARS
 from tests._report_sample import sample_report

@@ -1,6 +1,6 @@
-"""Engine: plugin discovery with load errors captured, ok/skipped/failed statuses, time limits, waivers.
+"""Engine: plugin discovery with load errors captured, ok/skipped/failed statuses, time limits; waivers (score).
 
-Test knowledge bases are registered directly on a PluginManager (no dependency on the built-in KBs)."""
+Test knowledge bases are registered directly on a Discovery (no dependency on the built-in KBs)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from advisor import engine, hookimpl
+from advisor import engine, hookimpl, score
 from advisor.errors import UsageError
 from advisor.findings import Finding
 from advisor.ingest.normalize import finalize_ops
@@ -118,16 +118,27 @@ def rules_with(limit: float = 100.0) -> EffectiveRules:
 
 
 def infos_for(*classes: type) -> list[engine.KBInfo]:
-    pm = engine.plugin_manager(entry_points=False)
-    pm.register(plugin(*classes), name="test-plugin")
-    return engine.discover(pm)
+    found = engine.find_plugins(entry_points=False)
+    found.register(plugin(*classes), name="test-plugin")
+    return engine.discover(found)
 
 
 def test_discover_registers_test_plugin_sorted_by_id() -> None:
-    infos = infos_for(SlowOps, Broken)
+    found = engine.find_plugins(entry_points=False)
+    found.register(plugin(SlowOps, Broken), name="test-plugin")
+    infos = engine.discover(found)
     assert [i.id for i in infos] == ["broken", "slow-ops"]
     assert all(i.plugin == "test-plugin" for i in infos)
-    assert engine.PLUGIN_LOAD_ERRORS == {}
+    assert found.errors == {}
+
+
+def test_discovery_keeps_no_state_between_calls() -> None:
+    """Each discovery returns its own errors: a broken plugin found once is not reported by the next run."""
+    broken = engine.find_plugins(entry_points=False)
+    broken.register(plugin(int), name="junk")
+    engine.discover(broken)
+    assert "not a KnowledgeBase subclass" in broken.errors["junk"]
+    assert engine.find_plugins(entry_points=False).errors == {}
 
 
 def test_ok_skipped_failed_and_the_others_still_run() -> None:
@@ -209,14 +220,14 @@ def test_hook_errors_duplicates_and_invalid_classes_are_recorded_not_fatal() -> 
     def advisor_knowledge_bases() -> list[type]:
         raise RuntimeError("boom")
 
-    pm = engine.plugin_manager(entry_points=False)
-    pm.register(plugin(SlowOps), name="a-good")
-    pm.register(plugin(Dup, NoId, BadRequires, int), name="b-bad")
-    pm.register(SimpleNamespace(advisor_knowledge_bases=advisor_knowledge_bases), name="c-raises")
-    infos = engine.discover(pm)
+    found = engine.find_plugins(entry_points=False)
+    found.register(plugin(SlowOps), name="a-good")
+    found.register(plugin(Dup, NoId, BadRequires, int), name="b-bad")
+    found.register(SimpleNamespace(advisor_knowledge_bases=advisor_knowledge_bases), name="c-raises")
+    infos = engine.discover(found)
     assert [i.id for i in infos] == ["slow-ops"]
     assert infos[0].plugin == "a-good"
-    errors = engine.PLUGIN_LOAD_ERRORS
+    errors = found.errors
     assert "already provided by a-good" in errors["b-bad"]
     assert "kebab-case" in errors["b-bad"]
     assert "'opz'" in errors["b-bad"]
@@ -229,11 +240,11 @@ def test_entry_point_that_fails_to_import_is_recorded(monkeypatch: pytest.Monkey
     bad = importlib.metadata.EntryPoint("bad", "no_such_module_xyz", engine.ENTRY_POINT_GROUP)
     twin = importlib.metadata.EntryPoint("good", "tests.test_engine:OTHER_PLUGIN", engine.ENTRY_POINT_GROUP)
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: [bad, good, twin])
-    pm = engine.plugin_manager()
-    assert "cannot import no_such_module_xyz" in engine.PLUGIN_LOAD_ERRORS["bad"]
-    assert "No module named 'no_such_module_xyz'" in engine.PLUGIN_LOAD_ERRORS["bad"]
-    assert "entry point name 'good' is already used" in engine.PLUGIN_LOAD_ERRORS["good (another package)"]
-    assert [i.id for i in engine.discover(pm)] == ["slow-ops"]
+    found = engine.find_plugins()
+    assert "cannot import no_such_module_xyz" in found.errors["bad"]
+    assert "No module named 'no_such_module_xyz'" in found.errors["bad"]
+    assert "entry point name 'good' is already used" in found.errors["good (another package)"]
+    assert [i.id for i in engine.discover(found)] == ["slow-ops"]
 
 
 GOOD_PLUGIN = plugin(SlowOps)
@@ -246,10 +257,10 @@ def test_entry_points_with_unmarked_or_missing_hooks_are_recorded(monkeypatch: p
     eps = [importlib.metadata.EntryPoint(name, f"tests.test_engine:{attr}", engine.ENTRY_POINT_GROUP)
            for name, attr in (("unmarked", "UNMARKED_PLUGIN"), ("nohooks", "NO_HOOKS_PLUGIN"))]
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: eps)
-    pm = engine.plugin_manager()
-    assert "advisor_knowledge_bases is not marked with @hookimpl" in engine.PLUGIN_LOAD_ERRORS["unmarked"]
-    assert "implements none of the advisor hooks" in engine.PLUGIN_LOAD_ERRORS["nohooks"]
-    assert engine.discover(pm) == []
+    found = engine.find_plugins()
+    assert "advisor_knowledge_bases is not marked with @hookimpl" in found.errors["unmarked"]
+    assert "implements none of the advisor hooks" in found.errors["nohooks"]
+    assert engine.discover(found) == []
 
 
 def test_rules_dirs_from_plugins(tmp_path: Path) -> None:
@@ -257,12 +268,12 @@ def test_rules_dirs_from_plugins(tmp_path: Path) -> None:
     def advisor_rules_dirs() -> list[str]:
         return [str(tmp_path), str(tmp_path / "missing")]
 
-    pm = engine.plugin_manager(entry_points=False)
-    pm.register(SimpleNamespace(advisor_rules_dirs=advisor_rules_dirs), name="dirs")
-    dirs = engine.rules_dirs(pm)
+    found = engine.find_plugins(entry_points=False)
+    found.register(SimpleNamespace(advisor_rules_dirs=advisor_rules_dirs), name="dirs")
+    dirs = engine.rules_dirs(found)
     assert dirs[1:] == [tmp_path]
     assert dirs[0].name == "rules"
-    assert "not a directory" in engine.PLUGIN_LOAD_ERRORS["dirs"]
+    assert "not a directory" in found.errors["dirs"]
 
 
 def test_select_only_skip_and_unknown_ids() -> None:
@@ -286,7 +297,7 @@ def waiver(rule: str, ops: str = "*") -> Waiver:
 
 def test_waiver_removes_a_finding_whose_ops_are_all_waived() -> None:
     f = finding("transdata.count", ["trans_TransData_01", "trans_TransData_02"], 40.0)
-    kept, waived = engine.apply_waivers([f], [waiver("transdata.*", "trans_TransData_0*")])
+    kept, waived = score.apply_waivers([f], [waiver("transdata.*", "trans_TransData_0*")])
     assert kept == []
     assert len(waived) == 1
     d = waived[0].to_dict()
@@ -298,7 +309,7 @@ def test_waiver_removes_a_finding_whose_ops_are_all_waived() -> None:
 
 def test_partial_waiver_keeps_the_rest_with_its_share_of_the_saving() -> None:
     f = finding("r.x", ["a1", "b1", "b2"], 100.0, {"a1": 70.0, "b1": 20.0, "b2": 10.0})
-    kept, waived = engine.apply_waivers([f], [waiver("r.x", "a*")])
+    kept, waived = score.apply_waivers([f], [waiver("r.x", "a*")])
     assert [k.ops for k in kept] == [["b1", "b2"]]
     assert kept[0].estimated_saving_us == pytest.approx(30.0)
     assert kept[0].saving_by_op == {"b1": 20.0, "b2": 10.0}
@@ -309,20 +320,20 @@ def test_partial_waiver_keeps_the_rest_with_its_share_of_the_saving() -> None:
 
 def test_even_split_without_saving_by_op_and_one_entry_per_waiver() -> None:
     f = finding("r.x", ["a1", "b1", "c1", "d1"], 40.0)
-    kept, waived = engine.apply_waivers([f], [waiver("r.*", "a*"), waiver("r.x", "b*")])
+    kept, waived = score.apply_waivers([f], [waiver("r.*", "a*"), waiver("r.x", "b*")])
     assert kept[0].ops == ["c1", "d1"] and kept[0].estimated_saving_us == pytest.approx(20.0)
     assert [(w.waiver.ops, w.ops, w.saving_us) for w in waived] == [("a*", ["a1"], 10.0), ("b*", ["b1"], 10.0)]
 
 
 def test_findings_without_ops_are_waived_only_for_all_ops() -> None:
     f = finding("r.global", [], 5.0)
-    kept, waived = engine.apply_waivers([f], [waiver("r.global", "x*")])
+    kept, waived = score.apply_waivers([f], [waiver("r.global", "x*")])
     assert kept == [f] and waived == []
-    kept, waived = engine.apply_waivers([f], [waiver("r.global")])
+    kept, waived = score.apply_waivers([f], [waiver("r.global")])
     assert kept == [] and waived[0].to_dict()["ops"] == []
 
 
 def test_other_rules_are_not_waived() -> None:
     f = finding("other.rule", ["a"], 1.0)
-    kept, waived = engine.apply_waivers([f], [waiver("transdata.*")])
+    kept, waived = score.apply_waivers([f], [waiver("transdata.*")])
     assert kept == [f] and waived == []

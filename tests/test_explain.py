@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-import pluggy
 import pytest
 from click.testing import CliRunner
 
@@ -68,16 +67,16 @@ def plugin_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     def advisor_rules_dirs() -> list[str]:
         return [str(rules_dir)]
 
-    def fake_plugin_manager(entry_points: bool = True) -> pluggy.PluginManager:
-        pm = real(entry_points=False)
-        pm.register(SimpleNamespace(advisor_knowledge_bases=advisor_knowledge_bases,
-                                    advisor_rules_dirs=advisor_rules_dirs), name="idle-gaps")
-        engine.PLUGIN_LOAD_ERRORS["broken-plugin"] = "cannot import broken_mod (ModuleNotFoundError: nope)"
-        engine.PLUGIN_PACKAGES["broken-plugin"] = ("broken-dist", "9.9")
-        return pm
+    def fake_find_plugins(entry_points: bool = True) -> engine.Discovery:
+        found = real(entry_points=False)
+        found.register(SimpleNamespace(advisor_knowledge_bases=advisor_knowledge_bases,
+                                       advisor_rules_dirs=advisor_rules_dirs), name="idle-gaps")
+        found.errors["broken-plugin"] = "cannot import broken_mod (ModuleNotFoundError: nope)"
+        found.packages["broken-plugin"] = ("broken-dist", "9.9")
+        return found
 
-    real = engine.plugin_manager
-    monkeypatch.setattr(engine, "plugin_manager", fake_plugin_manager)
+    real = engine.find_plugins
+    monkeypatch.setattr(engine, "find_plugins", fake_find_plugins)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from advisor import engine
+from advisor import engine, score
 from advisor.errors import InputError
 from advisor.ingest.normalize import finalize_ops
 from advisor.legacy import NO_ESTIMATE, load_ecosystem, slug
@@ -219,7 +219,7 @@ def test_results_become_findings_and_failures_are_isolated(ecosystem: Path, data
 
 def test_legacy_findings_can_be_waived(ecosystem: Path, data_dir: Path) -> None:
     findings, _ = run(load_ecosystem(ecosystem)[:1], data_dir)
-    kept, waived = engine.apply_waivers(findings, [Waiver("legacy-model.*", "matmul*", "known", "my.yaml")])
+    kept, waived = score.apply_waivers(findings, [Waiver("legacy-model.*", "matmul*", "known", "my.yaml")])
     assert waived[0].ops == ["matmul7"]
     assert next(f for f in kept if f.title == "Slow operators").ops == ["conv1"]
 

@@ -10,9 +10,9 @@ import click
 from rich.console import Console
 
 from advisor.analysis import AnalysisOptions, run_analysis
-from advisor.cli.common import check_output, output_target, write_atomic
 from advisor.errors import UsageError
 from advisor.escaping import terminal_line
+from advisor.output import check_output, output_target, write_atomic
 from advisor.report import EXTENSIONS, render
 from advisor.rules import find_pyproject
 

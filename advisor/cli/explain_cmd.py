@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from advisor import engine
-from advisor.cli.rules_cmd import align, leaf_lines, load_for_cli, source_label
+from advisor.cli.rules_cmd import align, leaf_lines, source_label
 from advisor.errors import UsageError
 from advisor.escaping import terminal
 from advisor.kb import RuleDoc
@@ -132,8 +132,8 @@ def command(topic: str, rules_file: Path | None, ecosystem: Path | None, fmt: st
         text = textwrap.dedent(FORMULA).strip()
         click.echo(json.dumps({"topic": "score", "formula": text}, indent=2) if fmt == "json" else text)
         return
-    pm = engine.plugin_manager()
-    infos = engine.discover(pm)
+    found = engine.find_plugins()
+    infos = engine.discover(found)
     if ecosystem is not None:
         from advisor.legacy import load_ecosystem
 
@@ -145,7 +145,7 @@ def command(topic: str, rules_file: Path | None, ecosystem: Path | None, fmt: st
         hint = f"; did you mean {' or '.join(close)}?" if close else \
             f" (known: {', '.join(sorted(kbs)) or 'no knowledge base installed'}, or 'score')"
         raise UsageError(f"no rule or knowledge base '{topic}'{hint}")
-    eff = load_for_cli(rules_file, pm)
+    eff = engine.load_rules(found, rules_file)
     if topic in rules:
         rule, info = rules[topic]
         r, kb = rule_dict(rule, info, eff), kb_dict(info)

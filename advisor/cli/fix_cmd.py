@@ -11,13 +11,13 @@ import click
 import onnx
 from rich.console import Console
 
-from advisor.cli.common import output_target, write_atomic
 from advisor.errors import InputError, OutputError, UsageError
 from advisor.fix import atc_config
 from advisor.fix.pipeline import FixOptions, run_fix, scan
 from advisor.fix.render import atc_json, fix_json, print_atc, print_fix, print_rewrites
 from advisor.fix.rewrites import REWRITES
 from advisor.fix.verify import OPT_LEVELS, VerifySettings, load_onnxruntime
+from advisor.output import output_target, write_atomic
 
 MAX_PROTO_BYTES = 2**31 - 1
 

@@ -27,11 +27,11 @@ def _requires(requires: list[str], requires_any: list[str]) -> str:
     return text
 
 
-def installed(pm: Any = None) -> list[dict[str, Any]]:
+def installed(found: engine.Discovery | None = None) -> list[dict[str, Any]]:
     """One row per knowledge base (and per plugin that failed to load), as ``advisor kb list`` shows them."""
-    pm = pm or engine.plugin_manager()
-    infos = engine.discover(pm)
-    dirs = engine.rules_dirs(pm)
+    found = found or engine.find_plugins()
+    infos = engine.discover(found)
+    dirs = engine.rules_dirs(found)
     rows: list[dict[str, Any]] = []
     for info in infos:
         cls = info.cls
@@ -48,8 +48,8 @@ def installed(pm: Any = None) -> list[dict[str, Any]]:
             "rules": [r.id for r in cls.rules],
             "status": "ok" if problem is None else f"failed to load: {problem}",
         })
-    for name, reason in sorted(engine.PLUGIN_LOAD_ERRORS.items()):
-        package, version = engine.PLUGIN_PACKAGES.get(name, ("", ""))
+    for name, reason in sorted(found.errors.items()):
+        package, version = found.package_of(name)
         rows.append({"id": name, "title": "", "version": "", "package": package, "package_version": version,
                      "plugin": name, "module": "", "api_version": "", "requires": [], "requires_any": [],
                      "rules_file": None, "rules": [], "status": f"failed to load: {reason}"})
@@ -96,7 +96,7 @@ def new_command(name: str, parent: Path) -> None:
     from advisor import scaffold
 
     kb_id = scaffold.normalize_name(name)
-    taken = {info.id: info for info in engine.discover(engine.plugin_manager())}
+    taken = {info.id: info for info in engine.discover()}
     if kb_id in taken:
         info = taken[kb_id]
         raise UsageError(f"a knowledge base '{kb_id}' is already installed (from {info.package or info.plugin}); "

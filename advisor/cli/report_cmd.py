@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from advisor.cli.common import output_target, write_atomic
 from advisor.escaping import terminal_line
+from advisor.output import output_target, write_atomic
 from advisor.report import EXTENSIONS, render
 from advisor.report.json_report import load
 

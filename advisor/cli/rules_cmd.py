@@ -14,18 +14,12 @@ import click
 from advisor import engine
 from advisor.errors import UsageError
 from advisor.escaping import terminal
-from advisor.rules import EffectiveRules, find_pyproject, load_effective_rules
+from advisor.rules import EffectiveRules
 
 
 @click.group("rules")
 def command() -> None:
     """Rules: thresholds and patterns the knowledge bases read (rules/*.yaml plus your overrides)."""
-
-
-def load_for_cli(rules_file: Path | None, pm: Any = None) -> EffectiveRules:
-    """The rules as ``advisor analyze`` would use them from the current directory."""
-    pm = pm or engine.plugin_manager()
-    return load_effective_rules(engine.rules_dirs(pm), override_file=rules_file, pyproject=find_pyproject(Path.cwd()))
 
 
 def short_path(text: str) -> str:
@@ -119,7 +113,7 @@ def show_command(names: tuple[str, ...], rules_file: Path | None, fmt: str) -> N
 
     NAME limits the output to these rules files (e.g. transdata); default: all of them.
     """
-    eff = load_for_cli(rules_file)
+    eff = engine.load_rules(rules_file=rules_file)  # as `advisor analyze` would, from this directory
     unknown = [n for n in names if n not in eff.values]
     if unknown:
         raise UsageError(f"unknown rules file '{unknown[0]}' (known: {', '.join(sorted(eff.values))})")

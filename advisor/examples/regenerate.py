@@ -79,7 +79,7 @@ def render_all(report: dict[str, Any]) -> dict[str, str]:
 
 
 def regenerate(out_dir: Path, generated_at: str | None = None) -> list[Path]:
-    from advisor.cli.common import write_atomic
+    from advisor.output import write_atomic
 
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-ENGINES = ("AI_CORE", "AI_VECTOR_CORE", "AI_CPU", "GE_LOCAL", "RTS", "HCCL", "HOST_CPU", "DVPP", "UNKNOWN")
-
 KERNEL_LIB_ENGINES: dict[str, str] = {
     "AIcoreEngine": "AI_CORE",
     "VectorEngine": "AI_VECTOR_CORE",

@@ -70,9 +70,6 @@ class ModelGraph:
     def data_predecessors(self, name: str) -> list[str]:
         return [u for u, _, d in self.g.in_edges(name, data=True) if d.get("kind") == "data"]
 
-    def control_predecessors(self, name: str) -> list[str]:
-        return [u for u, _, d in self.g.in_edges(name, data=True) if d.get("kind") == "control"]
-
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {"source": self.source, "format": self.format, "nodes": self.g.number_of_nodes(),
                                "edges": self.g.number_of_edges()}

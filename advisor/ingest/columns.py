@@ -89,12 +89,6 @@ def metric_name(header: str) -> str | None:
     return None if suffix is None else base + suffix
 
 
-PIPE_UTILIZATION_METRICS = (
-    "aicore_time_us", "total_cycles", "mac_ratio", "vec_ratio", "scalar_ratio", "mte1_ratio", "mte2_ratio",
-    "mte3_ratio", "fixpipe_ratio", "icache_miss_rate", "memory_bound", "cube_utilization",
-)
-"""The unified metrics the knowledge bases read most (see ``advisor.model.OP_METRIC_COLUMNS``)."""
-
 # ---------------------------------------------------------------------------------------------------------
 # other tables
 # ---------------------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ TASK_TYPE_CORE: dict[str, str] = {
     "AI_CPU": "AI_CPU",
     "STARS_COMMON": "DSA_SQE",
 }
-"""Runtime task type of a *compute* task -> the normalized ``core`` (``advisor.model.CORE_TYPES``)."""
+"""Runtime task type of a *compute* task -> the normalized ``core`` (see ``advisor.model.OP_ID_COLUMNS``)."""
 
 
 def core_from_task_type(task_types: pd.Series | pd.Categorical | np.ndarray) -> np.ndarray:

@@ -7,7 +7,6 @@ re-rendered (``advisor compare`` and ``advisor fix --atc-config`` read it too).
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -20,15 +19,6 @@ RENDERERS: dict[str, str] = {
     "junit": "advisor.report.junit:render",
 }
 EXTENSIONS = {"json": "json", "terminal": "txt", "markdown": "md", "html": "html", "junit": "xml"}
-
-
-def available_formats() -> list[str]:
-    out = []
-    for name, target in RENDERERS.items():
-        module = target.split(":")[0]
-        if importlib.util.find_spec(module) is not None:
-            out.append(name)
-    return out
 
 
 def renderer(fmt: str) -> Callable[..., str]:

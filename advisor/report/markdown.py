@@ -114,11 +114,6 @@ def _severity_counts(findings: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     return counts
 
 
-def _ops_text(ops: Sequence[str], limit: int = 3) -> str:
-    shown = ", ".join(ops[:limit])
-    return shown + (f" … (+{len(ops) - limit})" if len(ops) > limit else "")
-
-
 def _findings_table(findings: Sequence[Mapping[str, Any]], top: int) -> str:
     rows = []
     for i, f in enumerate(findings[:top], 1):

@@ -16,6 +16,7 @@ from pathlib import Path
 from advisor import __version__
 from advisor.errors import UsageError
 from advisor.hookspecs import API_VERSION
+from advisor.output import write_atomic
 
 TEMPLATE_DIR = Path(__file__).parent / "template"
 
@@ -91,7 +92,5 @@ def create(name: str, parent: Path) -> Path:
     rendered = {dest.format(**values): render((TEMPLATE_DIR / src).read_text(encoding="utf-8"), values)
                 for src, dest in FILES.items()}
     for rel, text in rendered.items():
-        path = target / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_atomic(target / rel, text)
     return target

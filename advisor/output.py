@@ -1,7 +1,8 @@
-"""Helpers shared by commands: the one output-path guard and atomic output.
+"""The one output-path guard and the one atomic writer.
 
-Every command that writes (analyze, report, compare, fix, fix --atc-config) picks its target with
-:func:`output_target` and writes with :func:`write_atomic`, so that ``-o``
+Everything that writes a file (the commands analyze, report, compare, fix, fix --atc-config, kb new; the example
+regeneration; a plugin child's result) writes with :func:`write_atomic`; the commands pick their target with
+:func:`output_target`, so that ``-o``
 
 - never writes onto an input: not a path given as input, not a file the analysis read (``files_read``), by
   resolved path and by device and inode (a hard link or a symlink to it);
