@@ -10,6 +10,8 @@ Severity = Literal["critical", "major", "minor", "info"]
 SEVERITIES: tuple[str, ...] = ("critical", "major", "minor", "info")
 
 FIX_KINDS: tuple[str, ...] = ("fusion-switch", "atc-option", "aipp-config", "onnx-rewrite", "code", "config", "env")
+"""The documented kinds of :class:`Fix` (docs/plugins.md; the report schema's ``fix.kind`` enum): a Fix of
+another kind is refused when it is made, so a report never carries a kind no tool knows how to apply."""
 
 
 @dataclass
@@ -25,6 +27,10 @@ class Fix:
     summary: str
     data: dict[str, Any] = field(default_factory=dict)
     command: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in FIX_KINDS:
+            raise ValueError(f"fix kind {self.kind!r} is not one of {', '.join(FIX_KINDS)}")
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "summary": self.summary}

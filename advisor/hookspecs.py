@@ -1,4 +1,4 @@
-"""The plugin contract: the hooks a knowledge-base plugin may implement. Nothing else here is API.
+"""The plugin contract: the hooks a knowledge-base plugin may implement, and the version of the whole plugin API.
 
 A plugin is a module (or object) registered under the entry-point group ``advisor.knowledge_bases``::
 
@@ -8,12 +8,22 @@ A plugin is a module (or object) registered under the entry-point group ``adviso
 and implements hooks with ``from advisor import hookimpl``. Built-in knowledge bases register the same way.
 ``advisor kb new NAME`` writes a complete, installable example; ``docs/plugins.md`` explains each field.
 
-Versioning: ``API_VERSION`` is ``MAJOR.MINOR``. The minor number grows when something is added (a new optional
-hook, a new field of :class:`advisor.kb.AnalysisContext` or :class:`advisor.findings.Finding` with a default);
-the major number grows on any incompatible change of these hooks, :class:`advisor.kb.KnowledgeBase`,
-:class:`advisor.kb.AnalysisContext` or :class:`advisor.findings.Finding`. A knowledge base states the version it
-was written for in ``api_version`` (``"1"`` or ``"1.2"``); the engine reports it as ``failed`` (and runs the
-others) when the major differs or when it needs a newer minor than this advisor provides.
+Versioning: ``API_VERSION`` is ``MAJOR.MINOR`` and covers everything docs/plugins.md lists as API: these hooks,
+:mod:`advisor.kb` (``KnowledgeBase``, ``RuleDoc``, ``rule``, ``AnalysisContext``, ``RankData``),
+:mod:`advisor.findings` (``Finding``, ``Fix`` and its kinds), the normalized model of :mod:`advisor.model` (its
+tables' column names, ``Meta``, the ``profile.extras`` keys documented there), the time model
+(:class:`advisor.timemodel.TimeModel`, ``profile.time``) and the test kit :mod:`advisor.testing`. The minor number
+grows when something is added (a new optional hook, a new field with a default, a new column or extras key); the
+major number grows on any incompatible change (a removed or renamed field, column or key, a changed meaning). A
+knowledge base states the version it was written for in ``api_version`` (``"1"`` or ``"1.2"``); the engine
+reports it as ``failed`` (and runs the others) when the major differs or when it needs a newer minor than this
+advisor provides.
+
+History: 1.0 the first contract. 1.1 added ``RuleDoc.role`` and ``RuleDoc.render`` (prose citing ``{key}``
+shows the value in force), the ``rule`` decorator (a rule declared on its check), ``Finding.symptoms`` and
+``Finding.ranks``, ``profile.time`` (the time model), ``Meta.context`` / ``context_evidence``, typed
+``RankData`` fields for cluster-scope knowledge bases (``scope = "cluster"``, ``ctx.cluster``), ``Fix.kind``
+checked against ``advisor.findings.FIX_KINDS``, and :mod:`advisor.testing`.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ import pluggy
 if TYPE_CHECKING:
     from advisor.kb import KnowledgeBase
 
-API_VERSION = "1.0"
+API_VERSION = "1.1"
 """Major.minor of the plugin API. Minor bumps only add; major bumps break."""
 
 hookspec = pluggy.HookspecMarker("advisor")

@@ -87,7 +87,8 @@ def is_isolated(cls: type) -> bool:
 def _stand_in(ep_name: str, ep_value: str, d: dict[str, Any]) -> type[IsolatedKnowledgeBase]:
     rules = tuple(RuleDoc(id=str(r["id"]), title=str(r["title"]), what=str(r["what"]), why=str(r["why"]),
                           how_to_fix=str(r["how_to_fix"]), thresholds=tuple(map(str, r["thresholds"])),
-                          needs=tuple(map(str, r["needs"])), example=str(r["example"])) for r in d["rules"])
+                          needs=tuple(map(str, r["needs"])), example=str(r["example"]),
+                          role=str(r.get("role", "cause"))) for r in d["rules"])
     attrs = {
         "id": str(d["id"]), "title": str(d["title"]), "version": str(d["version"]),
         "api_version": str(d["api_version"]), "requires": tuple(map(str, d["requires"])),

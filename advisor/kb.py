@@ -15,8 +15,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from advisor.findings import Finding, Fix, Severity
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from advisor.graph.model import ModelGraph
-    from advisor.model import Profile
+    from advisor.model import Meta, Profile
+    from advisor.timemodel import TimeModel
 
 _Check = Callable[..., Any]
 
@@ -135,22 +138,25 @@ class RankData:
     rank by ``advisor.cluster_data``, see docs/cluster.md for what travels)."""
 
     rank: int | None
-    meta: Any
-    steps: Any
+    meta: Meta
+    """The rank's profile metadata (chip, versions, source path, context, files read and skipped)."""
+    steps: pd.DataFrame
     """``advisor.model.STEPS_COLUMNS`` table of that rank."""
-    comm: Any
+    comm: pd.DataFrame
     """One row per communication op of that rank (``advisor.cluster_data.COLLECTIVE_COLUMNS``: step, op, group,
     start, elapse, transit, wait, idle), from communication.json."""
-    communication_matrix: Any
+    communication_matrix: pd.DataFrame | None
     """Per-link sums of that rank's communication_matrix.json (``advisor.cluster_data.LINK_COLUMNS``; ranks
     numbered within their group), or None."""
     busy_us: float
+    """Union of the rank's device task intervals (µs)."""
     device_time_us: float
-    time: Any = None
+    """Sum of the rank's device task durations (µs)."""
+    time: TimeModel | None = None
     """The rank's :class:`advisor.timemodel.TimeModel` (window, steps, compute / communication / free split)."""
-    step_time: Any = None
+    step_time: pd.DataFrame | None = None
     """Per-step time split (``advisor.cluster_data.STEP_TIME_COLUMNS``), from the rank's time model."""
-    transports: Any = None
+    transports: pd.DataFrame | None = None
     """Bytes and transit time per transport (``advisor.cluster_data.TRANSPORT_COLUMNS``)."""
     groups: dict[str, Any] = field(default_factory=dict)
     """DP / PP / TP indices and members (``advisor.cluster_data.parallel_groups``); {} when not recorded."""

@@ -5,7 +5,7 @@ test that ``advisor kb new`` writes use it too.
     from advisor.testing import finding, make_profile, run_kb
 
     profile = make_profile([{"name": "conv1", "type": "Conv2D", "duration_us": 5000.0}])
-    findings, notes = run_kb(MyKnowledgeBase, profile, rules=RULES_DIR)
+    findings, notes = run_kb(MyKnowledgeBase, profile, rules=RULES_DIR, override={"max_op_us": 2000})
     assert finding(findings, "my-kb.long-op").ops == ["conv1"]
 
 Nothing here reads files a test did not name, and nothing is mocked: ``run_kb`` validates the rules against their
@@ -14,6 +14,7 @@ schemas, resolves the chip's platform from ``rules/platforms.yaml`` and calls :f
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ from advisor.platform import resolve_platform
 from advisor.rules import EffectiveRules, apply_override, builtin_rules_dir, load_effective_rules
 
 Rows = Iterable[Mapping[str, Any]] | pd.DataFrame
-RulesArg = EffectiveRules | str | Path | Sequence[str | Path] | Mapping[str, Any] | None
+RulesArg = EffectiveRules | str | Path | Sequence[str | Path] | None
 
 _TABLES = {"op_stats": OP_STATS_COLUMNS, "api": API_COLUMNS, "tx": TX_COLUMNS, "steps": STEPS_COLUMNS,
            "events": EVENTS_COLUMNS, "comm": COMM_COLUMNS, "memory": MEMORY_COLUMNS}
@@ -96,34 +97,42 @@ def load_rules(*dirs: str | Path, override: str | Path | None = None) -> Effecti
     return load_effective_rules([builtin_rules_dir(), *map(Path, dirs)], override_file=override)
 
 
-def _rules_for(kb: type[KnowledgeBase], rules: RulesArg) -> EffectiveRules:
+def _rules_for(kb: type[KnowledgeBase], rules: RulesArg, override: Mapping[str, Any] | str | Path | None
+               ) -> EffectiveRules:
     if isinstance(rules, EffectiveRules):
-        return rules
-    if rules is None:
-        return load_rules()
-    if isinstance(rules, (str, Path)):
-        return load_rules(rules)
-    if isinstance(rules, Mapping):  # values of the KB's own rules file, over its defaults (validated)
+        eff = rules
+    elif rules is None:
         eff = load_rules()
+    elif isinstance(rules, (str, Path)):
+        eff = load_rules(rules)
+    else:
+        eff = load_rules(*rules)
+    if isinstance(override, Mapping):  # values of the KB's own rules file, over its defaults (validated)
         if not kb.rules_file:
             raise ValueError(f"{kb.id} has no rules_file: nothing to override")
-        apply_override(eff, {"rules": {kb.rules_file: dict(rules)}}, "<test>")
-        return eff
-    return load_rules(*rules)
+        if isinstance(rules, EffectiveRules):
+            eff = copy.deepcopy(eff)
+        apply_override(eff, {"rules": {kb.rules_file: dict(override)}}, "<test override>")
+    elif override is not None:
+        dirs = [p.parent for p in eff.files.values()]
+        eff = load_effective_rules(list(dict.fromkeys(dirs)), override_file=Path(override))
+    return eff
 
 
 def run_kb(kb: type[KnowledgeBase], profile: Profile | None = None, graph: Any = None, rules: RulesArg = None,
-           chip: str | None = None, *, cluster: Sequence[RankData] | None = None, expect: str = "ok",
-           time_limit_s: float | None = None) -> tuple[list[Finding], list[str]]:
+           chip: str | None = None, *, override: Mapping[str, Any] | str | Path | None = None,
+           cluster: Sequence[RankData] | None = None, expect: str = "ok", time_limit_s: float | None = None
+           ) -> tuple[list[Finding], list[str]]:
     """Run one knowledge base through :func:`advisor.engine.run`; return its findings and notes.
 
-    ``rules``: an :class:`advisor.rules.EffectiveRules` (:func:`load_rules`), a rules folder or several (added to
-    the built-in ones), a mapping of values overriding the KB's own rules file, or None for the built-in rules.
-    ``chip`` picks the platform (else the profile's chip; else the default chip, marked assumed). A cluster-scope
-    KB gets ``cluster`` (one :class:`advisor.kb.RankData` per rank, see :func:`rank_data`). The KB's status must
-    be ``expect`` (``ok``, ``skipped`` or ``failed``), else AssertionError with the engine's reason.
+    ``rules``: the built-in rules (None), plus a plugin's rules folder (a path, or several), or an
+    :class:`advisor.rules.EffectiveRules` (:func:`load_rules`). ``override``: values of the KB's own rules file
+    (a mapping, validated against its schema like a user's override) or a ``--rules`` YAML file. ``chip`` picks
+    the platform (else the profile's chip; else the default chip, marked assumed). A cluster-scope KB gets
+    ``cluster`` (one :class:`advisor.kb.RankData` per rank, see :func:`rank_data`). The KB's status must be
+    ``expect`` (``ok``, ``skipped`` or ``failed``), else AssertionError with the engine's reason.
     """
-    eff = _rules_for(kb, rules)
+    eff = _rules_for(kb, rules, override)
     if profile is None:
         if not cluster:
             raise ValueError("run_kb needs a profile (or cluster= for a cluster-scope knowledge base)")
