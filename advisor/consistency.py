@@ -45,31 +45,49 @@ def _text(f: Mapping[str, Any]) -> str:
 
 def problems(report: Mapping[str, Any]) -> list[str]:
     """Every violation of the module's invariants in ``report`` (one line each); empty when it is sound."""
-    out: list[str] = []
     findings = list(report.get("findings") or [])
     detail = report.get("score_detail") or {}
     window = float(detail.get("window_us") or 0.0)
     everything = list(_all(findings))
-    if window > 0:
-        for f in everything:
-            s = float(f.get("estimated_saving_us") or 0.0)
-            if s > window * 1.001:
-                out.append(f"{f.get('rule')}: saving {s:.1f} us exceeds the analyzed window {window:.1f} us")
-        rec = float(detail.get("recoverable_us") or 0.0)
-        if rec > window * 1.001:
-            out.append(f"recoverable {rec:.1f} us exceeds the analyzed window {window:.1f} us")
-    for f in everything:
-        for p in _PCT.findall(str(f.get("title") or "")):
-            if float(p) > 100.05:
-                out.append(f"{f.get('rule')}: share {p} % in title {str(f.get('title'))[:80]!r}")
+    return (_over_the_window(everything, detail, window) + _shares_over_100(everything)
+            + _contradictions(everything) + _duplicate_titles(findings)
+            + _severities(findings, report.get("score"), window) + _advice(everything))
+
+
+def _over_the_window(everything: list[Mapping[str, Any]], detail: Mapping[str, Any], window: float) -> list[str]:
+    """No saving, and not the recoverable total, exceeds the analyzed window."""
+    if window <= 0:
+        return []
+    out = [f"{f.get('rule')}: saving {s:.1f} us exceeds the analyzed window {window:.1f} us"
+           for f in everything if (s := float(f.get("estimated_saving_us") or 0.0)) > window * 1.001]
+    rec = float(detail.get("recoverable_us") or 0.0)
+    if rec > window * 1.001:
+        out.append(f"recoverable {rec:.1f} us exceeds the analyzed window {window:.1f} us")
+    return out
+
+
+def _shares_over_100(everything: list[Mapping[str, Any]]) -> list[str]:
+    return [f"{f.get('rule')}: share {p} % in title {str(f.get('title'))[:80]!r}"
+            for f in everything for p in _PCT.findall(str(f.get("title") or "")) if float(p) > 100.05]
+
+
+def _contradictions(everything: list[Mapping[str, Any]]) -> list[str]:
+    """A setting advised both True and False."""
     seen: dict[str, set[str]] = {}
     for f in everything:
         for key, value in _BOOL_SET.findall(_text(f)):
             seen.setdefault(key, set()).add(value.lower())
-    out += [f"{k} advised both True and False" for k, v in sorted(seen.items()) if len(v) > 1]
+    return [f"{k} advised both True and False" for k, v in sorted(seen.items()) if len(v) > 1]
+
+
+def _duplicate_titles(findings: list[Mapping[str, Any]]) -> list[str]:
     titles = [f.get("title") for f in findings]
-    out += [f"duplicate title: {str(t)[:80]}" for t in sorted({t for t in titles if titles.count(t) > 1}, key=str)]
-    score = report.get("score")
+    return [f"duplicate title: {str(t)[:80]}" for t in sorted({t for t in titles if titles.count(t) > 1}, key=str)]
+
+
+def _severities(findings: list[Mapping[str, Any]], score: Any, window: float) -> list[str]:
+    """Severity follows the share of the window at stake; a perfect score has no critical or major finding."""
+    out: list[str] = []
     for f in findings:
         sev = f.get("severity")
         share = float(f.get("estimated_saving_us") or 0.0) / window if window > 0 else 0.0
@@ -79,12 +97,17 @@ def problems(report: Mapping[str, Any]) -> list[str]:
             out.append(f"{f.get('rule')}: {sev} for {share:.2%} of the window")
         if sev in ("minor", "info") and share >= 0.15:
             out.append(f"{f.get('rule')}: {sev} for {share:.1%} of the window")
+    return out
+
+
+def _advice(everything: list[Mapping[str, Any]]) -> list[str]:
+    """Padding that adds work; internal tools users do not have."""
+    out: list[str] = []
     for f in everything:
         for a, b in _PAD.findall(_text(f)):
             frm, to = int(a), int(b)
             if to <= frm or frm % FRACTAL == 0:
                 out.append(f"{f.get('rule')}: advises padding {frm} to {to}, which adds work")
-    for f in everything:
         m = _INTERNAL.search(_text(f))
         if m:
             out.append(f"{f.get('rule')}: advice cites {m.group(0)}, which users do not have")

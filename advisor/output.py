@@ -102,37 +102,45 @@ def output_target(out: Path | str, extension: str | None, inputs: Iterable[Path 
 def check_output(target: Path, inputs: Iterable[Path | str | None]) -> None:
     """Refuse a target that is (or would replace) an input, a directory or a non-stream special file."""
     target = Path(os.path.abspath(target))
+    st = _target_stat(target)
+    if st is not None and _is_stream(st.st_mode):
+        return  # /dev/null, /dev/stdout, a pipe: written in place, never replaced
+    real = Path(os.path.realpath(target))
+    for given in inputs:
+        if given is not None and _is_same_file(real, st, Path(os.path.realpath(given))):
+            raise OutputError(target, f"is the input {given}; inputs are never overwritten (choose another -o)")
+
+
+def _target_stat(target: Path) -> os.stat_result | None:
+    """The stat of what writing ``target`` would replace (None: nothing yet); OutputError when it cannot be one."""
     try:
         st = os.stat(target)  # follows a symlink: what would be written is its target
-    except FileNotFoundError:
-        st = None
-    except NotADirectoryError:
+    except (FileNotFoundError, NotADirectoryError):
         st = None
     except OSError as e:
         raise OutputError(target, f"cannot be written ({e.strerror or e})") from None
-    if st is not None:
-        if stat.S_ISDIR(st.st_mode):
-            raise OutputError(target, "is a directory")
-        if _is_stream(st.st_mode):
-            return  # /dev/null, /dev/stdout, a pipe: written in place, never replaced
-        if not stat.S_ISREG(st.st_mode):
-            raise OutputError(target, "exists and is not a regular file, a character device or a FIFO")
-    else:
+    if st is None:
         for parent in target.parents:
             if parent.exists():
                 if not parent.is_dir():
                     raise OutputError(target, f"cannot be written: {parent} is not a directory")
                 break
-    real = Path(os.path.realpath(target))
-    for given in inputs:
-        if given is None:
-            continue
-        inp = Path(os.path.realpath(given))
-        if not inp.exists() or inp.is_dir():
-            continue
-        same = real == inp
-        if not same and st is not None:
-            ist = os.stat(inp)
-            same = (ist.st_dev, ist.st_ino) == (st.st_dev, st.st_ino)
-        if same:
-            raise OutputError(target, f"is the input {given}; inputs are never overwritten (choose another -o)")
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        raise OutputError(target, "is a directory")
+    if not stat.S_ISREG(st.st_mode) and not _is_stream(st.st_mode):
+        raise OutputError(target, "exists and is not a regular file, a character device or a FIFO")
+    return st
+
+
+def _is_same_file(real: Path, st: os.stat_result | None, inp: Path) -> bool:
+    """Whether the resolved target ``real`` (stat ``st``) is the input file ``inp``: by path, or by device and
+    inode (a hard link). Directories and missing inputs are never the same file."""
+    if not inp.exists() or inp.is_dir():
+        return False
+    if real == inp:
+        return True
+    if st is None:
+        return False
+    ist = os.stat(inp)
+    return (ist.st_dev, ist.st_ino) == (st.st_dev, st.st_ino)

@@ -113,51 +113,65 @@ def _subgraph_refs(value: Any, names: set[str]) -> Iterable[str]:
                 yield from _subgraph_refs(v, names)
 
 
-def build_model_graph(graphs: list[GraphRecord], *, source: str, fmt: str, name: str = "",
-                      attrs: dict[str, Any] | None = None) -> ModelGraph:
-    """Assemble the networkx graph: ``graphs[0]`` is the root, the others are its subgraphs."""
-    g = nx.MultiDiGraph()
-    subgraphs: dict[str, list[str]] = {}
-    parents: dict[str, str] = {}
+def _unique_key(gr: GraphRecord, op_name: str, used: set[str]) -> str:
+    """The node key of an op: its name, qualified by its (sub)graph when an earlier graph already uses the name."""
+    key = op_name
+    if key in used:
+        key = f"{gr.name}/{op_name}"
+        n = 1
+        while key in used:
+            n += 1
+            key = f"{gr.name}/{op_name}#{n}"
+    used.add(key)
+    return key
+
+
+def _called(op: Any, sub_names: set[str]) -> list[str]:
+    """Subgraphs an op calls: its ``called`` list plus subgraph names referenced from its attributes."""
+    called = list(op.called)
+    for v in op.attrs.values():
+        for s in _subgraph_refs(v, sub_names):
+            if s not in called:
+                called.append(s)
+    return called
+
+
+def _nodes(graphs: list[GraphRecord], parents: dict[str, str]
+           ) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, list[str]], list[dict[str, str]], list[list[str]],
+                      dict[str, str]]:
+    """Node keys and attributes of every (sub)graph, each graph's node keys (by name, and in op order), every
+    name's first key; fills ``parents`` (subgraph -> the node that calls it)."""
     sub_names = {gr.name for gr in graphs[1:]}
+    nodes: list[tuple[str, dict[str, Any]]] = []
+    subgraphs: dict[str, list[str]] = {}
     local_keys: list[dict[str, str]] = []
     op_keys: list[list[str]] = []
     global_keys: dict[str, str] = {}
-
-    nodes: list[tuple[str, dict[str, Any]]] = []
     used: set[str] = set()
     for gr in graphs:
         keys: dict[str, str] = {}
         members: list[str] = []
         for op in gr.ops:
-            key = op.name
-            if key in used:  # same op name in two (sub)graphs: qualify the later one
-                key = f"{gr.name}/{op.name}"
-                n = 1
-                while key in used:
-                    n += 1
-                    key = f"{gr.name}/{op.name}#{n}"
-            used.add(key)
+            key = _unique_key(gr, op.name, used)
             keys.setdefault(op.name, key)
             global_keys.setdefault(op.name, key)
             members.append(key)
             nodes.append((key, _node_attrs(op, gr.name)))
-            if sub_names:
-                called = list(op.called)
-                for v in op.attrs.values():
-                    for s in _subgraph_refs(v, sub_names):
-                        if s not in called:
-                            called.append(s)
-                if called:
-                    nodes[-1][1]["called_subgraphs"] = called
-                    for s in called:
-                        parents.setdefault(s, key)
+            called = _called(op, sub_names) if sub_names else []
+            if called:
+                nodes[-1][1]["called_subgraphs"] = called
+                for s in called:
+                    parents.setdefault(s, key)
         local_keys.append(keys)
         op_keys.append(members)
         subgraphs[gr.name] = members
-    g.add_nodes_from(nodes)
-    del nodes
+    return nodes, subgraphs, local_keys, op_keys, global_keys
 
+
+def _edges(graphs: list[GraphRecord], local_keys: list[dict[str, str]], op_keys: list[list[str]],
+           global_keys: dict[str, str]) -> tuple[list[tuple[str, str, dict[str, Any]]], int]:
+    """Data and control edges from each op's inputs (names resolved in its own graph first), and how many input
+    references named no known op."""
     edges: list[tuple[str, str, dict[str, Any]]] = []
     unresolved = 0
     for gr, keys, members in zip(graphs, local_keys, op_keys, strict=True):
@@ -169,17 +183,27 @@ def build_model_graph(graphs: list[GraphRecord], *, source: str, fmt: str, name:
                     continue
                 src_name, idx = split_input(ref)
                 src = keys.get(src_name) or global_keys.get(src_name)
-                if idx < 0:
-                    if src is None:
-                        unresolved += 1
-                    else:
-                        edges.append((src, dst, {"src_index": -1, "dst_index": -1, "kind": "control"}))
-                    continue
                 if src is None:
                     unresolved += 1
+                elif idx < 0:
+                    edges.append((src, dst, {"src_index": -1, "dst_index": -1, "kind": "control"}))
                 else:
                     edges.append((src, dst, {"src_index": idx, "dst_index": slot, "kind": "data"}))
-                slot += 1
+                if idx >= 0:
+                    slot += 1
+    return edges, unresolved
+
+
+def build_model_graph(graphs: list[GraphRecord], *, source: str, fmt: str, name: str = "",
+                      attrs: dict[str, Any] | None = None) -> ModelGraph:
+    """Assemble the networkx graph: ``graphs[0]`` is the root, the others are its subgraphs."""
+    g = nx.MultiDiGraph()
+    parents: dict[str, str] = {}
+    nodes, subgraphs, local_keys, op_keys, global_keys = _nodes(graphs, parents)
+    g.add_nodes_from(nodes)
+    del nodes
+    edges, unresolved = _edges(graphs, local_keys, op_keys, global_keys)
+    for gr in graphs:
         if gr.parent is not None and gr.name not in parents:
             parents[gr.name] = global_keys.get(gr.parent, gr.parent)
     g.add_edges_from(edges)

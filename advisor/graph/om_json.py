@@ -9,7 +9,7 @@ far, not two full copies (benchmarks/graph_scale.py measures it).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from advisor.graph.build import GraphRecord, OpRecord, build_model_graph, empty_desc
@@ -90,38 +90,35 @@ def decode_value(v: Any) -> Any:
     if not v:
         return None
     for k, x in v.items():
-        if k == "s":
-            return x
-        if k == "i":
-            return _int(x)
-        if k == "b":
-            return _bool(x)
-        if k == "list":
-            return _decode_list(x)
-        if k == "f":
-            return float(x)
-        if k == "dt":
-            return cpp_dtype_name(x)
-        if k == "t":
-            return {"desc": decode_desc((x or {}).get("desc"))}
-        if k == "td":
-            return decode_desc(x)
-        if k == "func":
-            x = x or {}
-            return {"name": x.get("name", ""), "attr": decode_attrs(x.get("attr"))}
-        if k == "g":
-            return {"graph": (x or {}).get("name", "")}
-        if k in ("list_list_int", "listListInt"):
-            rows = _get(x or {}, "list_list_i") or []
-            return [[_int(i) for i in (_get(r or {}, "list_i") or [])] for r in rows]
-        if k in ("list_list_float", "listListFloat"):
-            rows = _get(x or {}, "list_list_f") or []
-            return [[float(f) for f in (_get(r or {}, "list_f") or [])] for r in rows]
-        if k == "expression":
-            return x
-        if k == "bt":
-            return None  # bytes: dropped by atc, meaningless here
+        decode = _VALUE_DECODERS.get(k)
+        if decode is not None:
+            return decode(x)
     return None
+
+
+def _list_list(x: Any, outer: str, inner: str, cast: Callable[[Any], Any]) -> list[list[Any]]:
+    return [[cast(i) for i in (_get(r or {}, inner) or [])] for r in (_get(x or {}, outer) or [])]
+
+
+_VALUE_DECODERS: dict[str, Callable[[Any], Any]] = {
+    "s": lambda x: x,
+    "i": lambda x: _int(x),
+    "b": lambda x: _bool(x),
+    "list": lambda x: _decode_list(x),
+    "f": float,
+    "dt": lambda x: cpp_dtype_name(x),
+    "t": lambda x: {"desc": decode_desc((x or {}).get("desc"))},
+    "td": lambda x: decode_desc(x),
+    "func": lambda x: {"name": (x or {}).get("name", ""), "attr": decode_attrs((x or {}).get("attr"))},
+    "g": lambda x: {"graph": (x or {}).get("name", "")},
+    "list_list_int": lambda x: _list_list(x, "list_list_i", "list_i", _int),
+    "listListInt": lambda x: _list_list(x, "list_list_i", "list_i", _int),
+    "list_list_float": lambda x: _list_list(x, "list_list_f", "list_f", float),
+    "listListFloat": lambda x: _list_list(x, "list_list_f", "list_f", float),
+    "expression": lambda x: x,
+    "bt": lambda x: None,  # bytes: dropped by atc, meaningless here
+}
+"""AttrDef oneof key -> its decoder (keys as atc --mode=1 writes them, camelCase variants of newer dumps too)."""
 
 
 def _ints(items: list[Any]) -> list[int]:

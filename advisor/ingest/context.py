@@ -123,6 +123,13 @@ def detect(profile: Profile) -> tuple[str, str]:
     if hit := next((n for n in op_names if rx.match(n)), None):
         return _mindspore(profile, s, event_names, op_names, f"MindSpore scoped op name '{_short(hit)}'")
 
+    return _without_framework(profile, s, apis, op_names)
+
+
+def _without_framework(profile: Profile, s: Mapping[str, Any], apis: list[str], op_names: list[str]
+                       ) -> tuple[str, str]:
+    """The context of a profile with no framework metadata: kernel development, eager ops, an offline model."""
+    meta, ops = profile.meta, profile.ops
     kd = s["kernel_dev"]
     op_api = _prefixed(apis, s["eager_api_prefixes"])
     launch = _first(apis, s["kernel_launch_apis"])

@@ -74,6 +74,33 @@ def _is_timestamp(col: str) -> bool:
     return _is_time(col) and col not in _DURATIONS and not col.endswith(("duration_us", "_time_us", "elapse_us"))
 
 
+def _out_of_range(arr: np.ndarray, col: str) -> tuple[np.ndarray, list[str]]:
+    """Values of column ``col`` to read as missing (not finite; for times: absurd time stamps, negative or absurd
+    durations) and what was wrong with them."""
+    bad = ~np.isfinite(arr) & ~np.isnan(arr)
+    kinds: list[str] = []
+    if bad.any():
+        kinds.append(f"{int(bad.sum())} not finite")
+    if not _is_time(col):
+        return bad, kinds
+    if _is_timestamp(col):
+        absurd = np.abs(np.nan_to_num(arr, nan=0.0, posinf=0.0, neginf=0.0)) > MAX_TIMESTAMP_US
+        if absurd.any():
+            kinds.append(f"{int(absurd.sum())} beyond {MAX_TIMESTAMP_US:.0e} us")
+            bad |= absurd
+        return bad, kinds
+    with np.errstate(invalid="ignore"):
+        negative = arr < 0
+        absurd = np.isfinite(arr) & (arr > MAX_DURATION_US)
+    if negative.any():
+        kinds.append(f"{int(negative.sum())} negative")
+        bad |= negative
+    if absurd.any():
+        kinds.append(f"{int(absurd.sum())} longer than {MAX_DURATION_US:.0e} us")
+        bad |= absurd
+    return bad, kinds
+
+
 def _sanitize_frame(df: pd.DataFrame, table: str, meta: Meta, source: str | None = None) -> None:
     """Fix ``df`` in place (columns are replaced only where something changes) and note each change."""
     if not isinstance(df, pd.DataFrame) or not len(df):
@@ -100,26 +127,7 @@ def _sanitize_frame(df: pd.DataFrame, table: str, meta: Meta, source: str | None
         if pd.api.types.is_integer_dtype(s.dtype) and not _is_time(col):
             continue  # integers are finite; ids and counts are not bounded here
         arr = s.to_numpy(dtype="float64", copy=False)
-        bad = ~np.isfinite(arr) & ~np.isnan(arr)
-        kinds: list[str] = []
-        if bad.any():
-            kinds.append(f"{int(bad.sum())} not finite")
-        if _is_time(col):
-            if _is_timestamp(col):
-                absurd = np.abs(np.nan_to_num(arr, nan=0.0, posinf=0.0, neginf=0.0)) > MAX_TIMESTAMP_US
-                if absurd.any():
-                    kinds.append(f"{int(absurd.sum())} beyond {MAX_TIMESTAMP_US:.0e} us")
-                    bad |= absurd
-            else:
-                with np.errstate(invalid="ignore"):
-                    negative = arr < 0
-                    absurd = np.isfinite(arr) & (arr > MAX_DURATION_US)
-                if negative.any():
-                    kinds.append(f"{int(negative.sum())} negative")
-                    bad |= negative
-                if absurd.any():
-                    kinds.append(f"{int(absurd.sum())} longer than {MAX_DURATION_US:.0e} us")
-                    bad |= absurd
+        bad, kinds = _out_of_range(arr, col)
         if bad.any():
             fixed = arr.copy()
             fixed[bad] = np.nan

@@ -371,11 +371,9 @@ _TENSOR_COLUMNS = {
 }
 
 
-def _compute_ops(con: sqlite3.Connection, tables: set[str], strings: StringIds, step_ranges: pd.DataFrame,
-                 path: Path, meta: Meta) -> pd.DataFrame:
-    if "COMPUTE_TASK_INFO" not in tables:
-        meta.notes.append(f"{path.name}: no COMPUTE_TASK_INFO table, no compute ops")
-        return pd.DataFrame()
+def _compute_ops_query(con: sqlite3.Connection, meta: Meta) -> tuple[str, list[str]]:
+    """The SELECT of compute tasks joined with their runtime tasks, over the columns this database has, and the
+    output columns that hold string ids."""
     ccols = table_columns(con, "COMPUTE_TASK_INFO")
     tcols = table_columns(con, "TASK")
     select = ["t.globalTaskId AS gid", f"{_rel(meta, 't.startNs')} AS start_ns", "(t.endNs - t.startNs) AS dur_ns"]
@@ -383,12 +381,12 @@ def _compute_ops(con: sqlite3.Connection, tables: set[str], strings: StringIds, 
                      ("modelId", "model_id"), ("contextId", "context_id"), ("taskType", "task_kind")):
         if src in tcols:
             select.append(f"t.{src} AS {dst}")
-    string_cols: dict[str, str] = {}
+    string_cols: list[str] = []
     for src, dst in (("name", "name"), ("opType", "type"), ("taskType", "core"), ("opState", "op_state"),
                      *_TENSOR_COLUMNS.items()):
         if src in ccols:
             select.append(f"c.{src} AS {dst}")
-            string_cols[dst] = src
+            string_cols.append(dst)
     for dst, candidates in (("block_dim", ("blockDim", "blockNum", "block_dim")),
                             ("mix_block_dim", ("mixBlockDim", "mixBlockNum", "mix_block_dim")),
                             ("wait_ns", ("waitNs",))):
@@ -396,6 +394,15 @@ def _compute_ops(con: sqlite3.Connection, tables: set[str], strings: StringIds, 
         if src:
             select.append(f"c.{src} AS {dst}")
     sql = f"SELECT {', '.join(select)} FROM COMPUTE_TASK_INFO c JOIN TASK t ON t.globalTaskId = c.globalTaskId"
+    return sql, string_cols
+
+
+def _compute_ops(con: sqlite3.Connection, tables: set[str], strings: StringIds, step_ranges: pd.DataFrame,
+                 path: Path, meta: Meta) -> pd.DataFrame:
+    if "COMPUTE_TASK_INFO" not in tables:
+        meta.notes.append(f"{path.name}: no COMPUTE_TASK_INFO table, no compute ops")
+        return pd.DataFrame()
+    sql, string_cols = _compute_ops_query(con, meta)
     raw = _sorted(_numeric(con, sql, path), "start_ns")  # sorting here is ~5x cheaper than ORDER BY
     n = len(raw)
     df = pd.DataFrame(index=pd.RangeIndex(n))

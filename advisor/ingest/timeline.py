@@ -197,7 +197,7 @@ def _late_device_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:
+def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:  # noqa: C901 - one inlined loop over millions of events: a helper call per event costs more than the branches
     """Stream one trace file into tables (see the module doc for what goes where)."""
     path = Path(path)
     proc: dict[Any, str] = {}

@@ -85,6 +85,15 @@ def read(root: Path, meta: Meta) -> Profile:
         ops = finalize_ops(pd.DataFrame({"name": pd.Series(dtype="str")}))
     profile = Profile(ops=ops, meta=meta, extras=extras)
 
+    _read_tables(out, meta, profile)
+    trace = out / "trace_view.json"
+    if trace.is_file():
+        _read_trace_view(trace, meta, profile, has_kernels)
+    return profile
+
+
+def _read_tables(out: Path, meta: Meta, profile: Profile) -> None:
+    """The optional tables of ASCEND_PROFILER_OUTPUT (statistics, steps, communication, memory, extras)."""
     if (df := _optional(out / "op_statistic.csv", meta, read_op_stats)) is not None:
         profile.op_stats = df
         meta.source_of("op_stats", "op_statistic.csv")
@@ -104,24 +113,25 @@ def read(root: Path, meta: Meta) -> Profile:
     if (df := _optional(out / "communication_matrix.json", meta, read_communication_matrix)) is not None:
         profile.extras["communication_matrix"] = df
 
-    trace = out / "trace_view.json"
-    if trace.is_file():
-        traces = Traces()
-        # Level0 kernel_details has no Accelerator Core: the trace's device tasks carry it (Task Type)
-        no_cores = has_kernels and bool(profile.ops["core"].isna().any())
-        traces.add([trace], meta, device_ops=not has_kernels or no_cores, required=not has_kernels)
-        meta.source_of("events", trace)
-        if no_cores:
-            _fill_cores(profile.ops, [o for o in traces.ops if o is not None and len(o)], meta)
-        elif not has_kernels:
-            frames = [o for o in traces.ops if o is not None and len(o)]
-            if frames:
-                profile.ops = frames[0]
-                meta.source_of("ops", trace)
-                meta.notes.append("no kernel_details.csv: device ops taken from trace_view.json "
-                                  "(no shapes or PMU metrics)")
-        traces.apply(profile)
-    return profile
+
+def _read_trace_view(trace: Path, meta: Meta, profile: Profile, has_kernels: bool) -> None:
+    """Timeline events from trace_view.json; its device tasks fill missing cores, or are the ops when there is no
+    kernel_details.csv."""
+    traces = Traces()
+    # Level0 kernel_details has no Accelerator Core: the trace's device tasks carry it (Task Type)
+    no_cores = has_kernels and bool(profile.ops["core"].isna().any())
+    traces.add([trace], meta, device_ops=not has_kernels or no_cores, required=not has_kernels)
+    meta.source_of("events", trace)
+    if no_cores:
+        _fill_cores(profile.ops, [o for o in traces.ops if o is not None and len(o)], meta)
+    elif not has_kernels:
+        frames = [o for o in traces.ops if o is not None and len(o)]
+        if frames:
+            profile.ops = frames[0]
+            meta.source_of("ops", trace)
+            meta.notes.append("no kernel_details.csv: device ops taken from trace_view.json "
+                              "(no shapes or PMU metrics)")
+    traces.apply(profile)
 
 
 def _fill_cores(ops: pd.DataFrame, trace_ops: list[pd.DataFrame], meta: Meta) -> None:

@@ -32,8 +32,23 @@ def _score_style(score: float) -> str:
 def build(report: dict[str, Any], top: int = 20) -> Group:
     # every string comes from the input or a plugin: controls made visible; cells are Text, never markup
     report = deep(report, terminal)
+    parts: list[Any] = [_header(report)]
+    time_table = _time_table(report.get("time"))
+    if time_table is not None:
+        parts.append(time_table)
+    findings = report["findings"]
+    if findings:
+        parts.append(_findings_table(findings, top))
+        parts.extend(_finding_panel(i, f) for i, f in enumerate(findings[:3], 1))
+    else:
+        parts.append(Text("No recoverable time found by the knowledge bases that ran.", style="green"))
+    parts.extend(_run_notes(report))
+    return Group(*parts)
+
+
+def _header(report: dict[str, Any]) -> Panel:
+    """Score, input, graph and cluster in one panel."""
     inp, summ = report["input"], report["summary"]
-    parts: list[Any] = []
     head = Text()
     head.append("Score ", style="bold")
     head.append(f"{report['score']:.1f}", style=_score_style(report["score"]))
@@ -59,50 +74,52 @@ def build(report: dict[str, Any], top: int = 20) -> Group:
     if cluster:
         lines.append(Text(f"slowest rank {cluster['slowest_rank']}: {cluster['slowest_reason']} "
                           f"+{_us(cluster.get('slowest_excess_us', 0))} over the other ranks' median", style="dim"))
-    parts.append(Panel(Group(*lines), title="advisor", title_align="left", box=box.ROUNDED))
-    time_table = _time_table(report.get("time"))
-    if time_table is not None:
-        parts.append(time_table)
+    return Panel(Group(*lines), title="advisor", title_align="left", box=box.ROUNDED)
 
-    findings = report["findings"]
-    if findings:
-        t = Table(box=box.SIMPLE_HEAD, title=f"Findings ({len(findings)}), largest estimated saving first",
-                  title_justify="left", expand=True)
-        t.add_column("#", justify="right", style="dim", no_wrap=True)
-        t.add_column("severity", no_wrap=True)
-        t.add_column("finding", ratio=1, overflow="fold")
-        t.add_column("saving", justify="right", no_wrap=True)
-        t.add_column("% time", justify="right", no_wrap=True)
-        for i, f in enumerate(findings[:top], 1):
-            cell = Text(f["title"])
-            where = f"rank {f['rank']} · " if f.get("rank") is not None else (
-                f"ranks {', '.join(map(str, f['ranks']))} · " if f.get("ranks") else "")
-            cell.append(f"\n{where}{f['rule']} · {len(f['ops'])} op(s)", style="dim")
-            if f.get("symptoms"):
-                cell.append(f" · explains {len(f['symptoms'])} symptom(s)", style="dim")
-            t.add_row(str(i), Text(f["severity"], style=_SEVERITY_STYLE[f["severity"]]), cell,
-                      _us(f["estimated_saving_us"]), f"{f.get('share_of_device_time', 0) * 100:.1f}")
-        if len(findings) > top:
-            t.caption = f"{len(findings) - top} more findings in the JSON / HTML report"
-        parts.append(t)
-        for i, f in enumerate(findings[:3], 1):
-            body = [Text(f["recommendation"])]
-            if f.get("fix"):
-                fix = f["fix"]
-                body.append(Text(f"fix ({fix['kind']}): {fix['summary']}", style="green"))
-                if fix.get("command"):
-                    body.append(Text(f"  $ {fix['command']}", style="bold"))
-            body.append(Text(f"saving basis: {f.get('basis', '')}", style="dim"))
-            for line in symptom_lines(f):
-                body.append(Text(f"explains {line}", style="dim"))
-            ops = ", ".join(f["ops"][:6]) + (f" … (+{len(f['ops']) - 6})" if len(f["ops"]) > 6 else "")
-            if ops:
-                body.append(Text(f"ops: {ops}", style="dim"))
-            parts.append(Panel(Group(*body), title=Text(f"{i}. {f['title']}"), title_align="left", box=box.ROUNDED,
-                               border_style=_SEVERITY_STYLE[f["severity"]]))
-    else:
-        parts.append(Text("No recoverable time found by the knowledge bases that ran.", style="green"))
 
+def _findings_table(findings: list[dict[str, Any]], top: int) -> Table:
+    t = Table(box=box.SIMPLE_HEAD, title=f"Findings ({len(findings)}), largest estimated saving first",
+              title_justify="left", expand=True)
+    t.add_column("#", justify="right", style="dim", no_wrap=True)
+    t.add_column("severity", no_wrap=True)
+    t.add_column("finding", ratio=1, overflow="fold")
+    t.add_column("saving", justify="right", no_wrap=True)
+    t.add_column("% time", justify="right", no_wrap=True)
+    for i, f in enumerate(findings[:top], 1):
+        cell = Text(f["title"])
+        where = f"rank {f['rank']} · " if f.get("rank") is not None else (
+            f"ranks {', '.join(map(str, f['ranks']))} · " if f.get("ranks") else "")
+        cell.append(f"\n{where}{f['rule']} · {len(f['ops'])} op(s)", style="dim")
+        if f.get("symptoms"):
+            cell.append(f" · explains {len(f['symptoms'])} symptom(s)", style="dim")
+        t.add_row(str(i), Text(f["severity"], style=_SEVERITY_STYLE[f["severity"]]), cell,
+                  _us(f["estimated_saving_us"]), f"{f.get('share_of_device_time', 0) * 100:.1f}")
+    if len(findings) > top:
+        t.caption = f"{len(findings) - top} more findings in the JSON / HTML report"
+    return t
+
+
+def _finding_panel(i: int, f: dict[str, Any]) -> Panel:
+    """One of the top findings in full: recommendation, fix, basis, symptoms, ops."""
+    body = [Text(f["recommendation"])]
+    if f.get("fix"):
+        fix = f["fix"]
+        body.append(Text(f"fix ({fix['kind']}): {fix['summary']}", style="green"))
+        if fix.get("command"):
+            body.append(Text(f"  $ {fix['command']}", style="bold"))
+    body.append(Text(f"saving basis: {f.get('basis', '')}", style="dim"))
+    for line in symptom_lines(f):
+        body.append(Text(f"explains {line}", style="dim"))
+    ops = ", ".join(f["ops"][:6]) + (f" … (+{len(f['ops']) - 6})" if len(f["ops"]) > 6 else "")
+    if ops:
+        body.append(Text(f"ops: {ops}", style="dim"))
+    return Panel(Group(*body), title=Text(f"{i}. {f['title']}"), title_align="left", box=box.ROUNDED,
+                 border_style=_SEVERITY_STYLE[f["severity"]])
+
+
+def _run_notes(report: dict[str, Any]) -> list[Any]:
+    """Knowledge bases that did not run, skipped files, notes and waivers."""
+    parts: list[Any] = []
     not_ok = [k for k in report["knowledge_bases"] if k["status"] != "ok"]
     if not_ok:
         kt = Table(box=box.SIMPLE, title="Knowledge bases not run", title_justify="left")
@@ -116,12 +133,12 @@ def build(report: dict[str, Any], top: int = 20) -> Group:
     notes = [n for k in report["knowledge_bases"] for n in k.get("notes", [])] + report["input"].get("notes", [])
     skipped = report["input"].get("files_skipped", [])
     if skipped or notes:
-        lines2 = [Text(f"skipped {s['path']}: {s['reason']}", style="yellow") for s in skipped[:10]]
-        lines2 += [Text(f"note: {n}", style="dim") for n in notes[:15]]
-        parts.append(Group(*lines2))
+        lines = [Text(f"skipped {s['path']}: {s['reason']}", style="yellow") for s in skipped[:10]]
+        lines += [Text(f"note: {n}", style="dim") for n in notes[:15]]
+        parts.append(Group(*lines))
     if report.get("waived"):
         parts.append(Text(f"{len(report['waived'])} finding(s) waived (see the JSON report).", style="dim"))
-    return Group(*parts)
+    return parts
 
 
 def _time_table(time: dict[str, Any] | None) -> Table | None:

@@ -101,15 +101,7 @@ class AippPreprocess(Rewrite):
                     break
                 nhwc = False
             elif node.op_type in _AFFINE and len(node.input) == 2:
-                other = index.other_input(node, tensor)
-                value = index.constant(other) if other else None
-                if value is None or value.dtype.kind not in "fiu":
-                    break
-                if node.op_type in ("Sub", "Div") and node.input[0] != tensor:
-                    break  # c - x and c / x are not of AIPP's form (x - mean - min) * var_reci
-                if value.size != 1 and not (value.size == channels and _per_channel(value, nhwc)):
-                    break
-                if node.op_type == "Div" and (value == 0).any():
+                if not _affine_ok(index, node, tensor, channels, nhwc):
                     break
             else:
                 break
@@ -121,6 +113,20 @@ class AippPreprocess(Rewrite):
         if not chain or not any(n.op_type in _AFFINE or is_op(n, "Cast") for n in chain):
             return [], ""
         return chain, ""
+
+
+def _affine_ok(index: GraphIndex, node: NodeProto, tensor: str, channels: int, nhwc: bool) -> bool:
+    """An Add/Sub/Mul/Div of ``tensor`` by a constant AIPP can take over: a scalar or one value per channel, x - c
+    or x / c (not c - x, c / x: not of AIPP's form (x - mean - min) * var_reci), no division by zero."""
+    other = index.other_input(node, tensor)
+    value = index.constant(other) if other else None
+    if value is None or value.dtype.kind not in "fiu":
+        return False
+    if node.op_type in ("Sub", "Div") and node.input[0] != tensor:
+        return False
+    if value.size != 1 and not (value.size == channels and _per_channel(value, nhwc)):
+        return False
+    return not (node.op_type == "Div" and (value == 0).any())
 
 
 def _per_channel(value: np.ndarray, nhwc: bool) -> bool:
