@@ -8,21 +8,17 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from click.testing import CliRunner
 
-from advisor.cli import main
 from advisor.examples import example_graph, example_profile
 from advisor.report.json_report import validate
 
+if TYPE_CHECKING:
+    from tests.conftest import CliFixture
+
 BUILTIN_KBS = {"transdata", "ub-fusion", "aipp-fusion", "roofline", "aicpu", "mish-leakyrelu"}
-
-
-def _run(*args: str) -> tuple[int, str, str]:
-    runner = CliRunner()
-    result = runner.invoke(main, list(args), catch_exceptions=False)
-    return result.exit_code, result.stdout, result.stderr
 
 
 def _tree_digest(root: Path) -> str:
@@ -36,8 +32,8 @@ def _tree_digest(root: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def example_report() -> dict:
-    code, out, err = _run("analyze", "--example", "--format", "json", "--quiet")
+def example_report(cli: CliFixture) -> dict:
+    code, out, err = cli("analyze", "--example", "--format", "json", "--quiet")
     assert code == 0, err
     return json.loads(out)
 
@@ -64,23 +60,23 @@ def test_example_shows_the_problems_it_was_built_with(example_report: dict) -> N
     assert savings == sorted(savings, reverse=True)
 
 
-def test_terminal_report_leads_with_the_score() -> None:
-    code, out, _ = _run("analyze", "--example", "--quiet")
+def test_terminal_report_leads_with_the_score(cli: CliFixture) -> None:
+    code, out, _ = cli("analyze", "--example", "--quiet")
     assert code == 0
     assert out.lstrip().splitlines()[1].strip("│ ").startswith("Score")
     assert "Findings" in out
 
 
-def test_fail_under_gates_on_the_score(example_report: dict) -> None:
-    code, _, err = _run("analyze", "--example", "--format", "json", "--quiet", "--fail-under", "99")
+def test_fail_under_gates_on_the_score(cli: CliFixture, example_report: dict) -> None:
+    code, _, err = cli("analyze", "--example", "--format", "json", "--quiet", "--fail-under", "99")
     assert code == 1 and "below --fail-under" in err
-    code, _, _ = _run("analyze", "--example", "--format", "json", "--quiet", "--fail-under", "1")
+    code, _, _ = cli("analyze", "--example", "--format", "json", "--quiet", "--fail-under", "1")
     assert code == 0
 
 
-def test_inputs_are_not_modified_and_output_is_written_atomically(tmp_path: Path) -> None:
+def test_inputs_are_not_modified_and_output_is_written_atomically(cli: CliFixture, tmp_path: Path) -> None:
     before = _tree_digest(example_profile().parent)
-    code, _, err = _run("analyze", "--example", "--format", "json", "--quiet", "-o", str(tmp_path) + "/")
+    code, _, err = cli("analyze", "--example", "--format", "json", "--quiet", "-o", str(tmp_path) + "/")
     assert code == 0, err
     written = list(tmp_path.iterdir())
     assert len(written) == 1 and written[0].name.startswith("advisor_") and written[0].suffix == ".json"
@@ -120,17 +116,17 @@ def test_bad_input_gives_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
     assert target.name in lines[0]
 
 
-def test_unknown_knowledge_base_is_a_usage_error() -> None:
-    code, _, err = _run("analyze", "--example", "--kb", "no-such-kb", "--quiet")
+def test_unknown_knowledge_base_is_a_usage_error(cli: CliFixture) -> None:
+    code, _, err = cli("analyze", "--example", "--kb", "no-such-kb", "--quiet")
     assert code == 2 and "no-such-kb" in err
 
 
-def test_kb_selection(example_report: dict) -> None:
-    code, out, _ = _run("analyze", "--example", "--format", "json", "--quiet", "--kb", "aicpu")
+def test_kb_selection(cli: CliFixture, example_report: dict) -> None:
+    code, out, _ = cli("analyze", "--example", "--format", "json", "--quiet", "--kb", "aicpu")
     report = json.loads(out)
     assert {k["id"] for k in report["knowledge_bases"]} == {"aicpu"}
     assert {f["kb"] for f in report["findings"]} == {"aicpu"}
-    code, out, _ = _run("analyze", "--example", "--format", "json", "--quiet", "--skip-kb", "aicpu")
+    code, out, _ = cli("analyze", "--example", "--format", "json", "--quiet", "--skip-kb", "aicpu")
     assert "aicpu" not in {k["id"] for k in json.loads(out)["knowledge_bases"]}
 
 

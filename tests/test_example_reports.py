@@ -22,9 +22,6 @@ COMMITTED = REPO / "reports"
 
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    examples = pytest.importorskip("advisor.examples")
-    if not hasattr(examples, "example_profile"):
-        pytest.skip("the built-in example is not part of this build")
     out = tmp_path_factory.mktemp("example-reports")
     regenerate.regenerate(out)
     return out

@@ -116,7 +116,7 @@ def test_aipp_cfg_parses_with_the_insert_op_proto(tmp_path: Path) -> None:
     proto = REFERENCE / "metadef_insert_op.proto"
     if not proto.exists():
         pytest.skip("../shared/reference is not available")
-    pytest.importorskip("grpc_tools")
+    import grpc_tools  # noqa: F401 - in the test extra (protoc)
     (tmp_path / "insert_op.proto").write_text(proto.read_text(encoding="utf-8"), encoding="utf-8")
     subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp_path}", f"--python_out={tmp_path}",
                     str(tmp_path / "insert_op.proto")], check=True)

@@ -8,16 +8,15 @@ from collections.abc import Mapping
 
 import numpy as np
 import onnx
+import onnxruntime  # noqa: F401 - in the test extra: a missing one fails the run instead of skipping it
 import pytest
 
-pytest.importorskip("onnxruntime")
-
-from advisor.errors import UsageError  # noqa: E402
-from advisor.fix.onnx_graph import copy_model  # noqa: E402
-from advisor.fix.pipeline import KEPT, NO_MATCH, REJECTED, FixOptions, run_fix  # noqa: E402
-from advisor.fix.rewrites import REWRITES, Rewrite, RewriteResult  # noqa: E402
-from advisor.fix.verify import VerifySettings, compare, input_feeds, load_onnxruntime  # noqa: E402
-from tests.test_fix_models import conv_bn, transformer_block, yolo_block  # noqa: E402
+from advisor.errors import UsageError
+from advisor.fix.onnx_graph import copy_model
+from advisor.fix.pipeline import KEPT, NO_MATCH, REJECTED, FixOptions, run_fix
+from advisor.fix.rewrites import REWRITES, Rewrite, RewriteResult
+from advisor.fix.verify import VerifySettings, compare, input_feeds, load_onnxruntime
+from tests.test_fix_models import conv_bn, transformer_block, yolo_block
 
 ANY_SPEED = -1e9  # these tests are about numerics and bookkeeping, not about CPU timing noise
 

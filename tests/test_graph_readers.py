@@ -341,7 +341,8 @@ def test_onnx_model_built_with_helper(tmp_path: Path) -> None:
                                   "ge_onnx_00000001_graph_11_Build.pbtxt"])
 def test_protoc_and_python_text_parsers_agree(name: str) -> None:
     """Big dumps go through protoc's C++ text parser; it must give exactly what protobuf's Python parser gives."""
-    pytest.importorskip("grpc_tools")
+    import grpc_tools  # noqa: F401 - in the test extra (protoc)
+
     from advisor.graph.ge_onnx import read_ge_onnx
     from advisor.graph.ge_text import read_ge_text
 
@@ -353,7 +354,8 @@ def test_protoc_and_python_text_parsers_agree(name: str) -> None:
 
 
 def test_protoc_path_reports_syntax_errors_like_python(tmp_path: Path) -> None:
-    pytest.importorskip("grpc_tools")
+    import grpc_tools  # noqa: F401 - in the test extra (protoc)
+
     from advisor.errors import InputError
     from advisor.graph.ge_text import read_ge_text
 

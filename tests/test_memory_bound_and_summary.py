@@ -18,7 +18,7 @@ from advisor.analysis import run_analysis
 from advisor.ingest import load
 from advisor.model_summary import SOC_FORMULA, summarize
 from advisor.platform import resolve_platform
-from advisor.rules import builtin_rules_dir, load_effective_rules
+from advisor.testing import load_rules
 from knowledge_bases.memory_bound import MemoryBoundKB
 from tests.scenarios.builder import OpRow, make_profile
 from tests.scenarios.cases_a import run_kb
@@ -108,10 +108,6 @@ def test_msprof_ratio_where_the_column_is_absent_and_aoe_only_for_atc_models() -
     assert "AOE" not in g.recommendation
 
 
-def _rules():
-    return load_effective_rules([builtin_rules_dir()])
-
-
 def test_model_summary_work_utilization_block_dim_and_redundancy() -> None:
     m, k, n = 512, 1024, 2048
     mm = OpRow("mm", "MatMulV2", 100.0, input_shapes=f"{m},{k};{k},{n}", input_dtypes="FLOAT16;FLOAT16",
@@ -121,8 +117,8 @@ def test_model_summary_work_utilization_block_dim_and_redundancy() -> None:
                 input_dtypes="FLOAT16;FLOAT16", output_shapes=f"{m},{n}", output_dtypes="FLOAT16",
                 metrics={"main_mem_read_bw": 200.0, "main_mem_write_bw": 100.0, "aicore_time_us": 18.0})
     profile = make_profile([mm, mm, add])
-    platform = resolve_platform(_rules(), "Ascend310P3")
-    ms = summarize(profile, platform, _rules())
+    platform = resolve_platform(load_rules(), "Ascend310P3")
+    ms = summarize(profile, platform, load_rules())
     flops = 2.0 * m * n * k
     assert ms["work_source"].startswith("theoretical")
     assert ms["cube"]["gops"] == pytest.approx(2 * flops / 1e9, rel=1e-3)
@@ -142,7 +138,7 @@ def test_l2_hit_rate_from_l2_cache(tmp_path: Path) -> None:
 
     profile.extras["l2_cache"] = pd.DataFrame({"name": ["a", "b", "c"], "hit_rate": [0.9, 0.5, float("nan")],
                                                "victim_rate": [0.1, 0.2, 0.3]})
-    ms = summarize(profile, resolve_platform(_rules(), "Ascend910B2"), _rules())
+    ms = summarize(profile, resolve_platform(load_rules(), "Ascend910B2"), load_rules())
     assert ms["l2_cache"]["hit_rate"] == pytest.approx(0.7) and ms["l2_cache"]["tasks_with_hit_rate"] == 2
     assert ms["l2_cache"]["victim_rate"] == pytest.approx(0.2)
 
@@ -178,6 +174,6 @@ def test_shapes_that_do_not_fit_the_time_are_left_out_of_utilization() -> None:
                 input_formats="ND;ND", output_shapes=f"{m},{n}", output_dtypes="FLOAT16", output_formats="ND")
     ok = OpRow("mm_ok", "MatMulV2", 4000.0, input_shapes=f"{m},{k};{k},{n}", input_dtypes="FLOAT16;FLOAT16",
                input_formats="ND;ND", output_shapes=f"{m},{n}", output_dtypes="FLOAT16", output_formats="ND")
-    ms = summarize(make_profile([bad, ok]), resolve_platform(_rules(), "Ascend310P3"), _rules())
+    ms = summarize(make_profile([bad, ok]), resolve_platform(load_rules(), "Ascend310P3"), load_rules())
     assert "1 task(s) left out" in ms["work_note"]
     assert 0 < ms["cube"]["utilization"] <= 1 and ms["cube"]["time_us"] == pytest.approx(4000.0)

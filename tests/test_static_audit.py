@@ -24,7 +24,7 @@ from advisor.analysis import run_analysis
 from advisor.cli import main
 from advisor.graph.onnx_model import graph_from_onnx
 from advisor.platform import resolve_platform
-from advisor.rules import builtin_rules_dir, load_effective_rules
+from advisor.testing import load_rules
 from tests.test_fix_models import model, weights, yolo_block
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,11 +141,11 @@ def test_graph_flag_without_path_and_errors(tmp_path: Path) -> None:
 
 
 def _platform(soc: str) -> dict:
-    return resolve_platform(load_effective_rules([builtin_rules_dir()]), soc)
+    return resolve_platform(load_rules(), soc)
 
 
 def _cm() -> dict:
-    return load_effective_rules([builtin_rules_dir()]).for_kb("costmodel")
+    return load_rules().for_kb("costmodel")
 
 
 def test_cost_model_numbers_for_an_onnx_conv_and_an_elementwise_op() -> None:
