@@ -163,6 +163,15 @@ def rank_data(profile: Profile) -> RankData:
     return RankSummary.of(profile).rank_data()
 
 
+def installed() -> dict[str, str]:
+    """What ``advisor kb list`` finds through the installed entry points: knowledge-base id -> ``ok``, and plugin
+    name -> ``failed to load: <reason>`` for a plugin that did not load."""
+    found = engine.find_plugins()
+    out = {info.id: "ok" for info in engine.discover(found)}
+    out.update({name: f"failed to load: {reason}" for name, reason in found.errors.items()})
+    return out
+
+
 def findings_of(findings: Iterable[Finding], rule: str) -> list[Finding]:
     """The findings of ``rule`` (a rule id such as ``my-kb.long-op``)."""
     return [f for f in findings if f.rule == rule]

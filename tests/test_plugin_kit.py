@@ -17,7 +17,7 @@ import advisor
 from advisor.errors import RulesError
 from advisor.findings import FIX_KINDS, Finding, Fix
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
-from advisor.testing import finding, findings_of, make_profile, no_finding, rank_data, run_kb
+from advisor.testing import finding, findings_of, installed, make_profile, no_finding, rank_data, run_kb
 
 LONG = RuleDoc(id="demo-long.long-op", title="Ops longer than {max_op_us} us", what="w", why="y", how_to_fix="h",
                thresholds=("max_op_us",))
@@ -163,3 +163,9 @@ def _enum_of_fix_kind(node: object) -> list[str]:
             if found:
                 return found
     return []
+
+
+def test_installed_lists_the_built_in_knowledge_bases_as_kb_list_does() -> None:
+    found = installed()
+    assert found["transdata"] == "ok" and found["cluster"] == "ok"
+    assert all(status == "ok" or status.startswith("failed to load: ") for status in found.values())
