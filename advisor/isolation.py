@@ -124,6 +124,9 @@ _mark_hooks()
 
 
 _DISCOVERED: dict[tuple[str, str, tuple[str, str]], tuple[object | None, list[str]]] = {}
+"""A memo, not discovery state: (entry point, ``module:attr``, (distribution, version)) -> what its child process
+returned. A worker that analyzes many ranks asks once per process instead of spawning a child per rank; an
+upgraded plugin has another key. What a run found is returned by ``advisor.engine.find_plugins``."""
 
 
 def discover_plugins(eps: Sequence[tuple[str, str, tuple[str, str]]]) \
