@@ -25,7 +25,7 @@ import pluggy
 from advisor import hookspecs, isolation
 from advisor.errors import UsageError
 from advisor.findings import Finding
-from advisor.kb import ROLES, AnalysisContext, KnowledgeBase, RankData
+from advisor.kb import ROLES, TOOLKIT_RULES, AnalysisContext, KnowledgeBase, RankData
 from advisor.rules import EffectiveRules, builtin_rules_dir, find_pyproject, load_effective_rules
 
 if TYPE_CHECKING:  # annotations only: discovery (also in plugin child processes) does not need pandas
@@ -411,7 +411,8 @@ def _run_one(info: KBInfo, profile: Profile, graph: ModelGraph | None, rules: Ef
         return snapshot
     # each KB gets its own copy of the rules and platform, so one cannot change what the next one reads
     ctx = AnalysisContext(cls.id, profile, graph, copy.deepcopy(rules.for_kb(cls.rules_file)),
-                          copy.deepcopy(platform), cluster=cluster)
+                          copy.deepcopy(platform), cluster=cluster,
+                          toolkit_rules={n: copy.deepcopy(rules.for_kb(n)) for n in TOOLKIT_RULES if rules.has(n)})
     started = time.perf_counter()
     limit = time_limit_s or cls.time_limit_s
     try:

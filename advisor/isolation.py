@@ -195,7 +195,7 @@ def run_kb(cls: type[IsolatedKnowledgeBase], ctx: AnalysisContext, limit_s: floa
     """Run one third-party knowledge base in a child process; its validated findings and notes. Raises KBFailed."""
     ep_name, ep_value = cls.entry_point
     job = {"kind": "analyze", "name": ep_name, "value": ep_value, "kb_id": cls.id, "snapshot": snapshot.path,
-           "rules": dict(ctx.rules), "platform": dict(ctx.platform)}
+           "rules": dict(ctx.rules), "platform": dict(ctx.platform), "toolkit_rules": dict(ctx.toolkit_rules)}
     result = _Child(job, limit_s).result()
     notes = [str(n)[:1000] for n in (result.get("notes") or [])[:MAX_NOTES]]
     raw = result.get("findings")

@@ -26,6 +26,10 @@ _Check = Callable[..., Any]
 
 ROLES = ("cause", "symptom")
 
+TOOLKIT_RULES = ("bound",)
+"""Rules files of the toolkit itself (``rules/bound.yaml``: the shared op classification), passed to every knowledge
+base in :attr:`AnalysisContext.toolkit_rules`."""
+
 
 @dataclass(frozen=True)
 class RuleDoc:
@@ -179,6 +183,9 @@ class AnalysisContext:
     notes: list[str] = field(default_factory=list)
     cluster: list[RankData] | None = None
     """Cluster-scope knowledge bases only: every rank's data."""
+    toolkit_rules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Effective values of the toolkit's rules files (:data:`TOOLKIT_RULES`), the same for every knowledge base;
+    read through the toolkit (e.g. :func:`advisor.toolkit.bound.op_bounds`), not directly."""
 
     @property
     def has_graph(self) -> bool:

@@ -144,7 +144,8 @@ def _analyze(job: dict[str, Any]) -> dict[str, Any]:
         return {"error": f"its plugin no longer provides knowledge base '{job['kb_id']}'"}
     with open(job["snapshot"], "rb") as fh:
         profile, graph, cluster = pickle.load(fh)
-    ctx = AnalysisContext(cls.id, profile, graph, job["rules"], job["platform"], cluster=cluster)
+    ctx = AnalysisContext(cls.id, profile, graph, job["rules"], job["platform"], cluster=cluster,
+                          toolkit_rules=job.get("toolkit_rules") or {})
     produced = list(cls().analyze(ctx) or [])
     try:
         findings = [_finding(f) for f in produced]

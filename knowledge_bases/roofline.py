@@ -1,240 +1,137 @@
 """roofline: where the heavy ops sit against the chip's compute and bandwidth roofs, and what is recoverable.
 
-For each op: FLOPs (``cube_fops + vector_fops`` when the profile has them, else from shapes: convolution
-2 x output elements x weight elements / Cout, matmul 2 x M x N x K, vector ops ~1 FLOP per output element)
-and bytes (``main_mem_read_bw + main_mem_write_bw`` x time when measured, else the sum of input and output
-tensor bytes). Arithmetic intensity = FLOPs / bytes; the roof at that intensity is
-``min(peak, intensity x bandwidth)`` with the peak of the op's unit and dtype (``ctx.platform``).
-
-The time an op needs at the roof is ``max(FLOPs / peak, bytes / bandwidth)``; the practical target is that
-time divided by ``target_fraction_of_roof`` (never below ``min_kernel_us``) and the recoverable time is
-``duration - target`` (never negative), summed over calls.
-
-:func:`roofline_points` is a pure function (ops table in, one row per op name out) used by the knowledge base
-and by the HTML report's log-log roofline chart.
+The classification itself is shared by every knowledge base (:mod:`advisor.toolkit.bound`, ``rules/bound.yaml``):
+bound by arithmetic intensity against the ridge of the op's unit and dtype, pipe ratios as evidence, the share
+of the practical roof each op reaches and the time reaching it would save. This knowledge base reports it for
+the heavy ops (those covering ``heavy_coverage`` of compute time), one finding per op type and bound. Its rules
+are symptoms -- how ops behave -- so a cause naming the same ops (a decomposed activation, an unfused chain, a
+TransData site, a badly shaped op) absorbs them; ops at or near their roof are never reported.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from advisor import hookimpl
-from advisor.costmodel import conv_flops, matmul_flops, tensor_bytes
 from advisor.findings import Finding, Fix, table
-from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
-from advisor.model import canonical_dtype, canonical_format, parse_list, parse_shapes
-from advisor.toolkit.graph_patterns import device_time_us, numel, severity_for
+from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
+from advisor.platform import is_assumed
+from advisor.toolkit import tuning
+from advisor.toolkit.bound import COLUMNS, op_bounds, rules_of
+from advisor.toolkit.common import severity_for
+from advisor.toolkit.time import window_us
 
-COMPUTE_CORES = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV")
-BOUNDS = ("memory", "compute", "latency", "none")
-POINT_COLUMNS = ["name", "type", "core", "unit", "calls", "total_us", "duration_us", "flops", "bytes", "intensity",
-                 "attained_tflops", "roof_tflops", "peak_tflops", "bound", "pct_of_roof", "recoverable_us",
-                 "pipe", "source"]
-_SHAPE_KEYS = ["type", "core", "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
-               "output_formats"]
-_PIPES = ("mac", "vec", "scalar", "mte1", "mte2", "mte3", "fixpipe")
-_MEMORY_PIPES = ("mte2", "mte3")
-_COMPUTE_PIPES = ("mac", "vec")
-
+_THRESHOLDS = ("heavy_coverage", "max_heavy_ops", "min_op_total_us", "min_saving_us", "max_points", "severity",
+               "confidence")
+_WHAT = (
+    "Reads the shared op classification (rules file bound: FLOPs and bytes from cube_fops/vector_fops and "
+    "main-memory bandwidth metrics where the profile has them, else from shapes and dtypes; the roof at an op's "
+    "intensity is min(peak of its unit and dtype, intensity x hbm_gbps)) for the heavy ops -- the op names "
+    "covering {heavy_coverage} of compute time, at most {max_heavy_ops}, each above {min_op_total_us} us -- and "
+    "reports each op type and bound whose ops can recover at least {min_saving_us} us. "
+)
+_WHY = (
+    " Recoverable time = the ops' time x (1 - the share of the practical roof they reach), the share being the "
+    "larger of their throughput against the bound rules' target_fraction_of_roof of the roof and their measuring "
+    "pipes' ratios against saturation; ops at or above the bound rules' near_roof share recover nothing."
+)
 _BANDWIDTH_NOTE = ("bandwidth is the platform's hbm_gbps, a working assumption for most chips: set the real figure "
                    "with --rules my.yaml (platform: {hbm_gbps: N})")
-
-
-def _doc(bound: str, title: str, what: str, why: str, how: str) -> RuleDoc:
-    return RuleDoc(
-        id=f"roofline.{bound}-bound" if bound != "none" else "roofline.no-bound",
-        title=title,
-        what=what,
-        why=why,
-        how_to_fix=how,
-        thresholds=("heavy_coverage", "max_heavy_ops", "min_op_total_us", "target_fraction_of_roof", "min_kernel_us",
-                    "latency_max_us", "latency_max_pct_of_roof", "pipe_bound_ratio", "cube_peak", "vector_peak",
-                    "min_saving_us", "severity"),
-        needs=("ops",),
-    )
-
-
-_COMMON_WHAT = (
-    "Places each heavy op (the op names covering heavy_coverage of compute time) on the roofline: FLOPs and "
-    "bytes from cube_fops/vector_fops and main-memory bandwidth metrics where the profile has them, else from "
-    "shapes and dtypes; the roof at the op's intensity is min(peak, intensity x hbm_gbps) with the peak of its "
-    "unit and dtype. "
-)
-_COMMON_WHY = (
-    " Recoverable time = duration - (time at the roof / target_fraction_of_roof), at least min_kernel_us, never "
-    "negative; ops are grouped by type."
-)
-
-RULE_MEMORY = _doc(
-    "memory", "Memory-bound heavy ops below the bandwidth roof",
-    _COMMON_WHAT + "Memory bound: MTE2/MTE3 pipe ratio above pipe_bound_ratio, or (without pipe metrics) "
-    "intensity below the ridge point.",
-    "These ops are limited by global-memory traffic; they run below the bandwidth the chip offers." + _COMMON_WHY,
-    "Cut the bytes: fuse the op into its producer/consumer (UB fusion, see ub-fusion findings), avoid TransData "
-    "round trips (keep one format; see transdata findings), use a smaller dtype (fp16/bf16 instead of fp32, int8 "
-    "where accuracy allows), reuse data already on chip. If the bytes cannot shrink, tune the op's tiling (AOE "
-    "operator tuning) so transfers are larger and aligned.",
-)
-RULE_COMPUTE = _doc(
-    "compute", "Compute-bound heavy ops below the compute roof",
-    _COMMON_WHAT + "Compute bound: cube (mac) or vector pipe ratio above pipe_bound_ratio, or (without pipe "
-    "metrics) intensity at or above the ridge point.",
-    "These ops are limited by arithmetic but reach only part of the cube/vector peak for their dtype." + _COMMON_WHY,
-    "Use the fastest dtype the unit supports (fp16/bf16 on the cube instead of fp32 -- atc --precision_mode / "
-    "allow_hf32 on A2 -- or int8 via AMCT quantization); make matmul/conv dimensions multiples of 16 (fp16) or "
-    "32 (int8); tune tiling and block dim with AOE operator tuning (aoe --job_type=2) so all AI cores are used.",
-)
-RULE_LATENCY = _doc(
-    "latency", "Short ops far below both roofs (latency bound)",
-    _COMMON_WHAT + "Latency bound: mean duration below latency_max_us and below latency_max_pct_of_roof of the "
-    "roof -- fixed costs (launch, scheduling, head/tail) dominate.",
-    "Each call spends most of its time on fixed per-kernel costs rather than work." + _COMMON_WHY,
-    "Give each kernel more work: larger batch, fuse small ops (UB fusion, fused operators), run independent "
-    "small ops on several streams, and avoid per-step host-side launches (graph mode / static shapes).",
-)
-RULE_NONE = _doc(
-    "none", "Heavy ops with no clear bound",
-    _COMMON_WHAT + "No bound: pipe metrics exist but no pipe ratio reaches pipe_bound_ratio (or only the scalar "
-    "pipe does) -- the op is neither feeding the units nor moving data efficiently.",
-    "Such ops usually suffer from poor tiling, pipeline stalls or scalar overhead." + _COMMON_WHY,
-    "Run AOE operator tuning (aoe --job_type=2) on the model to search better tilings; check block dim "
-    "against the core count; for custom operators, overlap MTE and compute with double buffering.",
-)
-_RULE_BY_BOUND = {"memory": RULE_MEMORY, "compute": RULE_COMPUTE, "latency": RULE_LATENCY, "none": RULE_NONE}
 
 
 class RooflineKB(KnowledgeBase):
     id = "roofline"
     title = "Roofline: heavy ops against the chip's compute and bandwidth roofs"
-    version = "1.0.0"
+    version = "2.0.0"
     api_version = "1"
     requires = ("ops",)
     rules_file = "roofline"
-    rules = (RULE_MEMORY, RULE_COMPUTE, RULE_LATENCY, RULE_NONE)
 
-    def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
-        r = ctx.rules
-        ops = ctx.profile.ops
-        points = roofline_points(ops, ctx.platform, r)
-        if not len(points):
-            ctx.note("roofline: no AI Core op had shapes or FLOP metrics to place on the roofline")
-            return
-        unplaced = int(points["bound"].isna().sum())
-        if unplaced:
-            ctx.note(f"roofline: {unplaced} op name(s) had neither shapes nor FLOP/byte metrics and were skipped")
-        # heavy = the ops covering heavy_coverage of compute time (placed or not); only placed ones are judged
-        heavy = heavy_ops(points, r).dropna(subset=["bound"])
-        total = device_time_us(ops)
-        for (op_type, bound), group in heavy.groupby(["type", "bound"], sort=False, observed=True):
-            saving = float(group["recoverable_us"].sum())
-            if saving < float(r["min_saving_us"]):
-                continue
-            yield _finding(ctx, str(op_type), str(bound), group, saving, total)
+    _heavy: pd.DataFrame | None = None
 
+    @rule(RuleDoc(
+        id="roofline.memory-bound",
+        title="Memory-bound heavy ops below the bandwidth roof",
+        what=_WHAT + "Memory bound: arithmetic intensity below the ridge of the op's unit and dtype (peak / "
+                     "bandwidth), with a measuring pipe (compute, or MTE2/MTE3) below saturation.",
+        why="These ops are limited by global-memory traffic and reach only part of the bandwidth the chip offers."
+            + _WHY,
+        how_to_fix="Cut the bytes: fuse the ops with their producers/consumers so intermediates stay on chip, "
+                   "avoid layout conversions between them, use a 16-bit dtype the chip has where they run fp32; "
+                   "then let operator tuning (where the flow has it) find tilings with larger, aligned transfers.",
+        thresholds=_THRESHOLDS, needs=("ops",), role="symptom"))
+    def memory_bound(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        return self._report(ctx, "memory")
 
-# ---------------------------------------------------------------------------------------------------------
-# the pure part
-# ---------------------------------------------------------------------------------------------------------
+    @rule(RuleDoc(
+        id="roofline.compute-bound",
+        title="Compute-bound heavy ops below the compute roof",
+        what=_WHAT + "Compute bound: arithmetic intensity at or above the ridge; the evidence says when a memory "
+                     "pipe is saturated anyway (the kernel re-reads its operands).",
+        why="These ops are limited by arithmetic but reach only part of the cube/vector peak for their dtype."
+            + _WHY,
+        how_to_fix="Compute in the fastest dtype the unit has (16-bit on the cube instead of fp32, where accuracy "
+                   "allows), keep matmul/conv dimensions multiples of the cube fractal, and let operator tuning "
+                   "(where the flow has it) find a tiling that keeps the cube fed.",
+        thresholds=_THRESHOLDS, needs=("ops",), role="symptom"))
+    def compute_bound(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        return self._report(ctx, "compute")
 
+    @rule(RuleDoc(
+        id="roofline.latency-bound",
+        title="Short ops far below their roof (latency bound)",
+        what=_WHAT + "Latency bound: mean duration below the bound rules' latency_max_us and a share of the "
+                     "practical roof below latency_max_share -- fixed costs (launch, scheduling, head/tail) "
+                     "dominate; no kernel is expected below the bound rules' min_kernel_us.",
+        why="Each call spends most of its time on fixed per-kernel costs rather than work." + _WHY,
+        how_to_fix="Give each kernel more work: a larger batch, fused small ops, graph execution where the flow "
+                   "has it.",
+        thresholds=_THRESHOLDS, needs=("ops",), role="symptom"))
+    def latency_bound(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        return self._report(ctx, "latency")
 
-def roofline_points(ops: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str, Any]) -> pd.DataFrame:
-    """One row per op name (calls aggregated) on the roofline; columns ``POINT_COLUMNS``.
+    @rule(RuleDoc(
+        id="roofline.no-bound",
+        title="Heavy ops with no clear bound",
+        what=_WHAT + "No clear bound: the op has pipe metrics, is below the near_roof share of its practical roof "
+                     "and none of its pipes reaches its saturation (bound rules' pipe_saturation).",
+        why="Such ops are limited by latency inside the kernel -- synchronisation between pipes, scalar work, "
+            "small tiles -- not by the hardware's units." + _WHY,
+        how_to_fix="Operator tuning where the flow has it; block dim against the core count (operator.block-dim); "
+                   "for kernels you write, double-buffer the copies against the compute and use larger tiles.",
+        thresholds=_THRESHOLDS, needs=("ops", "metrics"), role="symptom"))
+    def no_bound(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        return self._report(ctx, "none")
 
-    ``duration_us``, ``flops`` and ``bytes`` are per call (means); ``total_us`` and ``recoverable_us`` add up
-    all calls. ``bound`` is NaN for ops with neither FLOPs nor bytes. ``source`` says where FLOPs/bytes came
-    from (``metrics`` or ``shapes``).
-    """
-    if not len(ops):
-        return pd.DataFrame(columns=POINT_COLUMNS)
-    mask = ops["core"].isin(COMPUTE_CORES).to_numpy(dtype=bool) & (ops["duration_us"].to_numpy(dtype="float64") > 0)
-    wanted = {"name", "duration_us", "aicore_time_us", *_SHAPE_KEYS, *(f"{p}_ratio" for p in _PIPES)}
-    # only the columns used here: a row subset of the whole table would copy all ~60 columns (0.8 GB at 2M rows)
-    df = ops.loc[mask, [c for c in ops.columns if c in wanted or c.endswith(("_fops", "main_mem_read_bw",
-                                                                               "main_mem_write_bw"))]]
-    if not len(df):
-        return pd.DataFrame(columns=POINT_COLUMNS)
-    dur = df["duration_us"].to_numpy(dtype="float64")
+    # -----------------------------------------------------------------------------------------------------
+    def _heavy_ops(self, ctx: AnalysisContext) -> pd.DataFrame:
+        """The heavy ops of the shared classification that are below their roof (computed once per run)."""
+        if self._heavy is None:
+            bounds = op_bounds(ctx)
+            if not len(bounds):
+                ctx.note("roofline: the profile has no AI Core op to place on the roofline")
+            unknown = int(bounds["bound"].isna().sum())
+            if unknown:
+                ctx.note(f"roofline: {unknown} op name(s) had neither shapes, FLOP/byte metrics nor pipe ratios "
+                         "and were not classified")
+            heavy = heavy_ops(bounds, ctx.rules)
+            self._heavy = heavy[heavy["bound"].notna() & (heavy["recoverable_us"] > 0)]
+        return self._heavy
 
-    # FLOPs, bytes and unit per distinct (type, shapes, dtypes, formats), mapped back to rows
-    codes = _combined_codes(df, _SHAPE_KEYS)
-    first = np.unique(codes, return_index=True)[1]
-    work = np.array([_shape_work(df.iloc[i], rules) for i in first], dtype=object).reshape(-1, 4)
-    work_flops = work[:, 0].astype("float64")[codes]
-    work_bytes = work[:, 1].astype("float64")[codes]
-    is_cube_shape = work[:, 2].astype(bool)[codes]
-    # peak of each distinct op description on either unit (the unit is final once metrics are known)
-    peak_cube = np.array([_peak(True, str(w[3]), platform, rules) for w in work])[codes]
-    peak_vector = np.array([_peak(False, str(w[3]), platform, rules) for w in work])[codes]
-
-    m_flops = _metric_flops(df)
-    m_cube = _metric_cube_flops(df)
-    m_bytes = _metric_bytes(df)
-    has_m_flops = np.nan_to_num(m_flops) > 0
-    flops = np.where(has_m_flops, m_flops, work_flops)
-    has_m_bytes = np.nan_to_num(m_bytes) > 0
-    nbytes = np.where(has_m_bytes, m_bytes, work_bytes)
-    is_cube = is_cube_shape | (m_cube > 0)
-    source = np.where(has_m_flops | has_m_bytes, "metrics", "shapes")
-
-    peak_tflops = np.where(is_cube, peak_cube, peak_vector)
-    bw_per_us = float(platform["hbm_gbps"]) * 1e3  # bytes per microsecond
-    flops_per_us = peak_tflops * 1e6
-    t_roof = np.fmax(np.nan_to_num(flops) / flops_per_us, np.nan_to_num(nbytes) / bw_per_us)
-    # placed: the work is known (FLOPs known, even 0 for data movement) and something is moved or computed;
-    # a shape-based point far above its roof means the shapes were not understood
-    placed = ~np.isnan(flops) & ((np.nan_to_num(flops) > 0) | (np.nan_to_num(nbytes) > 0))
-    placed &= has_m_flops | (t_roof <= float(rules["max_pct_of_roof"]) * dur)
-    target = np.maximum(t_roof / float(rules["target_fraction_of_roof"]), float(rules["min_kernel_us"]))
-    recoverable = np.where(placed, np.maximum(0.0, dur - target), 0.0)
-
-    rows = pd.DataFrame({
-        "name": _categorical(df["name"]),
-        "type": _categorical(df["type"]),
-        "core": _categorical(df["core"]),
-        "dur": dur,
-        "flops": np.where(placed, flops, np.nan),
-        "bytes": np.where(placed, nbytes, np.nan),
-        "t_roof": np.where(placed, t_roof, np.nan),
-        "peak": peak_tflops,
-        "recoverable": recoverable,
-        "metrics": source == "metrics",
-        "cube": is_cube,
-    })
-    for pipe in _PIPES:
-        col = f"{pipe}_ratio"
-        ratio = df[col].to_numpy(dtype="float64") if col in df.columns else np.full(len(df), np.nan)
-        rows[f"w_{pipe}"] = ratio * dur
-        rows[f"d_{pipe}"] = np.where(np.isnan(ratio), 0.0, dur)
-
-    g = rows.groupby(["name", "type", "core"], sort=False, observed=True)
-    agg = g.agg(calls=("dur", "size"), total_us=("dur", "sum"), flops=("flops", "mean"), bytes=("bytes", "mean"),
-                t_roof=("t_roof", "mean"), peak_tflops=("peak", "first"), recoverable_us=("recoverable", "sum"),
-                metrics=("metrics", "mean"), cube=("cube", "max"))
-    sums = g[[f"w_{p}" for p in _PIPES] + [f"d_{p}" for p in _PIPES]].sum(min_count=1)
-    agg = agg.join(sums).reset_index()
-    for col in ("name", "type", "core"):
-        agg[col] = agg[col].astype(object).where(agg[col].notna(), "")
-    agg["duration_us"] = agg["total_us"] / agg["calls"]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        agg["intensity"] = np.where(agg["bytes"] > 0, agg["flops"] / agg["bytes"], np.nan)
-        agg["attained_tflops"] = agg["flops"] / agg["duration_us"] / 1e6
-        ridge_roof = agg["intensity"] * bw_per_us / 1e6
-        agg["roof_tflops"] = np.where(agg["intensity"].notna(), np.fmin(agg["peak_tflops"], ridge_roof),
-                                      agg["peak_tflops"])
-        agg["pct_of_roof"] = agg["t_roof"] / agg["duration_us"]
-        ratios = {p: agg[f"w_{p}"] / agg[f"d_{p}"].where(agg[f"d_{p}"] > 0) for p in _PIPES}
-    agg["source"] = np.where(agg["metrics"] >= 0.5, "metrics", "shapes")
-    agg["unit"] = np.where(agg["cube"].astype(bool), "cube", "vector")
-    agg["bound"], agg["pipe"] = _classify(agg, ratios, bw_per_us, rules)
-    return agg[POINT_COLUMNS].sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
+    def _report(self, ctx: AnalysisContext, bound: str) -> Iterable[Finding]:
+        heavy = self._heavy_ops(ctx)
+        mine = heavy[heavy["bound"] == bound]
+        for op_type, group in mine.groupby("type", sort=False):
+            if float(group["recoverable_us"].sum()) >= float(ctx.rules["min_saving_us"]):
+                yield _finding(ctx, str(op_type), bound, group)
 
 
-def heavy_ops(points: pd.DataFrame, rules: Mapping[str, Any]) -> pd.DataFrame:
+def heavy_ops(points: pd.DataFrame, rules: Any) -> pd.DataFrame:
     """The op names with the most time until ``heavy_coverage`` of their total time is covered."""
     if not len(points):
         return points
@@ -247,214 +144,151 @@ def heavy_ops(points: pd.DataFrame, rules: Mapping[str, Any]) -> pd.DataFrame:
     return pts[before < float(rules["heavy_coverage"])].head(int(rules["max_heavy_ops"]))
 
 
-def _classify(agg: pd.DataFrame, ratios: Mapping[str, pd.Series], bw_per_us: float,
-              rules: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """Bound class and dominant pipe per op name."""
-    n = len(agg)
-    thr = float(rules["pipe_bound_ratio"])
-    table_ = np.column_stack([ratios[p].to_numpy(dtype="float64") for p in _PIPES]) if n else np.empty((0, 7))
-    has_pipes = ~np.isnan(table_).all(axis=1) if n else np.zeros(0, dtype=bool)
-    filled = np.nan_to_num(table_, nan=-1.0)
-    top = filled.argmax(axis=1) if n else np.zeros(0, dtype=int)
-    pipe = np.where(has_pipes, np.array(_PIPES, dtype=object)[top], "")
-    mem = np.max(filled[:, [_PIPES.index(p) for p in _MEMORY_PIPES]], axis=1) if n else np.zeros(0)
-    comp = np.max(filled[:, [_PIPES.index(p) for p in _COMPUTE_PIPES]], axis=1) if n else np.zeros(0)
-
-    intensity = agg["intensity"].to_numpy(dtype="float64")
-    ridge = agg["peak_tflops"].to_numpy(dtype="float64") * 1e6 / bw_per_us
-    by_roof = np.where(np.nan_to_num(intensity, nan=0.0) >= ridge, "compute", "memory")
-    by_pipes = np.where((mem > thr) & (mem >= comp), "memory", np.where(comp > thr, "compute", "none"))
-    bound = np.where(has_pipes, by_pipes, by_roof).astype(object)
-    latency = (agg["duration_us"].to_numpy(dtype="float64") < float(rules["latency_max_us"])) & (
-        np.nan_to_num(agg["pct_of_roof"].to_numpy(dtype="float64")) < float(rules["latency_max_pct_of_roof"]))
-    bound = np.where(latency, "latency", bound).astype(object)
-    # not placed: no FLOPs, or no bytes and no pipe ratios (the op's intensity is unknown: neither its roof nor
-    # its bound can be told, and measuring it against the compute peak would claim almost all its time)
-    unplaced = agg["flops"].isna().to_numpy() | (np.isnan(intensity) & ~has_pipes)
-    bound[unplaced] = np.nan
-    return bound, pipe
-
-
-# ---------------------------------------------------------------------------------------------------------
-# FLOPs and bytes
-# ---------------------------------------------------------------------------------------------------------
-
-
-def _metric_flops(df: pd.DataFrame) -> np.ndarray:
-    """cube + vector FLOPs measured by the PMU (both core sides on split-core chips); NaN when absent."""
-    split = [c for c in ("aic_cube_fops", "aiv_cube_fops", "aic_vector_fops", "aiv_vector_fops") if c in df.columns]
-    cols = split if split else [c for c in ("cube_fops", "vector_fops") if c in df.columns]
-    if not cols:
-        return np.full(len(df), np.nan)
-    arr = np.column_stack([df[c].to_numpy(dtype="float64") for c in cols])
-    out = np.nansum(arr, axis=1)
-    out[np.isnan(arr).all(axis=1)] = np.nan
-    return out
-
-
-def _metric_cube_flops(df: pd.DataFrame) -> np.ndarray:
-    """Cube FLOPs measured by the PMU (0 where absent): a non-zero value says the op ran on the cube."""
-    cols = [c for c in ("aic_cube_fops", "aiv_cube_fops", "cube_fops") if c in df.columns]
-    out = np.zeros(len(df))
-    for c in cols:
-        out = np.fmax(out, np.nan_to_num(df[c].to_numpy(dtype="float64")))
-    return out
-
-
-def _metric_bytes(df: pd.DataFrame) -> np.ndarray:
-    """Bytes moved to/from main memory: (read + write bandwidth, GB/s) x time (us) x 1e3."""
-    if "main_mem_read_bw" not in df.columns or "main_mem_write_bw" not in df.columns:
-        return np.full(len(df), np.nan)
-    bw = df["main_mem_read_bw"].to_numpy(dtype="float64") + df["main_mem_write_bw"].to_numpy(dtype="float64")
-    t = df["aicore_time_us"].to_numpy(dtype="float64") if "aicore_time_us" in df.columns else \
-        np.full(len(df), np.nan)
-    t = np.where(np.nan_to_num(t) > 0, t, df["duration_us"].to_numpy(dtype="float64"))
-    return bw * t * 1e3
-
-
-def _combined_codes(df: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
-    """0..m-1 id of each row's combination of values in ``columns`` (hash-based, no sort of the rows)."""
-    key = np.zeros(len(df), dtype=np.int64)
-    for col in columns:
-        cat = df[col] if isinstance(df[col].dtype, pd.CategoricalDtype) else df[col].astype("category")
-        c = cat.cat.codes.to_numpy().astype(np.int64) + 1
-        key, _ = pd.factorize(key * (len(cat.cat.categories) + 1) + c)
-        key = key.astype(np.int64)
-    return key
-
-
-def _peak(cube: bool, dtype: str, platform: Mapping[str, Any], rules: Mapping[str, Any]) -> float:
-    """Peak TFLOPS of the cube or vector unit for a dtype (rules cube_peak / vector_peak x platform value)."""
-    table_ = rules["cube_peak"] if cube else rules["vector_peak"]
-    entry = table_.get(dtype) or table_["*"]
-    base = platform.get(entry["peak"]) or platform.get("fp16_tflops") or 1.0
-    return float(base) * float(entry["scale"])
-
-
-def _categorical(col: pd.Series) -> pd.Categorical:
-    return col.array if isinstance(col.dtype, pd.CategoricalDtype) else pd.Categorical(col.astype("string"))
-
-
-def _dims(value: object) -> list[tuple[int, ...] | None]:
-    return list(parse_shapes(value))
-
-
-def _shape_work(row: pd.Series, rules: Mapping[str, Any]) -> tuple[float, float, bool, str]:
-    """(FLOPs, bytes, runs on cube, unit dtype) of one op from its tensor descriptions; NaN when unknown."""
-    op_type = str(row["type"]) if pd.notna(row["type"]) else ""
-    core = str(row["core"]) if pd.notna(row["core"]) else ""
-    ins, outs = _dims(row["input_shapes"]), _dims(row["output_shapes"])
-    in_dt, out_dt = list(parse_list(row["input_dtypes"])), list(parse_list(row["output_dtypes"]))
-    in_fmt = [canonical_format(f) for f in parse_list(row["input_formats"])]
-    out_fmt = [canonical_format(f) for f in parse_list(row["output_formats"])]
-    nbytes = tensor_bytes(ins, in_dt) + tensor_bytes(outs, out_dt)
-    is_cube = op_type in set(rules["cube_types"])
-    dtype = canonical_dtype((in_dt or out_dt or [""])[0]) if is_cube else canonical_dtype((out_dt or in_dt or [""])[0])
-    flops = math.nan
-    out0 = outs[0] if outs else None
-    if op_type in set(rules["no_estimate_types"]):
-        pass
-    elif op_type in set(rules["data_movement_types"]):
-        flops = 0.0
-    elif op_type in set(rules["conv_types"]) or op_type == "FullyConnection":
-        flops = conv_flops(op_type, ins, in_fmt, out0, (out_fmt or [""])[0])
-    elif op_type in set(rules["matmul_types"]):
-        flops = matmul_flops(ins, in_fmt, out0, (out_fmt or [""])[0])
-    elif not is_cube and (op_type in set(rules["vector_types"]) or core == "AI_VECTOR_CORE"):
-        sizes = [n for n in (numel(ins[0]) if ins else None, numel(out0)) if n is not None]
-        if sizes:
-            flops = float(max(sizes)) * float(rules["flops_per_element"].get(op_type, 1.0))
-    return flops, (nbytes if nbytes > 0 else math.nan), is_cube, dtype
-
-
 # ---------------------------------------------------------------------------------------------------------
 # findings
 # ---------------------------------------------------------------------------------------------------------
-_ADVICE = {
-    "memory": ("are memory bound: {pct} of the bandwidth roof at their intensity. Cut the bytes they move: fuse them "
-               "into neighbouring ops (UB fusion), avoid TransData round trips, use fp16/bf16 or int8 instead of "
-               "fp32, and reuse data already on chip; then tune tiling with AOE so transfers are large."),
-    "compute": ("are compute bound at {pct} of the {unit} peak for their dtype. Use fp16/bf16 (or int8 via AMCT) "
-                "on the cube instead of fp32, align matmul/conv dimensions to 16 (fp16) / 32 (int8), and run AOE "
-                "operator tuning (aoe --job_type=2) for better tiling and block dim."),
-    "latency": ("are latency bound: short kernels ({dur} per call) at {pct} of their roof, dominated by fixed "
-                "per-kernel costs. Batch more work per call, fuse small ops, or run independent ops on several "
-                "streams."),
-    "none": ("show no clear bound (no pipe above the bound ratio; {pct} of the roof): run AOE operator tuning "
-             "(aoe --job_type=2) and check block dim against the core count."),
-}
+_TABLE = ["name", "type", "duration us", "calls", "flops", "bytes", "intensity", "ridge", "attained TFLOPS",
+          "roof TFLOPS", "% roof", "% practical roof", "bound", "busiest pipe", "saturated", "recoverable us"]
 
 
-def _fmt_pct(x: float) -> str:
-    return f"{x * 100:.0f}%" if np.isfinite(x) else "n/a"
-
-
-def _finding(ctx: AnalysisContext, op_type: str, bound: str, group: pd.DataFrame, saving: float,
-             total_us: float) -> Finding:
+def _finding(ctx: AnalysisContext, op_type: str, bound: str, group: pd.DataFrame) -> Finding:
     r = ctx.rules
-    rule = _RULE_BY_BOUND[bound]
     group = group.sort_values("recoverable_us", ascending=False, kind="stable")
+    saving = float(group["recoverable_us"].sum())
     weights = group["total_us"].to_numpy(dtype="float64")
-    pct = float(np.average(np.nan_to_num(group["pct_of_roof"].to_numpy(dtype="float64")), weights=weights))
-    mean_dur = float(group["total_us"].sum() / group["calls"].sum())
-    unit = str(group["unit"].iloc[0])
-    advice = _ADVICE[bound].format(pct=_fmt_pct(pct), unit=unit, dur=f"{mean_dur:.1f} us")
+    pct = _weighted(group["pct_of_roof"], weights)
+    share = _weighted(group["share_of_roof"], weights)
+    source = _source(group)
+    window = window_us(ctx.profile)
+    rows = [[p.name, p.type, round(p.duration_us, 3), int(p.calls), _num(p.flops), _num(p.bytes),
+             _num(p.intensity, 3), _num(p.ridge, 1), _num(p.attained_tflops, 4), _num(p.roof_tflops, 4),
+             _num(p.pct_of_roof * 100, 1), _num(p.share_of_roof * 100, 1), p.bound,
+             f"{p.pipe} {p.pipe_ratio:.2f}" if p.pipe else "", p.saturated, round(p.recoverable_us, 3)]
+            for p in group.itertuples(index=False)]
     bw = float(ctx.platform["hbm_gbps"])
-    cols = ["name", "type", "duration us", "calls", "flops", "bytes", "intensity", "attained TFLOPS", "roof TFLOPS",
-            "% roof", "bound", "pipe", "recoverable us"]
-    rows = [[p.name, p.type, round(p.duration_us, 3), int(p.calls), _num(p.flops), _num(p.bytes), _num(p.intensity, 3),
-             _num(p.attained_tflops, 4), _num(p.roof_tflops, 4), _num(p.pct_of_roof * 100, 1), p.bound, p.pipe,
-             round(p.recoverable_us, 3)] for p in group.itertuples(index=False)]
-    metrics_share = float((group["source"] == "metrics").mean())
-    confidence = float(r["confidence"]["metrics"] if metrics_share >= 0.5 else r["confidence"]["shapes"])
     evidence: dict[str, Any] = {
-        "op_type": op_type,
-        "bound": bound,
-        "ops": len(group),
-        "total_us": round(float(group["total_us"].sum()), 3),
-        "recoverable_us": round(saving, 3),
-        "mean_pct_of_roof": round(pct, 4),
-        "peak_tflops": float(group["peak_tflops"].iloc[0]),
-        "hbm_gbps": bw,
-        "ridge_flops_per_byte": round(float(group["peak_tflops"].iloc[0]) * 1e3 / bw, 3),
-        "bandwidth_note": _BANDWIDTH_NOTE,
-        "soc": ctx.platform.get("soc"),
-        "source": "metrics" if metrics_share >= 0.5 else "shapes",
-        "table": table(cols, rows),
-        "roofline_points": table(POINT_COLUMNS, [[_jsonable(v) for v in rec] for rec in
-                                                 group[POINT_COLUMNS].itertuples(index=False, name=None)],
+        "op_type": op_type, "bound": bound, "ops": len(group),
+        "total_us": round(float(group["total_us"].sum()), 3), "recoverable_us": round(saving, 3),
+        "mean_pct_of_roof": None if pct is None else round(pct, 4),
+        "mean_share_of_practical_roof": None if share is None else round(share, 4),
+        "peak_tflops": float(group["peak_tflops"].iloc[0]), "hbm_gbps": bw,
+        "ridge_flops_per_byte": round(float(group["ridge"].iloc[0]), 3), "bandwidth_note": _BANDWIDTH_NOTE,
+        "soc": ctx.platform.get("soc"), "soc_assumed": is_assumed(ctx.platform), "source": source,
+        "table": table(_TABLE, rows),
+        "roofline_points": table(COLUMNS, [[_jsonable(v) for v in rec]
+                                           for rec in group[COLUMNS].itertuples(index=False, name=None)],
                                  limit=int(r["max_points"])),
     }
-    if total_us > 0:
-        evidence["share_of_device_time"] = round(saving / total_us, 4)
-        severity = severity_for(saving / total_us, r["severity"])
-    else:
-        severity = "info"
-    fix = None
-    if bound in ("compute", "none"):
-        fix = Fix(kind="config", summary="AOE operator tuning of the model",
-                  data={"tool": "aoe", "job_type": 2},
-                  command="aoe --framework=<n> --model=<model> --job_type=2")
-    saving_by_op = {str(n): float(s) for n, s in zip(group["name"], group["recoverable_us"], strict=True) if s > 0}
+    if window > 0:
+        evidence["share_of_window"] = round(saving / window, 4)
+    text, fix = _advice(ctx, op_type, bound, group, pct)
+    saving_by_op = {str(n): float(s) for n, s in zip(group["name"], group["recoverable_us"], strict=True)}
     return ctx.finding(
-        rule=rule.id,
-        title=(f"{op_type}: {len(group)} op(s) with no clear bound at {_fmt_pct(pct)} of the roof" if bound == "none"
-               else f"{op_type}: {len(group)} {bound}-bound op(s) at {_fmt_pct(pct)} of the roof"),
-        severity=severity,  # type: ignore[arg-type]
+        rule=f"roofline.{'no' if bound == 'none' else bound}-bound",
+        title=_title(op_type, bound, group, pct),
+        severity=severity_for(saving / window, r["severity"]) if window > 0 else "info",
         ops=list(saving_by_op),
         evidence=evidence,
         estimated_saving_us=saving,
-        basis=(f"per call: duration - max(time at the roof / {float(r['target_fraction_of_roof']):g}, "
-               f"{float(r['min_kernel_us']):g} us); roof = min(peak {float(group['peak_tflops'].iloc[0]):g} TFLOPS, "
-               f"intensity x {bw:g} GB/s); FLOPs/bytes from {evidence['source']}; {_BANDWIDTH_NOTE}"),
-        recommendation=f"{len(group)} {op_type} op(s) {advice}",
+        basis=(f"per op: its time x (1 - the share of the practical roof it reaches, {_fmt_pct(share)} on average "
+               f"here); roof = min(peak {float(group['peak_tflops'].iloc[0]):g} TFLOPS, intensity x {bw:g} GB/s); "
+               f"work from {source}; {_BANDWIDTH_NOTE}"),
+        recommendation=text,
         fix=fix,
-        confidence=confidence,
+        confidence=float(r["confidence"][source]),
         saving_by_op=saving_by_op,
     )
 
 
-def _num(x: float, digits: int = 0) -> float | int | None:
+def _title(op_type: str, bound: str, group: pd.DataFrame, pct: float | None) -> str:
+    n = len(group)
+    at = f"at {_fmt_pct(pct)} of the roof" if pct is not None else \
+        f"at {_fmt_pct(_weighted(group['share_of_roof'], group['total_us']))} of the practical roof (pipes)"
+    if bound == "none":
+        top = group.iloc[0]
+        return f"{op_type}: {n} op(s) with no clear bound {at}, busiest pipe {top['pipe']} {top['pipe_ratio']:.2f}"
+    if bound == "latency":
+        per_call = float(group["total_us"].sum() / group["calls"].sum())
+        return f"{op_type}: {n} latency-bound op(s), {per_call:.1f} us per call {at}"
+    return f"{op_type}: {n} {bound}-bound op(s) {at}"
+
+
+def _advice(ctx: AnalysisContext, op_type: str, bound: str, group: pd.DataFrame,
+            pct: float | None) -> tuple[str, Fix | None]:
+    """The recommendation and fix for one op type and bound, worded for the run's flow and chip."""
+    n, names = len(group), [str(x) for x in group["name"]]
+    dynamic = _all_dynamic(ctx, names)
+    aoe = tuning.operator_tuning(ctx, names, dynamic)
+    tune = f" {aoe.text}" if aoe else ""
+    at = _fmt_pct(pct) if pct is not None else "an unknown share"
+    where = f"{at} of their roof" if pct is not None else \
+        f"{_fmt_pct(_weighted(group['share_of_roof'], group['total_us']))} of their practical roof (by their pipes)"
+    dtype = str(group["dtype"].iloc[0])
+    smaller = tuning.smaller_dtype(ctx, dtype)
+    if bound == "memory":
+        text = (f"{n} {op_type} op(s) are memory bound at {at} of the bandwidth roof at their intensity: they need "
+                f"fewer bytes moved, not more compute. To cut the bytes, {tuning.fuse(ctx)}.")
+        if smaller:
+            text += f" They move {dtype} tensors: {smaller} halves the bytes where accuracy allows."
+        return text + tune, Fix("code", "cut the bytes these ops move", {"ops": names[:tuning.MAX_FIX_OPS],
+                                                                         "how": tuning.fuse(ctx)})
+    if bound == "compute":
+        unit = str(group["unit"].iloc[0])
+        text = f"{n} {op_type} op(s) are compute bound at {at} of the {unit} peak for {dtype}."
+        if smaller and unit == "cube":
+            text += f" The cube computes {smaller} at several times the fp32 rate (see the precision findings)."
+        reread = group[group["pipe_agrees"].eq(False) & group["saturated"].astype(bool)]
+        if len(reread):
+            top = reread.iloc[0]
+            text += (f" Their {top['pipe']} pipe is saturated ({top['pipe_ratio']:.2f}) although their intensity "
+                     "is above the ridge: the kernel re-reads its operands, a tiling with more reuse shortens it.")
+            if op_type in set(rules_of(ctx)["matmul_types"]) and tuning.context(ctx) in tuning.TORCH:
+                text += " Keeping the weights in FRACTAL_NZ (torch_npu.npu_format_cast(w, 29)) saves the reformat."
+        return text + tune, aoe.fix if aoe else None
+    if bound == "latency":
+        per_call = float(group["total_us"].sum() / group["calls"].sum())
+        text = (f"{n} {op_type} op(s) take {per_call:.1f} us per call at {where}: fixed per-kernel "
+                f"costs (launch, scheduling, head and tail) dominate. Give each kernel more work: "
+                f"{tuning.more_work_per_kernel(ctx)}.")
+        return text, Fix("code", "more work per kernel launch", {"ops": names[:tuning.MAX_FIX_OPS],
+                                                                 "how": tuning.more_work_per_kernel(ctx)})
+    top = group.iloc[0]
+    text = (f"{n} {op_type} op(s) keep no pipe saturated (busiest: {top['pipe']} {top['pipe_ratio']:.2f}) at {where}"
+            ": latency inside the kernel (synchronisation between pipes, scalar work, small tiles) "
+            "limits them, not the chip's units.")
+    if tuning.context(ctx) == "kernel-dev":
+        text += (" Double-buffer the copies against the compute, use larger tiles, and check the block dim "
+                 "against the core count.")
+    else:
+        text += " Check their block dim against the core count (operator findings)." + tune
+    return text, aoe.fix if aoe else None
+
+
+def _all_dynamic(ctx: AnalysisContext, names: list[str]) -> bool:
+    ops = ctx.profile.ops
+    sel = ops["name"].astype(str).isin(names).to_numpy()
+    state = ops["op_state"].astype(object).to_numpy()[sel]
+    return bool(len(state)) and all(str(s).lower() == "dynamic" for s in state)
+
+
+def _source(group: pd.DataFrame) -> str:
+    counts = group.groupby("source")["total_us"].sum()
+    return str(counts.idxmax()) if len(counts) else "shapes"
+
+
+def _weighted(values: pd.Series, weights: Any) -> float | None:
+    v = values.to_numpy(dtype="float64")
+    w = np.asarray(weights, dtype="float64")
+    ok = np.isfinite(v) & (w > 0)
+    return float(np.average(v[ok], weights=w[ok])) if ok.any() else None
+
+
+def _fmt_pct(x: float | None) -> str:
+    """A share as a whole percentage, rounded down: an op shown at 75 % is not one that fell just short of it."""
+    return f"{math.floor(min(x, 1.0) * 100 + 1e-6):.0f}%" if x is not None and np.isfinite(x) else "n/a"
+
+
+def _num(x: Any, digits: int = 0) -> float | int | None:
     if x is None or not np.isfinite(x):
         return None
     return round(float(x), digits) if digits else int(round(float(x)))
@@ -463,8 +297,8 @@ def _num(x: float, digits: int = 0) -> float | int | None:
 def _jsonable(v: Any) -> Any:
     if isinstance(v, (float, np.floating)):
         return None if not np.isfinite(v) else round(float(v), 6)
-    if isinstance(v, np.integer):
-        return int(v)
+    if isinstance(v, (np.integer, np.bool_)):
+        return v.item()
     return v
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from advisor import engine, ingest
@@ -24,6 +25,8 @@ from advisor.kb import AnalysisContext, KnowledgeBase
 from advisor.model import Profile
 from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules
+from advisor.toolkit import bound
+from advisor.toolkit.cores import core_counts
 from knowledge_bases.operator import OperatorKB
 from tests.test_peer_parity import _kb_infos
 
@@ -105,6 +108,14 @@ def run_operator(profile: Profile) -> tuple[list[Finding], engine.KBStatus]:
     return findings, statuses[0]
 
 
+def classes(profile: Profile) -> pd.DataFrame:
+    """The shared op classification (advisor.toolkit.bound) of a profile, indexed by op name."""
+    rules = load_effective_rules([builtin_rules_dir()])
+    platform, r = resolve_platform(rules, profile.meta.chip), rules.for_kb("bound")
+    counts = core_counts(profile, platform, r["cube_cores"], r["vector_cores"])
+    return bound.classify(profile.ops, platform, r, counts).set_index("name")
+
+
 def by_rule(findings: list[Finding], rule: str) -> list[Finding]:
     return [f for f in findings if f.rule == rule]
 
@@ -131,20 +142,29 @@ def test_missing_op_state_gives_a_note_not_a_dynamic_finding(tmp_path: Path) -> 
     assert status.status == "ok"
     assert not by_rule(findings, "operator.dynamic-shape")
     assert any("no OP State column" in n and "not assumed dynamic" in n for n in status.notes), status.notes
-    # the other checks still run (the peer suppresses Block Dim and No Bound behind its false finding)
+    # the other checks still run (the peer suppresses Block Dim and No Bound behind its false finding): block dim,
+    # and the classification of every op (no clear bound for those whose pipes are all unsaturated)
     assert set(by_rule(findings, "operator.block-dim")[0].ops) == {"aclnnMatmul_MatMulCommon_MatMulV2",
                                                                    "Trans_TransData_1"}
-    assert by_rule(findings, "operator.no-bound")
+    assert (classes(profile).loc[["Trans_TransData_1", "aclnnMul_MulAiCore_Mul"], "bound"] == "none").all()
 
 
 def test_op_state_dynamic_is_reported(tmp_path: Path) -> None:
     profile = ingest.load(write_profile(tmp_path, rows_min(state="dynamic")))[0]
+    # torch_npu eager: dynamic-shape kernels are its binary kernels (one step cannot show shapes varying)
+    assert profile.meta.context == "torch-eager"
+    findings, status = run_operator(profile)
+    assert not by_rule(findings, "operator.dynamic-shape")
+    assert any("binary kernels" in n for n in status.notes)
+    # the same kernels in a graph (torchair) are a choice the graph could make static
+    profile.meta.context = "torch-graph"
     findings, status = run_operator(profile)
     (dyn,) = by_rule(findings, "operator.dynamic-shape")
     assert dyn.evidence["all_dynamic"] is True and dyn.evidence["dynamic_tasks"] == 4
     assert not any("OP State" in n for n in status.notes)
-    # block dim and no bound are not suppressed by dynamic shapes either
-    assert by_rule(findings, "operator.block-dim") and by_rule(findings, "operator.no-bound")
+    # block dim and the classification are not suppressed by dynamic shapes either
+    assert by_rule(findings, "operator.block-dim")
+    assert (classes(profile).loc[["Trans_TransData_1", "aclnnMul_MulAiCore_Mul"], "bound"] == "none").all()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -159,21 +179,29 @@ def test_block_num_header_still_checked(tmp_path: Path) -> None:
     (b,) = by_rule(run_operator(num)[0], "operator.block-dim")
     assert b.ops == a.ops == ["Trans_TransData_1", "aclnnMatmul_MatMulCommon_MatMulV2"]
     assert b.estimated_saving_us == pytest.approx(a.estimated_saving_us)
-    # 7 of 24 cores for 60 us and 20 of 24 for 120 us, times the realism factor of the rules file
+    # 7 of 24 cores for 60 us and 20 of 24 for 120 us, times the realism factor of the rules file, each at most
+    # the time the shared classification says the op can recover
     realism = load_effective_rules([builtin_rules_dir()]).for_kb("operator")["block_dim"]["realism"]
-    assert b.estimated_saving_us == pytest.approx((60 * 17 / 24 + 120 * 4 / 24) * realism)
+    limit = classes(dim)["recoverable_us"]
+    assert b.estimated_saving_us == pytest.approx(min(60 * 17 / 24 * realism, limit["Trans_TransData_1"])
+                                                  + min(120 * 4 / 24 * realism,
+                                                        limit["aclnnMatmul_MatMulCommon_MatMulV2"]))
 
 
 # ---------------------------------------------------------------------------------------------------------
-# bug 4: the no-bound check looks at every op, not only the first row
+# bug 4: every op is classified, not only the first row decides whether the check runs
 # ---------------------------------------------------------------------------------------------------------
 def test_bound_op_in_first_row_does_not_hide_unbound_ops(tmp_path: Path) -> None:
     rows = rows_min()
     rows.insert(0, rows.pop(1))  # the mac-bound MatMulV3 first
     profile = ingest.load(write_profile(tmp_path, rows))[0]
     assert profile.ops["name"].iloc[0] == "aclnnMatmul_MatMulV3Common_MatMulV3"
-    (nb,) = by_rule(run_operator(profile)[0], "operator.no-bound")
-    assert set(nb.ops) == {"aclnnMatmul_MatMulCommon_MatMulV2", "Trans_TransData_1", "aclnnMul_MulAiCore_Mul"}
+    b = classes(profile)
+    assert (b.loc["aclnnMatmul_MatMulV3Common_MatMulV3", "bound"], b.loc["aclnnMatmul_MatMulV3Common_MatMulV3",
+                                                                         "at_roof"]) == ("compute", True)
+    unbound = set(b.index[b["bound"] == "none"])
+    assert unbound == {"aclnnMatmul_MatMulCommon_MatMulV2", "Trans_TransData_1", "aclnnMul_MulAiCore_Mul"}
+    assert (b.loc[sorted(unbound), "recoverable_us"] > 0).all()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -185,28 +213,27 @@ def test_vector_mte2_ratio_read_from_aiv_columns(tmp_path: Path) -> None:
     profile = ingest.load(write_profile(tmp_path, rows))[0]
     # the cube columns of the Add row are 0: a lookup that tries aic_ first sees no MTE2 work at all
     assert profile.ops.loc[0, "aic_mte2_ratio"] == 0.0
-    findings, _ = run_operator(profile)
-    (nb,) = by_rule(findings, "operator.no-bound")
-    assert nb.ops == ["aclnnMul_MulAiCore_Mul"]
-    (vb,) = by_rule(findings, "operator.vector-bound")
-    bound = {r[0]: r[3] for r in vb.evidence["table"]["rows"]}
-    assert bound == {"aclnnAdd_AddAiCore_Add": "memory (mte2/mte3)", "aclnnMul_MulAiCore_Mul": "none"}
+    b = classes(profile)
+    add, mul = b.loc["aclnnAdd_AddAiCore_Add"], b.loc["aclnnMul_MulAiCore_Mul"]
+    assert (add["pipe"], add["pipe_ratio"], add["saturated"]) == ("mte2", 0.95, "mte2 0.95")
+    assert (add["bound"], add["at_roof"]) == ("memory", True)  # MTE2 bound: nothing for tuning to recover
+    assert (mul["pipe"], mul["pipe_ratio"]) == ("mte2", 0.4)
 
 
 # ---------------------------------------------------------------------------------------------------------
-# bug 6: the cube bound check compares each ratio with its own threshold
+# bug 6: each pipe ratio is compared with its own saturation
 # ---------------------------------------------------------------------------------------------------------
-def test_cube_bound_uses_each_threshold(tmp_path: Path) -> None:
-    rows = [cube("mm_mac", "MatMulV2", 0, 500.0, 24, mac=0.85, mte2=0.3),      # mac bound: fine
-            cube("mm_mte2", "MatMulV2", 600, 500.0, 24, mac=0.3, mte2=0.96,     # MTE2 bound
-                 shapes="8192,2048;2048,8192"),
-            cube("mm_space", "MatMulV2", 1200, 500.0, 24, mac=0.6, mte2=0.5,    # 20 points of space
-                 shapes="4096,4096;4096,4096")]
-    findings, _ = run_operator(ingest.load(write_profile(tmp_path, rows))[0])
-    (cb,) = by_rule(findings, "operator.cube-bound")
-    classes = {r[0]: r[5] for r in cb.evidence["table"]["rows"]}
-    assert classes == {"mm_mte2": "mte2", "mm_space": "none"}
-    assert "mm_mac" not in cb.ops and cb.evidence["mac_bound_groups"] == 1
+def test_each_pipe_has_its_own_saturation(tmp_path: Path) -> None:
+    rules = load_effective_rules([builtin_rules_dir()]).for_kb("bound")["pipe_saturation"]
+    assert rules["fixpipe"] < rules["mac"]  # FA's fixpipe is saturated earlier than the cube (msprof-analyze)
+    between = (rules["fixpipe"] + rules["mac"]) / 2
+    rows = [cube("mm_mac", "MatMulV2", 0, 500.0, 24, mac=between, mte2=0.3),
+            cube("mm_fix", "MatMulV2", 600, 500.0, 24, mac=0.3, mte2=0.3)]
+    rows[1]["aic_fixpipe_ratio"] = between
+    profile = ingest.load(write_profile(tmp_path, rows))[0]
+    b = classes(profile)
+    assert b.loc["mm_fix", "saturated"] == f"fixpipe {between:.2f}"  # above fixpipe's own threshold
+    assert b.loc["mm_mac", "saturated"] == ""  # the same ratio on the mac pipe is below mac's
 
 
 # ---------------------------------------------------------------------------------------------------------

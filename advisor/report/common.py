@@ -161,13 +161,21 @@ def _rows_of(value: Any) -> list[Mapping[str, Any]]:
 POINT_KEYS = ("points", "roofline_points")
 
 
+def _with_symptoms(findings: Iterable[Mapping[str, Any]]) -> Iterable[Mapping[str, Any]]:
+    """Each finding, then the symptoms folded under it (a roofline symptom absorbed by its cause still has its
+    points)."""
+    for f in findings:
+        yield f
+        yield from (s for s in f.get("symptoms") or () if isinstance(s, Mapping))
+
+
 def roofline_points(findings: Iterable[Mapping[str, Any]]) -> list[RooflinePoint]:
-    """Every (intensity, attained TFLOPS, bound) the findings carry: ``evidence["points"]`` (or
+    """Every (intensity, attained TFLOPS, bound) the findings and their symptoms carry: ``evidence["points"]`` (or
     ``roofline_points``) rows when present, else any evidence table with those columns, else a finding's own
     named numbers. An op seen in several findings is plotted once."""
     seen: set[object] = set()
     out: list[RooflinePoint] = []
-    for f in findings:
+    for f in _with_symptoms(findings):
         ev = f.get("evidence") or {}
         dedicated = [ev[k] for k in POINT_KEYS if k in ev]
         rows: list[Mapping[str, Any]] = []

@@ -11,6 +11,13 @@ several of them need is here, stated once, so two knowledge bases never measure 
   markers, constant values, the recorded ATC command line.
 - :mod:`advisor.toolkit.advice` -- advice fitted to the run: the framework family of the execution context,
   per-family advice texts from a rules file, whether an ATC option exists for the run's CANN release and chip.
+- :mod:`advisor.toolkit.bound` -- the one op classification (compute / memory / latency / no clear bound from
+  arithmetic intensity against the chip's ridge, pipe ratios as evidence, share of the practical roof and
+  recoverable time), computed once per rank: ``op_bounds(ctx)``. No knowledge base classifies ops on its own.
+- :mod:`advisor.toolkit.cores` -- the chip's core counts (info.json, platform, or inferred from block dims) and
+  the share of the core slots each task's blocks fill.
+- :mod:`advisor.toolkit.tuning` -- operator-level advice fitted to the run: operator tuning (AOE) the way the
+  execution context has it (or None), fusion and batching per flow, 16-bit dtypes the chip offers.
 
 No knowledge base imports another knowledge base's module; anything two of them share belongs here.
 """

@@ -1,0 +1,394 @@
+"""The one classification of every compute op, shared by every knowledge base.
+
+For each op of a rank (one row per name, type and core): calls, total and mean time, FLOPs and bytes per call
+(the PMU's ``cube_fops``/``vector_fops`` and main-memory bandwidth where the profile has them, else the tensor
+shapes and dtypes through the shape math of :mod:`advisor.costmodel`), arithmetic intensity, the chip's ridge for
+the op's unit and dtype, roof and attained throughput, and:
+
+* ``bound`` -- ``compute`` or ``memory`` from the intensity against the ridge (the primary criterion);
+  ``latency`` for short ops far below their roof; ``none`` (no clear bound) for ops far below their roof whose
+  pipes are all unsaturated. An op whose work is unknown (FlashAttention, sorting, shapes not understood) is
+  classified from its pipe ratios alone (``source`` ``pipes``); one with neither is not classified (NaN).
+* the pipe ratios as supporting evidence: the busiest pipe, the saturated ones, and whether the busiest pipe
+  agrees with the bound (a compute-bound matmul whose MTE2 pipe is saturated re-reads its operands).
+* ``share_of_roof`` -- how close the op is to the practical roof: the larger of its throughput against
+  ``target_fraction_of_roof`` of the roof at its intensity and the ratios of the pipes that measure it against
+  their saturation (the compute and scalar pipes always: the op's arithmetic and control code cannot be tiled
+  away; the memory pipes for memory-bound ops and ops of unknown work). An op at or above ``near_roof`` is at its roof: nothing recoverable,
+  no tuning advice. Else ``recoverable_us`` = total x (1 - share), never below ``min_kernel_us`` per call.
+
+Thresholds live in ``rules/bound.yaml``; peaks and bandwidth in ``ctx.platform``. :func:`op_bounds` computes the
+table once per rank and platform (cached on the profile) for every knowledge base; :func:`classify` is the pure
+function behind it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.costmodel import op_work
+from advisor.model import canonical_dtype, canonical_format, parse_list, parse_shapes
+from advisor.toolkit.cores import CoreCounts, core_counts, task_occupancy
+from advisor.toolkit.time import isin_mask
+
+if TYPE_CHECKING:
+    from advisor.kb import AnalysisContext
+    from advisor.model import Profile
+
+RULES_NAME = "bound"
+"""Rules file of the classification (``rules/bound.yaml``), passed to knowledge bases in ``ctx.toolkit_rules``."""
+
+BOUNDS = ("compute", "memory", "latency", "none")
+PIPES = ("mac", "vec", "scalar", "mte1", "mte2", "mte3", "fixpipe")
+COLUMNS = ["name", "type", "core", "unit", "dtype", "calls", "total_us", "duration_us", "flops", "bytes",
+           "intensity", "ridge", "peak_tflops", "roof_tflops", "attained_tflops", "pct_of_roof", "roof_side",
+           "pipe", "pipe_ratio", "pipe_agrees", "saturated", "cores_used", "share_of_roof", "roof_gap", "bound",
+           "at_roof", "recoverable_us", "source", *(f"{p}_ratio" for p in PIPES)]
+"""One row per op. ``flops``/``bytes``/``duration_us`` are per call (means); ``total_us`` and ``recoverable_us``
+cover every call. ``pct_of_roof`` is the throughput against the roof itself (0-1, capped: a point above its roof
+is at it); ``share_of_roof`` the share of the practical roof (0-1). ``roof_side`` is the bound by intensity alone;
+``saturated`` lists the saturated pipes (``mte2 0.85, mac 0.81``); ``cores_used`` is the share of the core slots
+the op's blocks fill (NaN when the block dim or the core count is unknown); ``roof_gap`` the share of the op's
+time the chip's roof itself still leaves (1 - the larger of its throughput against the roof and its measuring
+pipes' chip-wide ratios; no practical target, no near-roof band): the bound of a cause that changes how the op
+runs, such as its idle cores; ``source`` says where the work came from (``metrics``, ``shapes``, ``pipes``)."""
+
+_SHAPE_KEYS = ["type", "core", "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
+               "output_formats"]
+_METRIC_SUFFIXES = ("_fops", "main_mem_read_bw", "main_mem_write_bw")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the shared accessor
+# ---------------------------------------------------------------------------------------------------------
+_LOCK = threading.Lock()
+_CACHE: dict[int, dict[str, pd.DataFrame]] = {}
+"""Classifications per live profile (by id; dropped with the profile) and per platform + rules."""
+
+
+def op_bounds(ctx: AnalysisContext) -> pd.DataFrame:
+    """The classification of ``ctx.profile``'s ops on ``ctx.platform`` (columns :data:`COLUMNS`), computed once
+    per rank: every knowledge base that asks gets the same table (a copy)."""
+    return for_profile(ctx.profile, ctx.platform, rules_of(ctx))
+
+
+def rules_of(ctx: AnalysisContext) -> Mapping[str, Any]:
+    """The effective ``rules/bound.yaml`` the engine passed (user overrides applied), else the built-in file."""
+    given = getattr(ctx, "toolkit_rules", None) or {}
+    return given.get(RULES_NAME) or builtin_rules()
+
+
+@lru_cache(maxsize=1)
+def builtin_rules() -> Mapping[str, Any]:
+    """The built-in ``rules/bound.yaml`` (validated), for contexts built without the engine's toolkit rules."""
+    from advisor.rules import builtin_rules_dir, load_rules_file
+
+    return load_rules_file(builtin_rules_dir() / f"{RULES_NAME}.yaml")
+
+
+def for_profile(profile: Profile, platform: Mapping[str, Any], rules: Mapping[str, Any]) -> pd.DataFrame:
+    """:func:`classify` of ``profile.ops``, cached on the profile for this platform and these rules."""
+    key = json.dumps([platform, rules], sort_keys=True, default=str)
+    with _LOCK:
+        per = _CACHE.get(id(profile))
+        if per is None:
+            per = _CACHE[id(profile)] = {}
+            weakref.finalize(profile, _CACHE.pop, id(profile), None)
+        hit = per.get(key)
+    if hit is None:
+        hit = classify(profile.ops, platform, rules,
+                       core_counts(profile, platform, rules["cube_cores"], rules["vector_cores"]))
+        with _LOCK:
+            per[key] = hit
+    return hit.copy()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the pure part
+# ---------------------------------------------------------------------------------------------------------
+def classify(ops: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str, Any],
+             cores: CoreCounts | None = None) -> pd.DataFrame:
+    """One row per compute op (name, type, core) of ``ops``, sorted by total time; see the module doc.
+
+    ``cores``: the chip's core counts (:func:`advisor.toolkit.cores.core_counts`); with them, an op whose blocks
+    leave cores idle has its pipe ratios (measured on the cores that ran) scaled to the whole chip."""
+    if not len(ops):
+        return pd.DataFrame(columns=COLUMNS)
+    dur_all = ops["duration_us"].to_numpy(dtype="float64")
+    mask = isin_mask(ops["core"], rules["compute_cores"]) & (np.nan_to_num(dur_all) > 0)
+    if not mask.any():
+        return pd.DataFrame(columns=COLUMNS)
+    wanted = {"name", "duration_us", "aicore_time_us", "block_dim", "mix_block_dim", *_SHAPE_KEYS,
+              *(f"{p}_ratio" for p in PIPES)}
+    # only the columns used here: a row subset of the whole table would copy all ~60 columns (0.8 GB at 2M rows)
+    df = ops.loc[mask, [c for c in ops.columns if c in wanted or c.endswith(_METRIC_SUFFIXES)]]
+    rows = _row_work(df, platform, rules)
+    occupancy = task_occupancy(df, cores, rules["cube_cores"], rules["vector_cores"]) if cores is not None \
+        else np.full(len(df), np.nan)
+    rows["w_occ"] = np.where(np.isfinite(occupancy), occupancy * rows["dur"], 0.0)
+    rows["d_occ"] = np.where(np.isfinite(occupancy), rows["dur"], 0.0)
+    agg = _aggregate(rows, df)
+    return _judge(agg, platform, rules)
+
+
+def _row_work(df: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str, Any]) -> pd.DataFrame:
+    """Per task: duration, FLOPs, bytes and time at the roof where the work is known, the unit's peak, and the
+    duration-weighted pipe ratios (for the per-op means)."""
+    dur = df["duration_us"].to_numpy(dtype="float64")
+    # FLOPs, bytes and unit per distinct (type, shapes, dtypes, formats), mapped back to rows
+    codes = _combined_codes(df, _SHAPE_KEYS)
+    first = np.unique(codes, return_index=True)[1]
+    work = [_shape_work(df.iloc[i], rules) for i in first]
+    shape_flops = np.array([w[0] for w in work], dtype="float64")[codes]
+    shape_bytes = np.array([w[1] for w in work], dtype="float64")[codes]
+    shape_cube = np.array([w[2] for w in work], dtype=bool)[codes]
+    dtypes = np.array([w[3] for w in work], dtype=object)
+    peak_cube = np.array([_peak(True, str(d), platform, rules) for d in dtypes])[codes]
+    peak_vector = np.array([_peak(False, str(d), platform, rules) for d in dtypes])[codes]
+
+    m_flops, m_cube, m_bytes = _metric_flops(df), _metric_cube_flops(df), _metric_bytes(df)
+    has_m_flops = np.nan_to_num(m_flops) > 0
+    has_m_bytes = np.nan_to_num(m_bytes) > 0
+    flops = np.where(has_m_flops, m_flops, shape_flops)
+    nbytes = np.where(has_m_bytes, m_bytes, shape_bytes)
+    cube = shape_cube | (m_cube > 0)
+    peak = np.where(cube, peak_cube, peak_vector)
+    bw_per_us = float(platform["hbm_gbps"]) * 1e3  # bytes per microsecond
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_roof = np.fmax(flops / (peak * 1e6), nbytes / bw_per_us)
+    # placed on the roofline: FLOPs (0 for data movement) and bytes known; shape-based work far above the roof
+    # means the shapes were not understood
+    placed = np.isfinite(flops) & np.isfinite(nbytes) & (nbytes > 0)
+    placed &= has_m_flops | (t_roof <= float(rules["max_pct_of_roof"]) * dur)
+    rows = pd.DataFrame({
+        "name": _categorical(df["name"]), "type": _categorical(df["type"]), "core": _categorical(df["core"]),
+        "dur": dur, "placed_dur": np.where(placed, dur, 0.0),
+        "flops": np.where(placed, flops, np.nan), "bytes": np.where(placed, nbytes, np.nan),
+        "t_roof": np.where(placed, t_roof, 0.0), "peak": peak, "cube": cube,
+        "metrics": placed & (has_m_flops | has_m_bytes), "dtype": pd.Categorical(dtypes[codes]),
+    })
+    for pipe in PIPES:
+        col = f"{pipe}_ratio"
+        ratio = df[col].to_numpy(dtype="float64") if col in df.columns else np.full(len(df), np.nan)
+        ok = np.isfinite(ratio)
+        rows[f"w_{pipe}"] = np.where(ok, ratio * dur, 0.0)
+        rows[f"d_{pipe}"] = np.where(ok, dur, 0.0)
+    return rows
+
+
+def _aggregate(rows: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+    """Per op (name, type, core): calls, time, mean work of the placed calls, and mean pipe ratios."""
+    g = rows.groupby(["name", "type", "core"], sort=False, observed=True)
+    agg = g.agg(calls=("dur", "size"), total_us=("dur", "sum"), placed_us=("placed_dur", "sum"),
+                flops=("flops", "mean"), bytes=("bytes", "mean"), t_roof=("t_roof", "sum"),
+                peak_tflops=("peak", "first"), cube=("cube", "max"), metrics=("metrics", "sum"),
+                placed_calls=("flops", "count"), dtype=("dtype", "first"))
+    sums = g[[f"w_{p}" for p in (*PIPES, "occ")] + [f"d_{p}" for p in (*PIPES, "occ")]].sum()
+    agg = agg.join(sums).reset_index()
+    for col in ("name", "type", "core", "dtype"):
+        agg[col] = agg[col].astype(object).where(agg[col].notna(), "")
+    agg["duration_us"] = agg["total_us"] / agg["calls"]
+    for p in PIPES:
+        agg[f"{p}_ratio"] = (agg[f"w_{p}"] / agg[f"d_{p}"].where(agg[f"d_{p}"] > 0)).astype("float64")
+    agg["cores_used"] = (agg["w_occ"] / agg["d_occ"].where(agg["d_occ"] > 0)).astype("float64")
+    return agg.drop(columns=[c for c in agg.columns if c.startswith(("w_", "d_"))])
+
+
+def _judge(agg: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str, Any]) -> pd.DataFrame:
+    """Bound class, pipe evidence, share of the practical roof and recoverable time of each op."""
+    bw_per_us = float(platform["hbm_gbps"]) * 1e3
+    placed = (agg["placed_calls"] > 0).to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        intensity = np.where(placed & (agg["bytes"] > 0), agg["flops"] / agg["bytes"], np.nan)
+        ridge = agg["peak_tflops"].to_numpy(dtype="float64") * 1e6 / bw_per_us
+        pct_raw = np.where(placed, agg["t_roof"] / agg["placed_us"], np.nan)
+        agg["attained_tflops"] = np.where(placed, agg["flops"] / (agg["placed_us"] / agg["placed_calls"]) / 1e6,
+                                          np.nan)
+    agg["intensity"], agg["ridge"] = intensity, ridge
+    agg["roof_tflops"] = np.where(placed, np.fmin(agg["peak_tflops"], intensity * bw_per_us / 1e6), np.nan)
+    agg["pct_of_roof"] = np.minimum(pct_raw, 1.0)
+    roof_side = np.where(placed, np.where(intensity >= ridge, "compute", "memory"), None).astype(object)
+    agg["roof_side"] = roof_side
+    agg["unit"] = np.where(agg["cube"].astype(bool), "cube", "vector")
+
+    pipes = _pipe_evidence(agg, rules)
+    roof_share = pct_raw / float(rules["target_fraction_of_roof"])
+    pipe_share = np.where(placed, np.where(roof_side == "memory", pipes["measure_memory"], pipes["measure_compute"]),
+                          pipes["measure_unknown"])
+    share = np.clip(np.fmax(roof_share, pipe_share), 0.0, 1.0)
+    known = np.isfinite(share)
+    pipe_busy = np.where(placed, np.where(roof_side == "memory", pipes["busy_memory"], pipes["busy_compute"]),
+                         pipes["busy_unknown"])
+    agg["roof_gap"] = 1.0 - np.clip(np.fmax(pct_raw, pipe_busy), 0.0, 1.0)
+    at_roof = known & (share >= float(rules["near_roof"]))
+
+    # no clear bound: far below the roof with every pipe unsaturated; a saturated pipe or an op at its roof names
+    # the bound (by intensity where the work is known, else by that pipe)
+    clear = at_roof | pipes["any_sat"]
+    bound = np.where(placed, roof_side, np.where(pipes["has"], np.where(clear, pipes["cls"], "none"),
+                                                 None)).astype(object)
+    bound[placed & pipes["has"] & ~clear] = "none"
+    # latency bound: short calls, or work so small that a kernel at the practical roof would still take less than
+    # the shortest kernel -- either way fixed per-kernel costs, not the units, set the time
+    mean_us = agg["duration_us"].to_numpy(dtype="float64")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        roof_us = np.where(placed, agg["t_roof"] / agg["placed_calls"], np.nan) / float(rules["target_fraction_of_roof"])
+    overhead = (mean_us < float(rules["latency_max_us"])) | (roof_us < float(rules["min_kernel_us"]))
+    bound[known & overhead & (share < float(rules["latency_max_share"]))] = "latency"
+    bound[~known] = None
+
+    total = agg["total_us"].to_numpy(dtype="float64")
+    floor = np.maximum(0.0, total - agg["calls"].to_numpy(dtype="float64") * float(rules["min_kernel_us"]))
+    recoverable = np.where(known & ~at_roof, np.fmin(total * (1.0 - np.nan_to_num(share)), floor), 0.0)
+
+    agg["pipe"], agg["pipe_ratio"], agg["saturated"] = pipes["busiest"], pipes["busiest_ratio"], pipes["saturated"]
+    agreeing = np.isin(bound, ["compute", "memory"]) & pipes["has"]
+    agg["pipe_agrees"] = np.where(agreeing, pipes["cls"] == bound, None)
+    agg["share_of_roof"] = np.where(known, share, np.nan)
+    agg["bound"] = pd.array([b if b is not None else np.nan for b in bound], dtype=object)
+    agg["at_roof"] = at_roof
+    agg["recoverable_us"] = recoverable
+    agg["source"] = np.where(placed, np.where(agg["metrics"] * 2 >= agg["placed_calls"], "metrics", "shapes"),
+                             np.where(pipes["has"], "pipes", ""))
+    return agg[COLUMNS].sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _pipe_evidence(agg: pd.DataFrame, rules: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Per op: the pipes' shares of their saturation, the busiest non-scalar pipe and its class, the saturated
+    pipes, and the share of the practical roof the pipes measure: the compute and scalar pipes always (the op's
+    arithmetic and control code are not tiled away), the memory pipes too for memory-bound ops (their traffic is
+    about the minimum), every pipe for ops whose work is unknown."""
+    n = len(agg)
+    sat = rules["pipe_saturation"]
+    compute, memory, internal = list(rules["compute_pipes"]), list(rules["memory_pipes"]), \
+        list(rules["internal_pipes"])
+    roofs = [p for p in PIPES if p in {*compute, *memory, *internal}]
+    ratio = {p: agg[f"{p}_ratio"].to_numpy(dtype="float64") for p in PIPES}
+    # a running kernel keeps some pipe busy: ratios that are all 0 were not collected (sanitized exports)
+    measured = np.zeros(n, dtype=bool)
+    for p in roofs:
+        measured |= np.nan_to_num(ratio[p]) > 0
+    ratio = {p: np.where(measured, v, np.nan) for p, v in ratio.items()}
+    frac = {p: ratio[p] / float(sat[p]) for p in PIPES}
+    # the ratios are measured on the cores that ran: cores its blocks leave idle scale them down to the whole chip
+    # (whether the chip's bandwidth is saturated is the FLOP/byte throughput's to say)
+    occupancy = np.nan_to_num(agg["cores_used"].to_numpy(dtype="float64"), nan=1.0)
+    chip = {p: frac[p] * occupancy for p in PIPES}
+    busy = {p: ratio[p] * occupancy for p in PIPES}
+
+    def best(names: Sequence[str], of: Mapping[str, np.ndarray] = chip) -> np.ndarray:
+        stack = [of[p] for p in names]
+        if not stack:
+            return np.full(n, np.nan)
+        with np.errstate(invalid="ignore"):
+            return np.fmax.reduce(np.vstack(stack), axis=0) if n else np.zeros(0)
+
+    table_ = np.vstack([frac[p] for p in roofs]) if roofs else np.full((1, n), np.nan)
+    has = ~np.isnan(table_).all(axis=0) if n else np.zeros(0, dtype=bool)
+    top = np.nan_to_num(table_, nan=-1.0).argmax(axis=0) if n else np.zeros(0, dtype=int)
+    busiest = np.where(has, np.array(roofs, dtype=object)[top], "")
+    busiest_ratio = np.array([ratio[p][i] if p else np.nan for i, p in enumerate(busiest)], dtype="float64")
+    cls = np.where(np.isin(busiest, compute), "compute", "memory")
+    saturated = [", ".join(f"{p} {ratio[p][i]:.2f}" for p in PIPES if frac[p][i] >= 1.0) for i in range(n)]
+    any_sat = np.nan_to_num(best(roofs, frac), nan=0.0) >= 1.0
+    return {"has": has, "busiest": busiest, "busiest_ratio": busiest_ratio, "cls": cls,
+            "saturated": np.array(saturated, dtype=object), "any_sat": any_sat,
+            "measure_compute": best([*compute, "scalar"]), "measure_memory": best([*compute, *memory, "scalar"]),
+            "measure_unknown": best([*roofs, "scalar"]), "busy_compute": best([*compute, "scalar"], busy),
+            "busy_memory": best([*compute, *memory, "scalar"], busy), "busy_unknown": best([*roofs, "scalar"], busy)}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# FLOPs and bytes
+# ---------------------------------------------------------------------------------------------------------
+def _metric_flops(df: pd.DataFrame) -> np.ndarray:
+    """cube + vector FLOPs measured by the PMU (both core sides on split-core chips); NaN when absent."""
+    split = [c for c in ("aic_cube_fops", "aiv_cube_fops", "aic_vector_fops", "aiv_vector_fops") if c in df.columns]
+    cols = split if split else [c for c in ("cube_fops", "vector_fops") if c in df.columns]
+    if not cols:
+        return np.full(len(df), np.nan)
+    arr = np.column_stack([df[c].to_numpy(dtype="float64") for c in cols])
+    out = np.nansum(arr, axis=1)
+    out[np.isnan(arr).all(axis=1)] = np.nan
+    return out
+
+
+def _metric_cube_flops(df: pd.DataFrame) -> np.ndarray:
+    """Cube FLOPs measured by the PMU (0 where absent): a non-zero value says the op ran on the cube."""
+    out = np.zeros(len(df))
+    for c in ("aic_cube_fops", "aiv_cube_fops", "cube_fops"):
+        if c in df.columns:
+            out = np.fmax(out, np.nan_to_num(df[c].to_numpy(dtype="float64")))
+    return out
+
+
+def _metric_bytes(df: pd.DataFrame) -> np.ndarray:
+    """Bytes moved to/from main memory: (read + write bandwidth, GB/s) x time (us) x 1e3."""
+    if "main_mem_read_bw" not in df.columns or "main_mem_write_bw" not in df.columns:
+        return np.full(len(df), np.nan)
+    bw = df["main_mem_read_bw"].to_numpy(dtype="float64") + df["main_mem_write_bw"].to_numpy(dtype="float64")
+    t = df["aicore_time_us"].to_numpy(dtype="float64") if "aicore_time_us" in df.columns else \
+        np.full(len(df), np.nan)
+    t = np.where(np.nan_to_num(t) > 0, t, df["duration_us"].to_numpy(dtype="float64"))
+    return bw * t * 1e3
+
+
+def _shape_work(row: pd.Series, rules: Mapping[str, Any]) -> tuple[float, float, bool, str]:
+    """(FLOPs, bytes, runs on the cube, the dtype its peak is read for) of one op from its tensor descriptions
+    (:func:`advisor.costmodel.op_work`); NaN when unknown. Op types the rules do not know get FLOPs only on the
+    vector cores (elsewhere their work is unknown: a custom or fused kernel)."""
+    op_type = _text(row["type"])
+    ins, outs = list(parse_shapes(row["input_shapes"])), list(parse_shapes(row["output_shapes"]))
+    in_dt, out_dt = list(parse_list(row["input_dtypes"])), list(parse_list(row["output_dtypes"]))
+    in_fmt = [canonical_format(f) for f in parse_list(row["input_formats"])]
+    out_fmt = [canonical_format(f) for f in parse_list(row["output_formats"])]
+    is_cube = op_type in set(rules["cube_types"])
+    dtype = canonical_dtype((in_dt or out_dt or [""])[0]) if is_cube else canonical_dtype((out_dt or in_dt or [""])[0])
+    if not ins and not outs:
+        return math.nan, math.nan, is_cube, dtype
+    flops, nbytes, unit = op_work(op_type, ins, in_dt, in_fmt, outs, out_dt, out_fmt, rules)
+    if unit == "vector" and op_type not in set(rules["vector_types"]):
+        on_vector = _text(row["core"]) in set(rules["vector_cores"])
+        if is_cube or not on_vector or op_type in set(rules["no_estimate_types"]):
+            flops = math.nan
+    return flops, (nbytes if nbytes > 0 else math.nan), is_cube or unit == "cube", dtype
+
+
+def _peak(cube: bool, dtype: str, platform: Mapping[str, Any], rules: Mapping[str, Any]) -> float:
+    """Peak TFLOPS of the cube or vector unit for a dtype (rules cube_peak / vector_peak x platform value)."""
+    table_ = rules["cube_peak"] if cube else rules["vector_peak"]
+    entry = table_.get(dtype) or table_["*"]
+    base = platform.get(entry["peak"]) or platform.get("fp16_tflops") or 1.0
+    return float(base) * float(entry["scale"])
+
+
+def _combined_codes(df: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    """0..m-1 id of each row's combination of values in ``columns`` (hash-based, no sort of the rows)."""
+    key = np.zeros(len(df), dtype=np.int64)
+    for col in columns:
+        cat = df[col] if isinstance(df[col].dtype, pd.CategoricalDtype) else df[col].astype("category")
+        c = cat.cat.codes.to_numpy().astype(np.int64) + 1
+        key, _ = pd.factorize(key * (len(cat.cat.categories) + 1) + c)
+        key = key.astype(np.int64)
+    return key
+
+
+def _categorical(col: pd.Series) -> pd.Categorical:
+    return col.array if isinstance(col.dtype, pd.CategoricalDtype) else pd.Categorical(col.astype("string"))
+
+
+def _text(value: object) -> str:
+    return "" if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)) else str(value)
+
+
+__all__ = ["BOUNDS", "COLUMNS", "PIPES", "RULES_NAME", "builtin_rules", "classify", "for_profile", "op_bounds",
+           "rules_of"]

@@ -1,0 +1,92 @@
+"""How many cores the run's chip has, and how many of them each task kept busy.
+
+The core counts come from the profile's ``info.json`` first, then from ``rules/platforms.yaml`` for a chip
+identified by name, else from the profile itself: the block dim most of its multi-core time uses (large kernels
+fill every core, so that value is the core count; an underestimate only makes the checks quieter). A chip known
+only by its class (``Ascend910B-class``) is not trusted for this: its variants differ in core count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.model import Profile
+from advisor.toolkit.time import isin_mask
+
+
+@dataclass(frozen=True)
+class CoreCounts:
+    cube: int | None
+    """AI (cube) cores: what AI_CORE / MIX_AIC tasks are spread over."""
+    vector: int | None
+    """Vector cores: what AI_VECTOR_CORE / MIX_AIV tasks are spread over."""
+    source: str
+    """``info_json``, ``platform``, ``inferred`` or ``unknown``."""
+    detail: str
+    """Where exactly, in words."""
+
+
+def core_counts(profile: Profile, platform: Mapping[str, Any], cube_cores: Sequence[str],
+                vector_cores: Sequence[str]) -> CoreCounts:
+    """The chip's core counts (see the module doc); ``cube_cores`` / ``vector_cores`` name the task types of each
+    core family."""
+    meta = profile.meta
+    if meta.ai_core_num:
+        aic = int(meta.ai_core_num)
+        return CoreCounts(aic, int(meta.aiv_num) if meta.aiv_num else aic, "info_json", "the profile's info.json")
+    chip = str(meta.chip or "")
+    named = bool(chip) and not chip.endswith("-class") and \
+        not str(platform.get("soc_source", "")).startswith("default")
+    if named and platform.get("ai_core_num"):
+        aic = int(platform["ai_core_num"])
+        return CoreCounts(aic, int(platform.get("vector_core_num") or 0) or aic, "platform",
+                          f"rules/platforms.yaml {platform.get('soc')}")
+    ops = profile.ops
+    if not len(ops):
+        return CoreCounts(None, None, "unknown", "unknown")
+    blocks = ops["block_dim"].to_numpy(dtype="float64")
+    dur = ops["duration_us"].to_numpy(dtype="float64")
+
+    def mode(cores: Sequence[str]) -> int | None:
+        m = isin_mask(ops["core"], cores) & (blocks > 1) & np.isfinite(dur)
+        if not m.any():
+            return None
+        return int(pd.Series(dur[m]).groupby(blocks[m]).sum().idxmax())
+
+    aic, aiv = mode(cube_cores), mode(vector_cores)
+    if aic is None and aiv is None:
+        return CoreCounts(None, None, "unknown", "unknown")
+    what = f"chip {chip}" if chip else "chip not identified"
+    return CoreCounts(aic or aiv, aiv or aic, "inferred",
+                      f"inferred from the block dims of this profile ({what}: the most used values)")
+
+
+def used_fraction(blocks: np.ndarray, cores: np.ndarray) -> np.ndarray:
+    """Share of the core-slots of all waves that hold a block: blocks / (ceil(blocks / cores) x cores); NaN where
+    either is unknown."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        waves = np.ceil(blocks / cores)
+        return np.where((blocks > 0) & (cores > 0), blocks / (waves * cores), np.nan)
+
+
+def task_occupancy(ops: pd.DataFrame, counts: CoreCounts, cube_cores: Sequence[str],
+                   vector_cores: Sequence[str]) -> np.ndarray:
+    """Per task, the share of its core family's slots its blocks fill (mix tasks: the better of their cube and
+    vector parts); NaN where the block dim or the core count is unknown."""
+    n = len(ops)
+    if not n or not counts.cube:
+        return np.full(n, np.nan)
+    cube, vec = isin_mask(ops["core"], cube_cores), isin_mask(ops["core"], vector_cores)
+    primary = np.where(cube, counts.cube, np.where(vec, counts.vector, 0)).astype("float64")
+    secondary = np.where(cube, counts.vector, np.where(vec, counts.cube, 0)).astype("float64")
+    used = used_fraction(ops["block_dim"].to_numpy(dtype="float64"), primary)
+    mix = ops["mix_block_dim"].to_numpy(dtype="float64") if "mix_block_dim" in ops.columns else np.full(n, np.nan)
+    return np.fmax(used, np.where(mix > 0, used_fraction(mix, secondary), np.nan))
+
+
+__all__ = ["CoreCounts", "core_counts", "task_occupancy", "used_fraction"]
