@@ -27,7 +27,7 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import dtype_bytes, parse_list, parse_shapes
-from advisor.toolkit import tuning
+from advisor.toolkit import advice, tuning
 from advisor.toolkit.bound import op_bounds, rules_of
 from advisor.toolkit.common import cat_map, pct, severity_for, type_mask
 from advisor.toolkit.cores import core_counts, task_occupancy
@@ -123,7 +123,7 @@ class OperatorKB(KnowledgeBase):
         top = ", ".join(f"{row[0]} ({row[3]:g} blocks on {row[4]:g} cores)" for row in rows[:3])
         window = window_us(ctx.profile)
         aoe = tuning.operator_tuning(ctx, list(by_op), _all_dynamic(ops, list(by_op)))
-        if tuning.context(ctx) == "kernel-dev":
+        if advice.context_of(ctx) == "kernel-dev":
             how = "Set the kernel's block dim to a multiple of the core count (or split the work so it divides)."
         else:
             how = ((aoe.text + " Or choose" if aoe else "Choose")
@@ -176,7 +176,7 @@ class OperatorKB(KnowledgeBase):
             ctx.note("operator.dynamic-shape: skipped, the profile has no OP State column, so static/dynamic shape "
                      "is unknown (not assumed dynamic); the other operator rules ran on every op")
             return
-        if tuning.context(ctx) == "kernel-dev":
+        if advice.context_of(ctx) == "kernel-dev":
             ctx.note("operator.dynamic-shape: not assessed for a kernel-development run (the kernel's author chose "
                      "its shape mode)")
             return
@@ -196,8 +196,8 @@ class OperatorKB(KnowledgeBase):
         fraction = float(cfg["saving_fraction"])
         per = per.assign(saving_us=per["total_us"] * fraction).sort_values("total_us", ascending=False,
                                                                              kind="stable")
-        varying = varying_ops(calls, tuning.context(ctx) in tuning.TORCH)
-        if tuning.context(ctx) == "torch-eager" and not varying:
+        varying = varying_ops(calls, advice.family(ctx) == "torch")
+        if advice.context_of(ctx) == "torch-eager" and not varying:
             ctx.note(f"operator.dynamic-shape: {len(per)} op(s) run dynamic-shape kernels: in torch_npu eager mode "
                      "these are its binary kernels (jit_compile=False), the intended mode, and no recorded step "
                      "shows their shapes varying; not reported")
@@ -458,7 +458,7 @@ def varying_ops(calls: pd.DataFrame, names_per_api: bool) -> set[str] | None:
 
 def _dynamic_advice(ctx: AnalysisContext, n_varying: int | None, n_ops: int) -> tuple[str, Fix]:
     """What to do about dynamic-shape kernels in this flow."""
-    flow = tuning.context(ctx)
+    flow = advice.context_of(ctx)
     if n_varying is None:
         lead = ("One step cannot tell whether their shapes vary between steps (the framework names ops by their "
                 "API, so one name covers every layer calling it): inputs whose sizes vary should be bucketed or "
@@ -478,11 +478,11 @@ def _dynamic_advice(ctx: AnalysisContext, n_varying: int | None, n_ops: int) -> 
     if flow == "torch-graph":
         return lead + " Give the torchair graph static input shapes (bucketed sizes) so it compiles static kernels.", \
             Fix("code", "static input shapes for the torchair graph", {"how": "pad/bucket inputs to fixed sizes"})
-    if flow in tuning.MINDSPORE:
+    if advice.family(ctx) == "mindspore":
         return lead + " Feed the network fixed shapes (a padded batch per bucket) so its kernels compile static.", \
             Fix("code", "static input shapes: pad/bucket the dataset to a few fixed sizes",
                 {"snippet": "dataset = dataset.padded_batch(batch_size, pad_info={...})  # fixed shapes"})
-    if flow == "om-acl":
+    if advice.family(ctx) == "om":
         return lead + " Build the model with static input shapes (atc --input_shape with fixed dims, or a few " \
                       "--dynamic_dims gears).", \
             Fix("atc-option", "build with static input shapes (or a few --dynamic_dims gears)",

