@@ -314,8 +314,8 @@ def test_failing_kb_in_json_and_terminal(tmp_path: Path) -> None:
     from advisor.report.terminal import render_text
 
     pt = write_profile(tmp_path, rows_min())
-    result = run_analysis(pt, options=AnalysisOptions(extra_kbs=[engine.KBInfo(BrokenKB, "test", "", ""),
-                                                                 engine.KBInfo(OperatorKB, "test", "", "")]))
+    # the operator knowledge base is a built-in (discovered): only the broken one is added
+    result = run_analysis(pt, options=AnalysisOptions(extra_kbs=[engine.KBInfo(BrokenKB, "test", "", "")]))
     kbs = {k["id"]: k for k in json.loads(json.dumps(result.report))["knowledge_bases"]}
     assert kbs["broken"]["status"] == "failed" and "injected failure" in kbs["broken"]["reason"]
     assert kbs["operator"]["status"] == "ok" and kbs["operator"]["findings"] > 0
