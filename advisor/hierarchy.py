@@ -5,8 +5,9 @@ roofline, a "fusible sequence" to the scheduler and "vector bound" to the operat
 role (``RuleDoc.role``): a ``cause`` names something to change (a decomposed activation, an unfused chain, a
 TransData site, an AI CPU op, uncovered communication, host-bound dispatch, a badly shaped op); a ``symptom``
 describes how ops behave (bound class, fusible sequence, device idle). A symptom whose ops a cause also names is
-absorbed by that cause: it is listed under the cause's ``symptoms`` with its evidence, and the cause's saving is
-the union over its ops (per op the larger of its own estimate and its symptoms', never more than the op's time).
+absorbed by that cause: it is listed under the cause's ``symptoms`` with its evidence and the saving it measured;
+the cause's saving stays its own estimate (the union over its ops, never more than their time). The score counts
+every op once at the largest weighed saving any finding gives it.
 A symptom no cause explains stays a finding of its own: an unexplained behaviour is still worth acting on.
 
 Findings of several ranks with the same rule and title are one finding (``ranks`` lists them).
@@ -43,7 +44,8 @@ def _symptom_record(f: Finding, ops: Sequence[str], saving: float) -> dict[str, 
 
 def absorb(findings: Sequence[Finding], roles: Mapping[str, str],
            limits: Mapping[int | None, Limits] | None = None) -> list[Finding]:
-    """Causes with their symptoms attached (see the module doc); unexplained symptoms stay findings."""
+    """Causes with their symptoms attached (see the module doc); unexplained symptoms stay findings. ``limits``
+    (accepted for callers that pass the rank limits) is not needed: savings were bounded before."""
     causes = [f for f in findings if roles.get(f.rule, CAUSE) != SYMPTOM]
     symptoms = [f for f in findings if roles.get(f.rule, CAUSE) == SYMPTOM]
     claims = [(_claims(c), c) for c in causes]
@@ -73,31 +75,17 @@ def absorb(findings: Sequence[Finding], roles: Mapping[str, str],
         if not parts:
             out.append(c)
             continue
-        out.append(_with_symptoms(c, parts, limits))
+        out.append(_with_symptoms(c, parts))
     return out
 
 
-def _with_symptoms(cause: Finding, parts: list[tuple[Finding, list[str], dict[str, float]]],
-                   limits: Mapping[int | None, Limits] | None) -> Finding:
-    """The cause with its symptoms folded under it; its saving the union over its ops."""
-    own = per_op_savings(cause)
-    union = dict(own)
-    for _, _, by_op in parts:
-        for op, v in by_op.items():
-            union[op] = max(union.get(op, 0.0), v)
-    lim = (limits or {}).get(cause.rank)
-    if lim is not None:
-        union = {op: min(v, lim.op_us.get(op, lim.bucket_us.get(op, v))) for op, v in union.items()}
-    saving = sum(union.values())
+def _with_symptoms(cause: Finding, parts: list[tuple[Finding, list[str], dict[str, float]]]) -> Finding:
+    """The cause with its symptoms folded under it. Its saving stays its own estimate of what its fix recovers
+    (already the union over its ops): a symptom's saving on the same ops measures another remedy (tuning a
+    kernel the cause's fix may remove), so it is listed, not added."""
     records = [_symptom_record(s, ops, sum(by_op.values())) for s, ops, by_op in parts]
     records.sort(key=lambda r: (-r["estimated_saving_us"], r["rule"]))
-    grown = saving > cause.estimated_saving_us + 1e-6
-    return replace(
-        cause, symptoms=[*cause.symptoms, *records],
-        estimated_saving_us=max(saving, cause.estimated_saving_us),
-        saving_by_op=union if (cause.saving_by_op or grown) else cause.saving_by_op,
-        basis=cause.basis + ("; with the savings its symptoms measure on the same ops (union per op)" if grown
-                             else ""))
+    return replace(cause, symptoms=[*cause.symptoms, *records])
 
 
 def merge_ranks(findings: Sequence[Finding]) -> list[Finding]:
