@@ -21,8 +21,8 @@ from advisor.kb import AnalysisContext
 from advisor.model import STEPS_COLUMNS, Meta, Profile
 from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules
-from knowledge_bases.environment import EnvironmentKB, matches
 from advisor.toolkit.time import FREE_TIME_KEY
+from knowledge_bases.environment import EnvironmentKB, matches
 from knowledge_bases.overall import OverallKB
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

@@ -19,8 +19,8 @@ from advisor.kb import AnalysisContext
 from advisor.model import API_COLUMNS, EVENTS_COLUMNS, STEPS_COLUMNS, Meta, Profile
 from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules
-from knowledge_bases.memory import MemoryKB
 from advisor.toolkit.time import FREE_TIME_KEY
+from knowledge_bases.memory import MemoryKB
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SAMPLES = SHARED / "samples"
