@@ -183,7 +183,7 @@ class CommunicationKB(KnowledgeBase):
                 basis=f"transit time beyond size / {ref:.1f} GB/s ({ref_basis}), times the exposed share of "
                       "communication in the op's step",
                 recommendation=rc.unknown_context(ctx) + f"{pct(ratio)} of the {transport} transfers move less than "
-                               f"{limit:g} MB (median {median:.2f} MB) and are latency-bound. " + rec,
+                               f"{limit:g} MB (median {median:.3g} MB) and are latency-bound. " + rec,
                 fix=fix, confidence=float(ctx.rules["confidence"]["small_packets"]), saving_by_op=by_op))
         return out
 

@@ -44,8 +44,9 @@ class OverallKB(KnowledgeBase):
     @rule(RuleDoc(
         id="overall.free-time",
         title="Device idle (free) time",
-        what="Fires when free time (no device task running inside the analyzed window) reaches {min_bucket_share} "
-             "of the window. Saving: the free time above {free_time.target_share} of the window, attributed to the "
+        what="Fires when free time (no device task running inside the analyzed window) exceeds "
+             "{free_time.target_share} (and {min_bucket_share}) of the window. Saving: the free time above "
+             "{free_time.target_share} of the window, attributed to the "
              "(free time) pseudo-op. From {free_time.host_bound_share} of the window on the run is called "
              "host-bound. Time outside the window (an idle head or tail of the capture) is never counted. Not "
              "reported for kernel-development captures (contexts: {free_time.contexts}).",
@@ -69,13 +70,13 @@ class OverallKB(KnowledgeBase):
         w = t.window_us
         free = t.free_us
         share = free / w
-        if share < float(r["min_bucket_share"]):
-            return []
+        target = float(cfg["target_share"])
+        if share < max(float(r["min_bucket_share"]), target) or free - target * w <= 0:
+            return []  # an idle share a well-fed device keeps is not a finding
         if not rc.applies(ctx, cfg["contexts"]):
             rc.skip_note(ctx, "overall.free-time")
             return []
-        target = float(cfg["target_share"])
-        saving = max(0.0, free - target * w)
+        saving = free - target * w
         level = "host-bound" if share >= float(cfg["host_bound_share"]) else "moderately host-bound"
         rec, fix = _host_advice(ctx)
         return [ctx.finding(
@@ -254,7 +255,8 @@ def _torch_host_advice(ctx: AnalysisContext) -> tuple[str, Fix | None]:
     else:
         steps.append("cut the number of small ops: fused torch_npu APIs (see the affinity-API findings) or graph "
                      "mode (torch.compile with the TorchAir backend)")
-    rec = ("The device waits for the host. " + "; ".join(s[:1].upper() + s[1:] for s in steps)
+    text = "; ".join(steps)
+    rec = ("The device waits for the host. " + text[:1].upper() + text[1:]
            + ". Check the environment, memory and schedule findings for the measured causes.")
     if not env:
         return rec, None

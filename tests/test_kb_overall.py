@@ -116,6 +116,10 @@ def test_balanced_step_has_no_findings(rules):
     p = profile_with([{"step": 1, "computing_us": 920.0, "comm_not_overlapped_us": 40.0, "overlapped_us": 300.0,
                        "free_us": 40.0}])
     assert run(p, rules) == []
+    # 7 % idle is above min_bucket_share but below the free time a well-fed device keeps: nothing to recover
+    p = profile_with([{"step": 1, "computing_us": 930.0, "comm_not_overlapped_us": 0.0, "overlapped_us": 0.0,
+                       "free_us": 70.0}])
+    assert run(p, rules) == []
 
 
 # ---------------------------------------------------------------------------------------------------------
