@@ -234,7 +234,8 @@ def _host_advice(ctx: AnalysisContext) -> tuple[str, Fix | None]:
 def _torch_host_advice(ctx: AnalysisContext) -> tuple[str, Fix | None]:
     env: dict[str, str] = {}
     steps = []
-    if rc.env_value(ctx, "TASK_QUEUE_ENABLE") != "2":
+    graph = rc.context_of(ctx) == "torch-graph"
+    if rc.env_value(ctx, "TASK_QUEUE_ENABLE") != "2" and not graph:  # the task queue pipelines eager dispatch
         env["TASK_QUEUE_ENABLE"] = "2"
     if rc.env_value(ctx, "CPU_AFFINITY_CONF") in (None, "", "0"):
         env["CPU_AFFINITY_CONF"] = "1"
@@ -248,10 +249,11 @@ def _torch_host_advice(ctx: AnalysisContext) -> tuple[str, Fix | None]:
     steps.append("remove per-step host synchronisation (.item(), .cpu(), printing device tensors, "
                  "torch.npu.synchronize())")
     steps.append("give the DataLoader workers (num_workers > 0, pin_memory=True, persistent_workers=True)")
-    if rc.context_of(ctx) == "torch-graph":
+    if graph:
         steps.append("keep the whole step in one graph: look for graph breaks and recompilations (they fall back to "
-                     "eager dispatch) and keep input shapes static so compiled graphs are reused; TorchAir's "
-                     "reduce-overhead mode (aclgraph capture and replay) removes per-op launches")
+                     "eager dispatch, where only the task queue, TASK_QUEUE_ENABLE=2, hides launch cost) and keep "
+                     "input shapes static so compiled graphs are reused; TorchAir's reduce-overhead mode (aclgraph "
+                     "capture and replay) removes per-op launches")
     else:
         steps.append("cut the number of small ops: fused torch_npu APIs (see the affinity-API findings) or graph "
                      "mode (torch.compile with the TorchAir backend)")

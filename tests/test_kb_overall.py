@@ -154,6 +154,7 @@ def test_free_time_advice_for_mindspore(rules):
 def test_free_time_advice_for_torch_graph_mode(rules):
     f = free_finding(rules, "torch-graph")
     assert "graph breaks" in f.recommendation and "reduce-overhead" in f.recommendation
+    assert f.fix.data["env"] == {"CPU_AFFINITY_CONF": "1"}  # the task queue only pipelines the eager parts
     assert "torch.compile with the TorchAir backend" not in f.recommendation  # it already runs in graph mode
 
 
