@@ -153,7 +153,7 @@ def _advice(ctx: AnalysisContext) -> tuple[str, Fix | None]:
                 Fix("code", "size the MindSpore memory pool for the step's peak",
                     {"snippet": "mindspore.set_context(max_device_memory=\"<GB the job may use>\",\n"
                                 "                       mempool_block_size=\"<GB covering the step's peak>\")"}))
-    if fam == rc.ACL:
+    if fam == rc.OM:
         return ("The application calls the runtime allocator while it runs. Allocate the model's input and "
                 "output device buffers (aclrtMalloc) and pinned host buffers (aclrtMallocHost) once at start-up, "
                 "build the datasets once and reuse them for every inference; frequent allocation and release of "

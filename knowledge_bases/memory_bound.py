@@ -158,12 +158,12 @@ def _advice(ctx: AnalysisContext, part: str | None, part_advice: str, share: flo
                         "graph mode so the graph compiler fuses them)",
               rc.MINDSPORE: "fuse them with their neighbours so intermediates stay on chip (graph kernel fusion: "
                             "mindspore.set_context(enable_graph_kernel=True))",
-              rc.ACL: "fuse them with their neighbours so intermediates stay on chip (check the build's fusion "
+              rc.OM: "fuse them with their neighbours so intermediates stay on chip (check the build's fusion "
                       "passes: a fusion switch file that disables UB fusion keeps them apart)",
               }.get(fam, "fuse them with their neighbours so intermediates stay on chip")
     text = lead + (f"Move fewer bytes: {fusion}, use 16-bit ({half}) or int8 tensors, and avoid TransData round "
                    "trips between them.")
-    if fam == rc.ACL and has_tool(ctx.platform, "aoe"):
+    if fam == rc.OM and has_tool(ctx.platform, "aoe"):
         framework = atc_option(graph_cmdline(ctx.graph), "framework")
         model = "<model>" if framework else "<model.onnx>"
         text += (f" Then tune their tiling with AOE operator tuning (aoe --framework={framework or 5} "

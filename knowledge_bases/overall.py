@@ -223,7 +223,7 @@ def _host_advice(ctx: AnalysisContext) -> tuple[str, Fix | None]:
         return _torch_host_advice(ctx)
     if fam == rc.MINDSPORE:
         return _mindspore_host_advice(ctx), None
-    if fam == rc.ACL:
+    if fam == rc.OM:
         return _acl_host_advice(ctx), None
     return (rc.unknown_context(ctx) + "The device waits for the host: find what the host does between device "
             "tasks (the host-side findings of this report name measured causes) -- per-step synchronisation, data "

@@ -628,7 +628,7 @@ def _compile_advice(ctx: AnalysisContext, count: int) -> tuple[str, Fix | None]:
         return (lead + f"Put {snippet} at the start of the script (binary kernels need the CANN kernel package) "
                 "and keep input shapes stable.",
                 Fix("code", "use binary kernels instead of online compilation", {"snippet": snippet}))
-    if fam == rc.ACL and has_tool(ctx.platform, "atc"):
+    if fam == rc.OM and has_tool(ctx.platform, "atc"):
         return (lead + "The application runs single operators compiled on the fly: compile them ahead of time with "
                 "ATC's single-op mode (atc --singleop=op_list.json --output=op_models --soc_version=...), load "
                 "them with aclopSetModelDir and run them with aclopExecuteV2, with input shapes the compiled set "
@@ -651,7 +651,7 @@ def _sync_advice(ctx: AnalysisContext) -> tuple[str, Fix]:
                 Fix("code", "launch asynchronously",
                     {"snippet": "mindspore.set_context(pynative_synchronize=False)\n"
                                 "# avoid in the step loop: loss.asnumpy(), print(tensor)"}))
-    if fam == rc.ACL:
+    if fam == rc.OM:
         return ("The application synchronizes the stream right after launching work, so host and device never "
                 "overlap. Queue the whole inference (aclmdlExecuteAsync / the kernel launches) and call "
                 "aclrtSynchronizeStream once, just before the outputs are read.",
@@ -675,7 +675,7 @@ def _sync_advice(ctx: AnalysisContext) -> tuple[str, Fix]:
 def _fusion_advice(ctx: AnalysisContext, pattern: str, times: int, kinds: str) -> str:
     lead = rc.unknown_context(ctx) + f"The sequence {pattern} runs {times} times and is {kinds}: "
     context = rc.context_of(ctx)
-    fam = rc.family(context)
+    fam = rc.family_of(ctx)
     if context == "torch-graph":
         return lead + ("graph mode did not fuse it. Replace it with a fused torch_npu API if one exists (see the "
                        "affinity-API findings) or a fused custom operator.")
@@ -689,7 +689,7 @@ def _fusion_advice(ctx: AnalysisContext, pattern: str, times: int, kinds: str) -
     if fam == rc.MINDSPORE:
         return lead + ("enable graph kernel fusion (mindspore.set_context(enable_graph_kernel=True)) or use a fused "
                        "operator for it.")
-    if fam == rc.ACL:
+    if fam == rc.OM:
         return lead + ("the model's build did not fuse it. Check the findings that name a cause on these ops (a "
                        "disabled fusion pass, a decomposed activation); otherwise implement the sequence as one "
                        "custom operator.")

@@ -11,6 +11,8 @@ several of them need is here, stated once, so two knowledge bases never measure 
   markers, constant values, the recorded ATC command line.
 - :mod:`advisor.toolkit.advice` -- advice fitted to the run: the framework family of the execution context,
   per-family advice texts from a rules file, whether an ATC option exists for the run's CANN release and chip.
+- :mod:`advisor.toolkit.run_context` -- on top of it: whether a rule applies to the run's context (and the note
+  when not), the stated assumption for an unknown context, the 16-bit dtype the chip allows, recorded settings.
 
 No knowledge base imports another knowledge base's module; anything two of them share belongs here.
 """

@@ -1,9 +1,10 @@
-"""The run a piece of advice is for: execution context, framework family, and what the chip allows.
+"""Advice for the run, continued: whether a rule applies to the run's context, the note when it does not, the sentence
+that states the assumption when the context is unknown, and what the chip and the recorded environment allow.
 
-Advice must fit what the user runs (issue 13.3): torch_npu settings only for PyTorch, MindSpore options only for
-MindSpore, ACL calls for an offline-model application, nothing about dispatch for a kernel-development capture.
-Knowledge bases ask here instead of testing context strings themselves, and say once, in the same words, when the
-context is unknown and the advice is general.
+The execution context and its framework family come from :mod:`advisor.toolkit.advice` (one mapping for every
+knowledge base); this module adds what the host-side knowledge bases need on top of it, so that torch_npu settings
+reach PyTorch runs only, MindSpore options MindSpore runs, ACL calls offline-model applications, and a
+kernel-development capture gets nothing about dispatch.
 """
 
 from __future__ import annotations
@@ -13,29 +14,19 @@ from typing import Any
 
 from advisor.kb import AnalysisContext
 from advisor.platform import supports_dtype
+from advisor.toolkit.advice import context_of, family
 
 TORCH = "torch"
 MINDSPORE = "mindspore"
-ACL = "acl"
-KERNEL = "kernel"
+OM = "om"
+"""An offline model (ATC-built ``.om``) run by an ACL application."""
+KERNEL = "kernel-dev"
 UNKNOWN = "unknown"
-
-_FAMILY = {"torch-eager": TORCH, "torch-graph": TORCH, "mindspore-graph": MINDSPORE,
-           "mindspore-pynative": MINDSPORE, "om-acl": ACL, "kernel-dev": KERNEL}
-
-
-def context_of(ctx: AnalysisContext) -> str:
-    """``profile.meta.context`` (``unknown`` when not detected)."""
-    return str(ctx.profile.meta.context or "unknown")
-
-
-def family(context: str) -> str:
-    """``torch`` / ``mindspore`` / ``acl`` / ``kernel`` / ``unknown`` for a context id."""
-    return _FAMILY.get(context, UNKNOWN)
 
 
 def family_of(ctx: AnalysisContext) -> str:
-    return family(context_of(ctx))
+    """``torch`` / ``mindspore`` / ``om`` / ``kernel-dev`` / ``unknown`` (:func:`advisor.toolkit.advice.family`)."""
+    return family(ctx)
 
 
 def applies(ctx: AnalysisContext, contexts: Iterable[str]) -> bool:
@@ -53,7 +44,7 @@ def skip_note(ctx: AnalysisContext, what: str) -> None:
 
 def unknown_context(ctx: AnalysisContext) -> str:
     """The sentence that states the assumption when the context is unknown ("" otherwise)."""
-    if context_of(ctx) != "unknown":
+    if family_of(ctx) != UNKNOWN:
         return ""
     evidence = ctx.profile.meta.context_evidence
     return ("The profile does not show how the model runs (framework or ACL application"
@@ -71,5 +62,5 @@ def env_value(ctx: AnalysisContext, var: str) -> str | None:
     return str(env[var]).strip() if var in env else None
 
 
-__all__ = ["ACL", "KERNEL", "MINDSPORE", "TORCH", "UNKNOWN", "applies", "context_of", "env_value", "family",
-           "family_of", "half_dtype", "skip_note", "unknown_context"]
+__all__ = ["KERNEL", "MINDSPORE", "OM", "TORCH", "UNKNOWN", "applies", "context_of", "env_value", "family_of",
+           "half_dtype", "skip_note", "unknown_context"]
