@@ -21,6 +21,7 @@ from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import Profile
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import severity_for
+from advisor.toolkit.free_time import within_free_time
 from advisor.toolkit.time import FREE_TIME_KEY, isin_mask
 
 _KEYS = ("variables", "severity", "confidence")
@@ -162,7 +163,8 @@ class EnvironmentKB(KnowledgeBase):
                     ctx.note(f"environment: {var}={env[var]!r} not assessed ({gate})")
                 continue
             findings.append(self._finding(ctx, var, env[var], spec))
-        return findings
+        t = ctx.profile.time  # settings that slow dispatch share the free time: together at most all of it
+        return within_free_time(findings, t.free_us, t.window_us, ctx.rules["severity"])
 
     @staticmethod
     def _gate(ctx: AnalysisContext, spec: Mapping[str, Any]) -> str | None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -32,6 +31,7 @@ from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.platform import has_tool
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import pct, severity_for
+from advisor.toolkit.free_time import within_free_time
 from advisor.toolkit.time import FREE_TIME_KEY
 
 _THRESHOLDS = ("contexts", "severity", "confidence")
@@ -148,19 +148,9 @@ def _times(ctx: AnalysisContext) -> tuple[float, float]:
 
 
 def _within_free_time(ctx: AnalysisContext, findings: list[Finding]) -> list[Finding]:
-    """Every rule's saving is device idle time: together at most the free time of the window (scaled down
-    proportionally when they claim more)."""
+    """Every rule's saving is device idle time: together at most the free time of the window."""
     t = ctx.profile.time
-    claimed = sum(f.estimated_saving_us for f in findings)
-    if claimed <= t.free_us or claimed <= 0:
-        return findings
-    s = t.free_us / claimed
-    note = (f"; scaled by {s:.3g} so that the host-inference findings together do not exceed the device's free "
-            f"time ({t.free_us:.0f} us)")
-    return [replace(f, estimated_saving_us=f.estimated_saving_us * s,
-                    saving_by_op={k: v * s for k, v in f.saving_by_op.items()}, basis=f.basis + note,
-                    severity=_severity(f.estimated_saving_us * s, t.window_us, ctx.rules))
-            for f in findings]
+    return within_free_time(findings, t.free_us, t.window_us, ctx.rules["severity"])
 
 
 def _free_finding(ctx: AnalysisContext, **kw: Any) -> Finding:

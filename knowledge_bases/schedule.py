@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,7 @@ from advisor.model import Profile
 from advisor.platform import has_tool
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import severity_for
+from advisor.toolkit.free_time import free_part, within_free_time
 from advisor.toolkit.time import FREE_TIME_KEY
 
 FUSIBLE = "schedule.fusible-ops"
@@ -575,32 +576,16 @@ def _section(rule_id: str) -> str:
 
 
 def _share_free_time(ctx: AnalysisContext, findings: list[Finding]) -> list[Finding]:
-    """The host causes together claim at most the free time of the window (scaled down proportionally when they
-    claim more); the fusible sequences' free-time parts get what is left."""
+    """The host causes together claim at most the free time of the window; the fusible sequences' free-time parts
+    (host-bound gaps) get what the causes leave."""
     t = ctx.profile.time
-    free = t.free_us
-    causes = [f for f in findings if f.rule != FUSIBLE]
-    claimed = sum(f.saving_by_op.get(FREE_TIME_KEY, 0.0) for f in causes)
-    scale = min(1.0, free / claimed) if claimed > 0 else 1.0
-    left = max(0.0, free - claimed * scale)
-    fusible = [f for f in findings if f.rule == FUSIBLE]
-    claimed_f = sum(f.saving_by_op.get(FREE_TIME_KEY, 0.0) for f in fusible)
-    scale_f = min(1.0, left / claimed_f) if claimed_f > 0 else 1.0
-    out = []
-    for f in findings:
-        s = scale if f.rule != FUSIBLE else scale_f
-        part = f.saving_by_op.get(FREE_TIME_KEY, 0.0)
-        if s >= 1.0 or part <= 0:
-            out.append(f)
-            continue
-        by_op = {**f.saving_by_op, FREE_TIME_KEY: part * s}
-        saving = sum(by_op.values())
-        note = (f"; host findings scaled by {s:.3g} so together they do not exceed the device's free time "
-                f"({free:.0f} us, {t.sources.get('split', 'time model')})")
-        out.append(replace(f, estimated_saving_us=saving, saving_by_op=by_op, basis=f.basis + note,
-                           severity=severity_for(saving / t.window_us if t.window_us > 0 else 0.0,
-                                                 ctx.rules["severity"])))
-    return out
+    levels = ctx.rules["severity"]
+    causes = within_free_time([f for f in findings if f.rule != FUSIBLE], t.free_us, t.window_us, levels)
+    left = max(0.0, t.free_us - sum(free_part(f) for f in causes))
+    fusible = within_free_time([f for f in findings if f.rule == FUSIBLE], left, t.window_us, levels)
+    by_id = {id(f): g for f, g in zip([f for f in findings if f.rule != FUSIBLE], causes, strict=True)}
+    by_id.update({id(f): g for f, g in zip([f for f in findings if f.rule == FUSIBLE], fusible, strict=True)})
+    return [by_id[id(f)] for f in findings]
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -157,6 +157,15 @@ def test_free_time_savings_counted_once_with_overall(rules):
         max(free.estimated_saving_us, 0.5 * 600.0, 0.4 * 600.0))
 
 
+def test_settings_together_claim_at_most_the_free_time(rules):
+    """0.5 + 0.4 + 0.4 of the free time: scaled down together, in proportion, to the free time."""
+    env = {"ASCEND_LAUNCH_BLOCKING": "1", "TASK_QUEUE_ENABLE": "0", "PYTORCH_NO_NPU_MEMORY_CACHING": "1"}
+    f = by_var(run(make(env, free_us=600.0), rules))
+    assert sum(x.estimated_saving_us for x in f.values()) == pytest.approx(600.0)
+    assert f["ASCEND_LAUNCH_BLOCKING"].estimated_saving_us == pytest.approx(600.0 * 0.5 / 1.3)
+    assert all("scaled by" in x.basis for x in f.values())
+
+
 def test_free_time_symptom_folds_under_the_setting(rules):
     """The idle device (overall.free-time, a symptom) is explained by the setting that slows dispatch: one root
     cause in the report, the free time counted once."""
