@@ -18,7 +18,7 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model_summary import COMPUTE_CORES, SOC_FORMULA, memory_bound_ratio
-from advisor.platform import has_tool
+from advisor.platform import has_tool, supports_dtype
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for
 
@@ -161,7 +161,8 @@ def _advice(ctx: AnalysisContext, part: str | None, part_advice: str, share: flo
               rc.OM: "fuse them with their neighbours so intermediates stay on chip (check the build's fusion "
                       "passes: a fusion switch file that disables UB fusion keeps them apart)",
               }.get(fam, "fuse them with their neighbours so intermediates stay on chip")
-    text = lead + (f"Move fewer bytes: {fusion}, use 16-bit ({half}) or int8 tensors, and avoid TransData round "
+    small = f"16-bit ({half}) or int8" if supports_dtype(ctx.platform, "int8") else f"16-bit ({half})"
+    text = lead + (f"Move fewer bytes: {fusion}, use {small} tensors, and avoid TransData round "
                    "trips between them.")
     if fam == rc.OM and has_tool(ctx.platform, "aoe"):
         framework = atc_option(graph_cmdline(ctx.graph), "framework")
