@@ -154,8 +154,8 @@ class EnvironmentKB(KnowledgeBase):
             if var not in env or not matches(env[var], spec):
                 continue
             if not rc.applies(ctx, spec["contexts"]):
-                ctx.note(f"environment: {var}={env[var]!r} not assessed, it does not apply to a "
-                         f"{rc.context_of(ctx)} run")
+                ctx.note(f"environment: {var}={env[var]!r} not assessed, it does not apply to "
+                         f"{rc.a_run(rc.context_of(ctx))}")
                 continue
             gate = self._gate(ctx, spec)
             if gate is not None:

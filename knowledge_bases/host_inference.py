@@ -50,7 +50,7 @@ class HostInferenceKB(KnowledgeBase):
         """The checks, for inference applications only; their savings together at most the free time."""
         context = rc.context_of(ctx)
         if not rc.applies(ctx, ctx.rules["contexts"]):
-            ctx.note(f"host-inference: skipped, a {context} run (host-side work of frameworks is the schedule "
+            ctx.note(f"host-inference: skipped, {rc.a_run(context)} (host-side work of frameworks is the schedule "
                      "knowledge base's)")
             return []
         return _within_free_time(ctx, list(super().analyze(ctx)))

@@ -67,7 +67,7 @@ class PrecisionKB(KnowledgeBase):
     ))
     def fp32_cube(self, ctx: AnalysisContext) -> list[Finding]:
         if not rc.applies(ctx, ctx.rules["contexts"]["fp32"]):
-            ctx.note(f"precision.fp32-cube: skipped for a {rc.context_of(ctx)} run (the kernel's dtype is the "
+            ctx.note(f"precision.fp32-cube: skipped for {rc.a_run(rc.context_of(ctx))} (the kernel's dtype is the "
                      "developer's choice)")
             return []
         f = _fp32(ctx, self._cands)

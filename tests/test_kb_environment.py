@@ -207,7 +207,7 @@ def test_torch_variables_not_advised_outside_pytorch(rules, context):
     ctx = AnalysisContext("environment", p, None, rules.for_kb("environment"), {})
     f = by_var(EnvironmentKB().analyze(ctx))
     assert set(f) == set(CANN_VARS), context
-    assert all(f"{var}=" in " ".join(ctx.notes) and f"a {context} run" in " ".join(ctx.notes) for var in TORCH_VARS)
+    assert all(f"{var}=" in " ".join(ctx.notes) and f"{context} run" in " ".join(ctx.notes) for var in TORCH_VARS)
     text = " ".join(x.recommendation + str(x.fix) for x in f.values())
     assert "TASK_QUEUE_ENABLE" not in text and "PYTORCH_" not in text
 

@@ -38,8 +38,15 @@ def skip_note(ctx: AnalysisContext, what: str) -> None:
     """Say in the report that ``what`` was not assessed for this context."""
     context = context_of(ctx)
     why = ("a kernel-development capture: idle time between test launches is the harness's, not the kernel's"
-           if context == "kernel-dev" else f"it does not apply to a {context} run")
+           if context == "kernel-dev" else f"it does not apply to {a_run(context)}")
     ctx.note(f"{what}: not assessed, {why}")
+
+
+def a_run(context: str) -> str:
+    """``a torch-eager run`` / ``an om-acl run`` / ``a run of unknown context``."""
+    if context == "unknown":
+        return "a run of unknown context"
+    return f"{'an' if context[:1] in 'aeiou' else 'a'} {context} run"
 
 
 def unknown_context(ctx: AnalysisContext) -> str:
@@ -62,5 +69,5 @@ def env_value(ctx: AnalysisContext, var: str) -> str | None:
     return str(env[var]).strip() if var in env else None
 
 
-__all__ = ["KERNEL", "MINDSPORE", "OM", "TORCH", "UNKNOWN", "applies", "context_of", "env_value", "family_of",
+__all__ = ["KERNEL", "MINDSPORE", "OM", "TORCH", "UNKNOWN", "a_run", "applies", "context_of", "env_value", "family_of",
            "half_dtype", "skip_note", "unknown_context"]
