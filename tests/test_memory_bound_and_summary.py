@@ -192,7 +192,7 @@ def test_memory_bound_advice_per_context() -> None:
     assert "enable_graph_kernel" in ms.recommendation and "torch" not in ms.recommendation
     assert "bf16" not in ms.recommendation  # 310P has no bf16
     assert MemoryBoundKB.rule("memory-bound.layers").role == "symptom"
-    assert ms.confidence == _rules().for_kb("memory-bound")["confidence"]
+    assert ms.confidence == load_rules().for_kb("memory-bound")["confidence"]
 
 
 def test_kernel_development_is_left_to_the_roofline() -> None:
