@@ -1,9 +1,12 @@
 """Communication knowledge base: how collectives move their data.
 
-Four rules: small packets (latency-bound transfers, per transport), SDMA bandwidth contention with MatMuls
-running at the same time, transfers not aligned to 512 bytes, and RDMA retransmission. Savings only count the
-communication time that is exposed (the uncovered fraction of each step), and are attributed to the same op
-names the overall KB uses, so the score never counts one op's communication twice. Unlike msprof-analyze, the
+Four rules, each a cause on the communication ops: small packets (latency-bound transfers, per transport), SDMA
+bandwidth contention with MatMuls running at the same time, transfers not aligned to the SDMA block, and RDMA
+retransmission. Savings only count the communication time that is exposed (the uncovered fraction of each step,
+from the rank's time model), are attributed to the same op names the overall KB uses, so the score never counts
+one op's communication twice, and together never exceed an op's exposed time. Advice names the framework's own
+options (PyTorch DDP / Megatron, MindSpore comm_fusion) and fused compute-communication ops only where the chip
+has them. Unlike msprof-analyze, the
 "Total Op Info" aggregate is never counted as an op and communication.json without it is fine.
 """
 
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -19,10 +23,11 @@ import pandas as pd
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.intervals import overlap, union
-from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
+from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import Profile
-from advisor.toolkit.common import pct, severity_for
-from advisor.toolkit.time import exposed_fraction, isin_mask, window_us
+from advisor.toolkit import run_context as rc
+from advisor.toolkit.common import pct, severity_for, soc_matches
+from advisor.toolkit.time import comm_op_times, exposed_fraction, isin_mask, window_us
 
 COMM_PROCESSES = ("HCCL", "Communication")
 
@@ -68,12 +73,6 @@ def transfers(profile: Profile) -> tuple[pd.DataFrame, str]:
     return pd.DataFrame(columns=TRANSFER_COLUMNS), ""
 
 
-def uncovered_fraction(profile: Profile) -> tuple[dict[float, float], float]:
-    """Share of communication time that is exposed, per step and overall, from the rank's time model (1.0 when
-    it cannot be measured)."""
-    return exposed_fraction(profile)
-
-
 def _frac(steps: np.ndarray, by_step: Mapping[float, float], overall: float) -> np.ndarray:
     return np.array([by_step.get(-1.0 if np.isnan(s) else float(s), overall) for s in steps], dtype="float64")
 
@@ -98,97 +97,51 @@ def _attribute(ops: Sequence[str], savings: Sequence[float]) -> dict[str, float]
 class CommunicationKB(KnowledgeBase):
     id = "communication"
     title = "Communication efficiency"
-    version = "1.0.0"
+    version = "2.0.0"
     api_version = "1"
     requires = ()
     requires_any = ("comm", "events", "ops")
     rules_file = "communication"
-    rules = (
-        RuleDoc(
-            id="communication.small-packets",
-            title="Small communication packets",
-            what="Per transport, counts the ops whose transfer is below small_packets.min_size_mb (SDMA 16 MB, "
-                 "RDMA 1 MB; communication.json, else communication_matrix.json links with matrix_min_size_mb) "
-                 "and fires when they exceed max_small_ratio of the ops. Saving: the transit time of the small "
-                 "transfers beyond their size at the bandwidth large transfers reach in this profile (else "
-                 "nominal_gbps), times the exposed share of communication.",
-            why="Small transfers are dominated by per-transfer latency and synchronisation and reach a fraction of "
-                "the link bandwidth.",
-            how_to_fix="Merge small collectives: larger DDP buckets (bucket_cap_mb), Megatron "
-                       "--ddp-bucket-size, coalesce tensors before all-reduce (flatten parameters), fewer but larger "
-                       "pipeline/tensor-parallel messages.",
-            thresholds=("small_packets", "nominal_gbps", "severity"),
-            needs=("comm",),
-        ),
-        RuleDoc(
-            id="communication.bandwidth-contention",
-            title="SDMA bandwidth contention with MatMul",
-            what="Finds SDMA transfers slower than bandwidth_contention.threshold x baseline_gbps (0.8 x 18 GB/s) "
-                 "that run while a MatMul task (matmul_patterns on the op type, else name) runs. Saving: their "
-                 "transit time beyond the threshold bandwidth, times the exposed share of communication.",
-            why="MatMul and SDMA share HBM bandwidth; large matrix multiplications running under a collective slow "
-                "the transfer down, and the collective then delays the next step.",
-            how_to_fix="Schedule communication over phases without large MatMuls, or use fused "
-                       "compute-communication ops that pipeline both (torch_npu.npu_mm_all_reduce_base / MC2 for "
-                       "tensor-parallel MatMul + AllReduce).",
-            thresholds=("bandwidth_contention", "severity"),
-            needs=("comm", "ops"),
-        ),
-        RuleDoc(
-            id="communication.byte-alignment",
-            title="Transfers not aligned to 512 bytes",
-            what="Finds HCCL transfer tasks (timeline Memcpy*/Reduce* with args size(Byte), transport type, link "
-                 "type) on SDMA, off-chip, whose size is above and not a multiple of align_bytes (512). Saving: "
-                 "misaligned_penalty of their time (an assumption), times the exposed share of communication.",
-            why="SDMA moves 512-byte-aligned data most efficiently; an odd tail forces extra, smaller transfers.",
-            how_to_fix="Pad communicated tensors to multiples of 512 bytes (256 fp16/bf16 or 128 fp32 elements): "
-                       "hidden sizes, vocabulary and bucket sizes in multiples of 256.",
-            thresholds=("byte_alignment", "severity"),
-            needs=("timeline",),
-        ),
-        RuleDoc(
-            id="communication.rdma-retransmission",
-            title="RDMA retransmission",
-            what="Flags RDMA transfers whose transit time reaches rdma_retransmission.min_transit_ms (4000 ms, the "
-                 "msprof-analyze bound); says so when the profile has no RDMA traffic. Saving: their transit time "
-                 "beyond the size at nominal_gbps.RDMA, times the exposed share of communication.",
-            why="A transfer that slow means packets were lost and retransmitted after a timeout: a network fault "
-                "(link flaps, PFC/ECN misconfiguration, a bad optic), not a tuning matter.",
-            how_to_fix="Check the NIC and switch counters for the affected ranks (hccn_tool -i <dev> -stat -g, "
-                       "retransmission/CNP counters), the optics, and that HCCL_RDMA_TC / HCCL_RDMA_SL match the "
-                       "switch QoS; raise HCCL_RDMA_TIMEOUT only as a stopgap.",
-            thresholds=("rdma_retransmission", "nominal_gbps", "severity"),
-            needs=("comm",),
-        ),
-    )
 
     def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
-        tx, source = transfers(ctx.profile)
-        by_step, overall = uncovered_fraction(ctx.profile)
-        step_total = window_us(ctx.profile)
-        self.denominator = step_total if step_total > 0 else 1.0
+        """The transfers and their exposed share once, the checks in order, then each op's savings held within its
+        exposed communication time (the rules' findings on one op never add up past it)."""
+        tx, self._source = transfers(ctx.profile)
+        self._by_step, self._overall = exposed_fraction(ctx.profile)
         if len(tx):
-            tx["exposed"] = _frac(tx["step"].to_numpy(dtype="float64"), by_step, overall)
-        findings: list[Finding] = []
-        if not len(tx):
-            ctx.note("communication: small-packets, bandwidth-contention and rdma-retransmission skipped, "
-                     "needs communication.json or communication_matrix.json with transfer sizes")
+            tx["exposed"] = _frac(tx["step"].to_numpy(dtype="float64"), self._by_step, self._overall)
         else:
-            findings += self._small_packets(ctx, tx, source)
-            findings += self._contention(ctx, tx)
-            findings += self._rdma(ctx, tx)
-        findings += self._alignment(ctx, overall)
-        return findings
-
-    def _severity(self, ctx: AnalysisContext, saving: float) -> Any:
-        return severity_for(saving / self.denominator, ctx.rules.get("severity", {}))
+            ctx.note("communication: small-packets, bandwidth-contention and rdma-retransmission skipped, needs "
+                     "communication.json or communication_matrix.json with transfer sizes")
+        self._tx = tx
+        return _within_exposed_time(ctx, list(super().analyze(ctx)))
 
     # ----------------------------------------------------------------------------------------------------
-    def _small_packets(self, ctx: AnalysisContext, tx: pd.DataFrame, source: str) -> list[Finding]:
-        sp = ctx.rules.get("small_packets") or {}
-        limits = sp.get("min_size_mb" if source == "communication.json" else "matrix_min_size_mb") or {}
-        max_ratio = float(sp.get("max_small_ratio", 0.2))
-        nominal = ctx.rules.get("nominal_gbps") or {}
+    @rule(RuleDoc(
+        id="communication.small-packets",
+        title="Small communication packets",
+        what="Per transport, counts the ops whose transfer is below small_packets.min_size_mb (SDMA "
+             "{small_packets.min_size_mb.SDMA} MB, RDMA {small_packets.min_size_mb.RDMA} MB; communication.json, "
+             "else communication_matrix.json links with small_packets.matrix_min_size_mb) and fires when they "
+             "exceed {small_packets.max_small_ratio} of the ops. Saving: the transit time of the small transfers "
+             "beyond their size at the bandwidth large transfers reach in this profile (else nominal_gbps), times "
+             "the exposed share of communication.",
+        why="Small transfers are dominated by per-transfer latency and synchronisation and reach a fraction of the "
+            "link bandwidth.",
+        how_to_fix="Merge small collectives: larger gradient buckets (PyTorch DDP bucket_cap_mb, Megatron "
+                   "--ddp-bucket-size; MindSpore comm_fusion), coalesce tensors before all-reduce, fewer but larger "
+                   "pipeline/tensor-parallel messages.",
+        thresholds=("small_packets", "nominal_gbps", "confidence", "severity"),
+        needs=("comm",),
+    ))
+    def small_packets(self, ctx: AnalysisContext) -> list[Finding]:
+        tx, source = self._tx, self._source
+        if not len(tx):
+            return []
+        sp = ctx.rules["small_packets"]
+        limits = sp["min_size_mb" if source == "communication.json" else "matrix_min_size_mb"]
+        max_ratio = float(sp["max_small_ratio"])
+        nominal = ctx.rules["nominal_gbps"]
         out = []
         for transport, grp in tx.groupby(tx["transport"].astype(str), sort=True):
             if transport not in limits:
@@ -214,45 +167,59 @@ class CommunicationKB(KnowledgeBase):
             rows = [[r.op, round(r.size_mb, 4), round(r.transit_us, 3), _round(r.bandwidth_gbps),
                      _round(r.large_packet_ratio)] for r in sm.sort_values("transit_us", ascending=False)
                     .itertuples(index=False)]
+            median = float(sm["size_mb"].median())
+            rec, fix = _merge_advice(ctx)
             out.append(ctx.finding(
                 rule="communication.small-packets",
                 title=f"{pct(ratio)} of {transport} transfers are below {limit:g} MB "
                       f"({int(small.sum())} of {len(grp)} ops)",
-                severity=self._severity(ctx, saving), ops=sorted(by_op, key=lambda k: -by_op[k]) or
-                sorted(set(sm["op"])),
-                evidence={"transport": transport, "source": source, "min_size_mb": limit, "small_ops": int(small.sum()),
-                          "ops": int(len(grp)), "small_ratio": ratio, "max_small_ratio": max_ratio,
-                          "median_small_size_mb": float(sm["size_mb"].median()),
-                          "reference_gbps": ref, "table": table(["op", "size_mb", "transit_us", "bandwidth_gbps",
-                                                                  "large_packet_ratio"], rows)},
+                severity=_severity(ctx, saving), ops=sorted(by_op, key=lambda k: -by_op[k]) or sorted(set(sm["op"])),
+                evidence={"transport": transport, "source": source, "min_size_mb": limit,
+                          "small_ops": int(small.sum()), "ops": int(len(grp)), "small_ratio": ratio,
+                          "max_small_ratio": max_ratio, "median_small_size_mb": median, "reference_gbps": ref,
+                          "table": table(["op", "size_mb", "transit_us", "bandwidth_gbps", "large_packet_ratio"],
+                                         rows)},
                 estimated_saving_us=saving,
                 basis=f"transit time beyond size / {ref:.1f} GB/s ({ref_basis}), times the exposed share of "
                       "communication in the op's step",
-                recommendation=f"{pct(ratio)} of the {transport} transfers move less than {limit:g} MB (median "
-                               f"{float(sm['size_mb'].median()):.2f} MB) and are latency-bound. Merge them: larger "
-                               "gradient buckets (DDP bucket_cap_mb, Megatron --ddp-bucket-size), coalesced "
-                               "all-reduce of flattened tensors, fewer and larger point-to-point messages.",
-                fix=Fix("code", "merge small collectives into larger buckets",
-                        {"snippet": "model = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=100)\n"
-                                    "# or torch.distributed.all_reduce_coalesced / flatten the tensors first"}),
-                confidence=0.6, saving_by_op=by_op))
+                recommendation=rc.unknown_context(ctx) + f"{pct(ratio)} of the {transport} transfers move less than "
+                               f"{limit:g} MB (median {median:.3g} MB) and are latency-bound. " + rec,
+                fix=fix, confidence=float(ctx.rules["confidence"]["small_packets"]), saving_by_op=by_op))
         return out
 
     # ----------------------------------------------------------------------------------------------------
-    def _contention(self, ctx: AnalysisContext, tx: pd.DataFrame) -> list[Finding]:
-        bc = ctx.rules.get("bandwidth_contention") or {}
-        limit = float(bc.get("threshold", 0.8)) * float(bc.get("baseline_gbps", 18.0))
-        cand = tx[tx["transport"].astype(str).isin(list(bc.get("transports") or []))
+    @rule(RuleDoc(
+        id="communication.bandwidth-contention",
+        title="SDMA bandwidth contention with MatMul",
+        what="Finds transfers on bandwidth_contention.transports slower than {bandwidth_contention.threshold} x "
+             "{bandwidth_contention.baseline_gbps} GB/s that run while a MatMul task (matmul_patterns on the op "
+             "type, else name) runs. Saving: their transit time beyond the threshold bandwidth, times the exposed "
+             "share of communication.",
+        why="MatMul and SDMA share HBM bandwidth; large matrix multiplications running under a collective slow the "
+            "transfer down, and the collective then delays the next step.",
+        how_to_fix="Schedule communication over phases without large MatMuls, or use fused compute-communication "
+                   "ops that pipeline both where the chip and framework have them (torch_npu "
+                   "npu_mm_all_reduce_base / MC2 on the chips in bandwidth_contention.mc2_socs).",
+        thresholds=("bandwidth_contention", "comm_cores", "confidence", "severity"),
+        needs=("comm", "ops"),
+    ))
+    def bandwidth_contention(self, ctx: AnalysisContext) -> list[Finding]:
+        tx = self._tx
+        if not len(tx):
+            return []
+        bc = ctx.rules["bandwidth_contention"]
+        limit = float(bc["threshold"]) * float(bc["baseline_gbps"])
+        cand = tx[tx["transport"].astype(str).isin(list(bc["transports"]))
                   & (tx["bandwidth_gbps"] > 0) & (tx["bandwidth_gbps"] < limit)]
         if not len(cand):
             return []
         ops = ctx.profile.ops
-        windows = self._windows(ctx, cand)
+        windows = _windows(ctx, cand)
         if not len(ops) or windows is None:
             ctx.note("communication.bandwidth-contention: skipped, needs op start times in communication.json "
                      "and the ops table")
             return []
-        pat = re.compile("|".join(f"(?:{p})" for p in bc.get("matmul_patterns") or ["matmul"]), re.IGNORECASE)
+        pat = re.compile("|".join(f"(?:{p})" for p in bc["matmul_patterns"]), re.IGNORECASE)
         label = ops["type"].astype(object).where(ops["type"].notna(), ops["name"].astype(object))
         uniq = pd.unique(label.dropna())
         hit = {u for u in uniq if isinstance(u, str) and pat.search(u)}
@@ -271,15 +238,17 @@ class CommunicationKB(KnowledgeBase):
         under = overlap(cs, ce, s, e) > 0  # the MatMuls running under a slow transfer
         names = sorted({str(n) for n in ops.loc[mm, "name"].to_numpy()[under]})
         hit_rows["overlap_us"] = over[over > 0]
-        per = (hit_rows["transit_us"] * (1.0 - hit_rows["bandwidth_gbps"] / limit)).clip(lower=0.0) * hit_rows["exposed"]
+        per = (hit_rows["transit_us"] * (1.0 - hit_rows["bandwidth_gbps"] / limit)).clip(lower=0.0) \
+            * hit_rows["exposed"]
         by_op = _attribute(list(hit_rows["op"]), list(per))
         saving = float(per.sum())
         rows = [[r.op, round(r.bandwidth_gbps, 3), round(r.transit_us, 3), round(r.overlap_us, 3)]
                 for r in hit_rows.sort_values("transit_us", ascending=False).itertuples(index=False)]
+        rec, fix = _contention_advice(ctx)
         return [ctx.finding(
             rule="communication.bandwidth-contention",
             title=f"{len(hit_rows)} SDMA transfers below {limit:g} GB/s run under MatMul",
-            severity=self._severity(ctx, saving), ops=sorted(by_op, key=lambda k: -by_op[k]) or list(hit_rows["op"]),
+            severity=_severity(ctx, saving), ops=sorted(by_op, key=lambda k: -by_op[k]) or list(hit_rows["op"]),
             evidence={"threshold_gbps": limit, "transfers": int(len(hit_rows)),
                       "median_bandwidth_gbps": float(hit_rows["bandwidth_gbps"].median()),
                       "matmul_ops": names[:20], "table": table(["op", "bandwidth_gbps", "transit_us",
@@ -287,69 +256,26 @@ class CommunicationKB(KnowledgeBase):
             estimated_saving_us=saving,
             basis=f"transit time beyond the {limit:g} GB/s threshold bandwidth, times the exposed share of "
                   "communication",
-            recommendation="These SDMA transfers share HBM bandwidth with MatMuls running at the same time and "
-                           "reach less than the threshold bandwidth. Move the collectives to phases without large "
-                           "MatMuls (e.g. overlap them with vector work), or use fused compute-communication ops "
-                           "(torch_npu.npu_mm_all_reduce_base, MC2) that pipeline the two.",
-            fix=Fix("code", "use a fused MatMul + AllReduce for tensor-parallel layers",
-                    {"snippet": "out = torch_npu.npu_mm_all_reduce_base(x, weight, hcom_group_name)"}),
-            confidence=0.5, saving_by_op=by_op)]
-
-    @staticmethod
-    def _windows(ctx: AnalysisContext, cand: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
-        """[start, end) of each candidate transfer's op: communication.json times, else the ops table."""
-        s = cand["start_us"].to_numpy(dtype="float64")
-        e = s + cand["elapse_us"].to_numpy(dtype="float64")
-        if np.isfinite(s).all() and np.isfinite(e).all():
-            return s, e
-        ops = ctx.profile.ops
-        comm_cores = list(ctx.rules.get("comm_cores") or [])
-        sub = ops[isin_mask(ops["core"], comm_cores)]
-        if not len(sub):
-            return None
-        first = sub.groupby(sub["name"].astype(str)).agg(start=("start_us", "min"), dur=("duration_us", "max"))
-        st = cand["op"].map(first["start"]).to_numpy(dtype="float64")
-        du = cand["op"].map(first["dur"]).to_numpy(dtype="float64")
-        s = np.where(np.isfinite(s), s, st)
-        e = np.where(np.isfinite(e), e, st + du)
-        return (np.nan_to_num(s, nan=0.0), np.nan_to_num(e, nan=0.0)) if np.isfinite(st).any() else None
+            recommendation=rc.unknown_context(ctx) + rec, fix=fix,
+            confidence=float(ctx.rules["confidence"]["bandwidth_contention"]), saving_by_op=by_op)]
 
     # ----------------------------------------------------------------------------------------------------
-    def _rdma(self, ctx: AnalysisContext, tx: pd.DataFrame) -> list[Finding]:
-        rdma = tx[tx["transport"].astype(str) == "RDMA"]
-        if not len(rdma):
-            ctx.note("communication.rdma-retransmission: no RDMA traffic in this profile (single-node run); "
-                     "nothing to check")
-            return []
-        limit_us = float((ctx.rules.get("rdma_retransmission") or {}).get("min_transit_ms", 4000)) * 1000.0
-        bad = rdma[rdma["transit_us"] >= limit_us]
-        if not len(bad):
-            return []
-        nominal = float((ctx.rules.get("nominal_gbps") or {}).get("RDMA", 12.5))
-        per = (bad["transit_us"] - bad["size_mb"] / nominal * 1000.0).clip(lower=0.0) * bad["exposed"]
-        by_op = _attribute(list(bad["op"]), list(per))
-        saving = float(per.sum())
-        rows = [[r.op, round(r.size_mb, 4), round(r.transit_us / 1000.0, 3), _round(r.bandwidth_gbps)]
-                for r in bad.itertuples(index=False)]
-        return [ctx.finding(
-            rule="communication.rdma-retransmission",
-            title=f"{len(bad)} RDMA transfers took over {limit_us / 1e6:g} s: likely retransmission",
-            severity="critical" if saving / self.denominator >= 0.05 else self._severity(ctx, saving),
-            ops=sorted(by_op, key=lambda k: -by_op[k]) or list(bad["op"]),
-            evidence={"min_transit_ms": limit_us / 1000.0, "transfers": int(len(bad)),
-                      "table": table(["op", "size_mb", "transit_ms", "bandwidth_gbps"], rows)},
-            estimated_saving_us=saving,
-            basis=f"transit time beyond the size at {nominal:g} GB/s (nominal_gbps.RDMA), times the exposed share",
-            recommendation="RDMA transfers this slow are retransmitting after packet loss. Check the NIC and switch "
-                           "counters of the ranks involved (hccn_tool -i <device> -stat -g), optics and cables, PFC/ECN "
-                           "configuration, and that HCCL_RDMA_TC / HCCL_RDMA_SL match the switch QoS.",
-            fix=Fix("config", "check the RDMA network (NIC/switch counters, PFC/ECN, optics)",
-                    {"commands": ["hccn_tool -i 0 -stat -g", "hccn_tool -i 0 -link -g"]}),
-            confidence=0.7, saving_by_op=by_op)]
-
-    # ----------------------------------------------------------------------------------------------------
-    def _alignment(self, ctx: AnalysisContext, exposed: float) -> list[Finding]:
-        ba = ctx.rules.get("byte_alignment") or {}
+    @rule(RuleDoc(
+        id="communication.byte-alignment",
+        title="Transfers not aligned to the SDMA block",
+        what="Finds HCCL transfer tasks (timeline task_patterns with args size(Byte), transport type, link type) on "
+             "byte_alignment.transports, off-chip, whose size is above and not a multiple of "
+             "{byte_alignment.align_bytes} bytes. Saving: {byte_alignment.misaligned_penalty} of their time (an "
+             "assumption), times the exposed share of communication.",
+        why="SDMA moves {byte_alignment.align_bytes}-byte-aligned data most efficiently; an odd tail forces extra, "
+            "smaller transfers.",
+        how_to_fix="Pad communicated tensors to multiples of {byte_alignment.align_bytes} bytes: hidden sizes, "
+                   "vocabulary and bucket sizes in multiples of that many bytes' worth of elements.",
+        thresholds=("byte_alignment", "confidence", "severity"),
+        needs=("timeline",),
+    ))
+    def byte_alignment(self, ctx: AnalysisContext) -> list[Finding]:
+        ba = ctx.rules["byte_alignment"]
         ev = ctx.profile.events
         if not len(ev):
             return []
@@ -358,38 +284,25 @@ class CommunicationKB(KnowledgeBase):
             return []
         sub = ev.loc[in_comm]
         names = sub["name"].astype(str)
-        task_pat = re.compile("|".join(f"(?:{p})" for p in ba.get("task_patterns") or [".*"]))
-        op_pat = re.compile(str(ba.get("op_pattern", "hcom_.*")))
+        task_pat = re.compile("|".join(f"(?:{p})" for p in ba["task_patterns"]))
+        op_pat = re.compile(str(ba["op_pattern"]))
         uniq = pd.unique(names)
         task_names = {n for n in uniq if task_pat.fullmatch(n)}
         op_names = {n for n in uniq if op_pat.fullmatch(n)}
         tasks = sub[names.isin(task_names).to_numpy()]
         if not len(tasks):
             return []
-        align = int(ba.get("align_bytes", 512))
-        transports = set(ba.get("transports") or [])
-        skip = set(ba.get("skip_link_types") or [])
-        size, transport, link = [], [], []
-        for a in tasks["args"]:
-            a = a if isinstance(a, dict) else {}
-            try:
-                size.append(float(a.get("size(Byte)")))  # type: ignore[arg-type]
-            except (TypeError, ValueError):
-                size.append(np.nan)
-            transport.append(str(a.get("transport type", "")))
-            link.append(str(a.get("link type", "")))
-        sz = np.array(size, dtype="float64")
-        tr = np.array(transport, dtype=object)
-        lk = np.array(link, dtype=object)
-        checked = np.isin(tr, list(transports)) & ~np.isin(lk, list(skip)) & np.isfinite(sz)
+        align = int(ba["align_bytes"])
+        sz, tr, lk = _transfer_args(tasks)
+        checked = np.isin(tr, list(ba["transports"])) & ~np.isin(lk, list(ba["skip_link_types"])) & np.isfinite(sz)
         bad = checked & (sz > align) & (np.mod(np.nan_to_num(sz), align) != 0)
         if not bad.any():
             return []
         t_start = tasks["start_us"].to_numpy(dtype="float64")
         t_dur = tasks["duration_us"].fillna(0.0).to_numpy(dtype="float64")
-        parents = self._parents(sub[names.isin(op_names).to_numpy()], t_start)
-        penalty = float(ba.get("misaligned_penalty", 0.3))
-        per = t_dur[bad] * penalty * exposed
+        parents = _parents(sub[names.isin(op_names).to_numpy()], t_start)
+        penalty = float(ba["misaligned_penalty"])
+        per = t_dur[bad] * penalty * self._overall
         labels = np.where(parents[bad] != "", parents[bad], tasks["name"].astype(str).to_numpy()[bad])
         by_op = _attribute(list(labels), list(per))
         saving = float(per.sum())
@@ -398,39 +311,217 @@ class CommunicationKB(KnowledgeBase):
         rows = [[str(p), str(n), int(s), str(link_type), round(float(d), 3)] for p, n, s, link_type, d in
                 zip(labels, tasks["name"].astype(str).to_numpy()[bad], sz[bad], lk[bad], t_dur[bad], strict=True)]
         rows.sort(key=lambda r: -r[4])
+        rec, fix = _alignment_advice(ctx, align)
         return [ctx.finding(
             rule="communication.byte-alignment",
             title=f"{int(bad.sum())} of {int(checked.sum())} SDMA transfers are not {align}-byte aligned "
                   f"({pct(bad_time / checked_time) if checked_time else '0%'} of their time)",
-            severity=self._severity(ctx, saving), ops=sorted(by_op, key=lambda k: -by_op[k]),
+            severity=_severity(ctx, saving), ops=sorted(by_op, key=lambda k: -by_op[k]),
             evidence={"align_bytes": align, "misaligned": int(bad.sum()), "checked": int(checked.sum()),
                       "misaligned_us": bad_time, "checked_us": checked_time,
                       "table": table(["op", "task", "size_bytes", "link_type", "duration_us"], rows)},
             estimated_saving_us=saving,
             basis=f"{penalty:g} of the misaligned transfers' time (misaligned_penalty, an assumption), times the "
                   "exposed share of communication",
-            recommendation=f"Pad the communicated tensors to multiples of {align} bytes: sizes in multiples of "
-                           f"{align // 2} fp16/bf16 or {align // 4} fp32 elements (hidden size, vocabulary, bucket "
-                           "sizes), so every SDMA transfer moves whole aligned blocks.",
-            fix=Fix("code", f"pad communicated tensors to {align}-byte multiples",
-                    {"snippet": f"pad = (-t.numel() * t.element_size()) % {align} // t.element_size()\n"
-                                "t = torch.nn.functional.pad(t.flatten(), (0, pad))"}),
-            confidence=0.4, saving_by_op=by_op)]
+            recommendation=rc.unknown_context(ctx) + rec, fix=fix,
+            confidence=float(ctx.rules["confidence"]["byte_alignment"]), saving_by_op=by_op)]
 
-    @staticmethod
-    def _parents(op_events: pd.DataFrame, t_start: np.ndarray) -> np.ndarray:
-        """Name of the HCCL op whose interval contains each task start ("" when none)."""
-        out = np.full(len(t_start), "", dtype=object)
-        if not len(op_events):
-            return out
-        o = op_events.sort_values("start_us")
-        os_ = o["start_us"].to_numpy(dtype="float64")
-        oe = os_ + o["duration_us"].fillna(0.0).to_numpy(dtype="float64")
-        on = o["name"].astype(str).to_numpy()
-        k = np.searchsorted(os_, t_start, side="right") - 1
-        ok = (k >= 0) & (t_start < oe[np.maximum(k, 0)])
-        out[ok] = on[k[ok]]
+    # ----------------------------------------------------------------------------------------------------
+    @rule(RuleDoc(
+        id="communication.rdma-retransmission",
+        title="RDMA retransmission",
+        what="Flags RDMA transfers whose transit time reaches {rdma_retransmission.min_transit_ms} ms (the "
+             "msprof-analyze bound); says so when the profile has no RDMA traffic. Saving: their transit time "
+             "beyond the size at {nominal_gbps.RDMA} GB/s (nominal_gbps.RDMA), times the exposed share of "
+             "communication.",
+        why="A transfer that slow means packets were lost and retransmitted after a timeout: a network fault (link "
+            "flaps, PFC/ECN misconfiguration, a bad optic), not a tuning matter.",
+        how_to_fix="Check the NIC and switch counters for the affected ranks (hccn_tool -i <dev> -stat -g, "
+                   "retransmission/CNP counters), the optics, and that HCCL_RDMA_TC / HCCL_RDMA_SL match the switch "
+                   "QoS; raise HCCL_RDMA_TIMEOUT only as a stopgap.",
+        thresholds=("rdma_retransmission", "nominal_gbps", "confidence", "severity"),
+        needs=("comm",),
+    ))
+    def rdma_retransmission(self, ctx: AnalysisContext) -> list[Finding]:
+        tx = self._tx
+        if not len(tx):
+            return []
+        rdma = tx[tx["transport"].astype(str) == "RDMA"]
+        if not len(rdma):
+            ctx.note("communication.rdma-retransmission: no RDMA traffic in this profile (single-node run); "
+                     "nothing to check")
+            return []
+        limit_us = float(ctx.rules["rdma_retransmission"]["min_transit_ms"]) * 1000.0
+        bad = rdma[rdma["transit_us"] >= limit_us]
+        if not len(bad):
+            return []
+        nominal = float(ctx.rules["nominal_gbps"]["RDMA"])
+        per = (bad["transit_us"] - bad["size_mb"] / nominal * 1000.0).clip(lower=0.0) * bad["exposed"]
+        by_op = _attribute(list(bad["op"]), list(per))
+        saving = float(per.sum())
+        rows = [[r.op, round(r.size_mb, 4), round(r.transit_us / 1000.0, 3), _round(r.bandwidth_gbps)]
+                for r in bad.itertuples(index=False)]
+        return [ctx.finding(
+            rule="communication.rdma-retransmission",
+            title=f"{len(bad)} RDMA transfers took over {limit_us / 1e6:g} s: likely retransmission",
+            severity=_severity(ctx, saving), ops=sorted(by_op, key=lambda k: -by_op[k]) or list(bad["op"]),
+            evidence={"min_transit_ms": limit_us / 1000.0, "transfers": int(len(bad)),
+                      "table": table(["op", "size_mb", "transit_ms", "bandwidth_gbps"], rows)},
+            estimated_saving_us=saving,
+            basis=f"transit time beyond the size at {nominal:g} GB/s (nominal_gbps.RDMA), times the exposed share",
+            recommendation="RDMA transfers this slow are retransmitting after packet loss. Check the NIC and switch "
+                           "counters of the ranks involved (hccn_tool -i <device> -stat -g), optics and cables, "
+                           "PFC/ECN configuration, and that HCCL_RDMA_TC / HCCL_RDMA_SL match the switch QoS.",
+            fix=Fix("config", "check the RDMA network (NIC/switch counters, PFC/ECN, optics)",
+                    {"commands": ["hccn_tool -i 0 -stat -g", "hccn_tool -i 0 -link -g"]}),
+            confidence=float(ctx.rules["confidence"]["rdma_retransmission"]), saving_by_op=by_op)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# shared helpers of the checks
+# ---------------------------------------------------------------------------------------------------------
+def _severity(ctx: AnalysisContext, saving: float) -> Any:
+    window = window_us(ctx.profile)
+    return severity_for(saving / window if window > 0 else 0.0, ctx.rules["severity"])
+
+
+def _exposed_budget(ctx: AnalysisContext) -> dict[str, float]:
+    """Per communication op name: its exposed time (elapse x the uncovered share of its step) -- what all the
+    rules' savings on the op may add up to."""
+    by_step, overall = exposed_fraction(ctx.profile)
+    profile = ctx.profile
+    if len(profile.comm):
+        c = comm_op_times(profile.comm)
+        names, steps, elapse = c["name"].to_numpy(), c["step"].to_numpy(dtype="float64"), c["elapse_us"].to_numpy()
+    else:
+        ops = profile.ops
+        sub = ops[isin_mask(ops["core"], ctx.rules["comm_cores"])] if len(ops) else ops
+        if not len(sub):
+            return {}
+        names = sub["name"].astype(str).to_numpy()
+        steps = sub["step"].to_numpy(dtype="float64")
+        elapse = sub["duration_us"].to_numpy(dtype="float64")
+    exposed = elapse * _frac(steps, by_step, overall)
+    return {str(k): float(v) for k, v in pd.Series(exposed, index=names).groupby(level=0).sum().items()}
+
+
+def _within_exposed_time(ctx: AnalysisContext, findings: list[Finding]) -> list[Finding]:
+    """In rule order, each finding keeps per op at most what the op's exposed time has left."""
+    budget = _exposed_budget(ctx)
+    out = []
+    for f in findings:
+        by_op = {}
+        for op, v in f.saving_by_op.items():
+            left = budget.get(op)
+            if left is None:
+                by_op[op] = v
+                continue
+            by_op[op] = min(v, left)
+            budget[op] = left - by_op[op]
+        saving = sum(by_op.values())
+        if saving < f.estimated_saving_us - 1e-6:
+            f = replace(f, saving_by_op=by_op, estimated_saving_us=saving, severity=_severity(ctx, saving),
+                        basis=f.basis + "; per op at most what the op's exposed communication time has left after "
+                                        "the rules before this one")
+        out.append(f)
+    return out
+
+
+def _transfer_args(tasks: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """size(Byte), transport type and link type of each HCCL task (its trace args)."""
+    size, transport, link = [], [], []
+    for a in tasks["args"]:
+        a = a if isinstance(a, dict) else {}
+        try:
+            size.append(float(a.get("size(Byte)")))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            size.append(np.nan)
+        transport.append(str(a.get("transport type", "")))
+        link.append(str(a.get("link type", "")))
+    return np.array(size, dtype="float64"), np.array(transport, dtype=object), np.array(link, dtype=object)
+
+
+def _windows(ctx: AnalysisContext, cand: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
+    """[start, end) of each candidate transfer's op: communication.json times, else the ops table."""
+    s = cand["start_us"].to_numpy(dtype="float64")
+    e = s + cand["elapse_us"].to_numpy(dtype="float64")
+    if np.isfinite(s).all() and np.isfinite(e).all():
+        return s, e
+    ops = ctx.profile.ops
+    sub = ops[isin_mask(ops["core"], ctx.rules["comm_cores"])]
+    if not len(sub):
+        return None
+    first = sub.groupby(sub["name"].astype(str)).agg(start=("start_us", "min"), dur=("duration_us", "max"))
+    st = cand["op"].map(first["start"]).to_numpy(dtype="float64")
+    du = cand["op"].map(first["dur"]).to_numpy(dtype="float64")
+    s = np.where(np.isfinite(s), s, st)
+    e = np.where(np.isfinite(e), e, st + du)
+    return (np.nan_to_num(s, nan=0.0), np.nan_to_num(e, nan=0.0)) if np.isfinite(st).any() else None
+
+
+def _parents(op_events: pd.DataFrame, t_start: np.ndarray) -> np.ndarray:
+    """Name of the HCCL op whose interval contains each task start ("" when none)."""
+    out = np.full(len(t_start), "", dtype=object)
+    if not len(op_events):
         return out
+    o = op_events.sort_values("start_us")
+    os_ = o["start_us"].to_numpy(dtype="float64")
+    oe = os_ + o["duration_us"].fillna(0.0).to_numpy(dtype="float64")
+    on = o["name"].astype(str).to_numpy()
+    k = np.searchsorted(os_, t_start, side="right") - 1
+    ok = (k >= 0) & (t_start < oe[np.maximum(k, 0)])
+    out[ok] = on[k[ok]]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# advice fitted to the run
+# ---------------------------------------------------------------------------------------------------------
+def _merge_advice(ctx: AnalysisContext) -> tuple[str, Fix | None]:
+    fam = rc.family_of(ctx)
+    if fam == rc.TORCH:
+        return ("Merge them: larger gradient buckets (DDP bucket_cap_mb, Megatron --ddp-bucket-size), coalesced "
+                "all-reduce of flattened tensors, fewer and larger point-to-point messages.",
+                Fix("code", "merge small collectives into larger buckets",
+                    {"snippet": "model = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=100)\n"
+                                "# or torch.distributed.all_reduce_coalesced / flatten the tensors first"}))
+    if fam == rc.MINDSPORE:
+        return ("Merge them: fuse gradient all-reduces into larger buckets (comm_fusion in "
+                "mindspore.set_auto_parallel_context), and send fewer, larger pipeline messages.",
+                Fix("code", "fuse gradient all-reduces into larger buckets",
+                    {"snippet": "mindspore.set_auto_parallel_context(\n"
+                                "    comm_fusion={\"allreduce\": {\"mode\": \"size\", \"config\": 64}})"}))
+    return ("Merge them into fewer, larger collectives (flatten the tensors before communicating).", None)
+
+
+def _contention_advice(ctx: AnalysisContext) -> tuple[str, Fix | None]:
+    lead = ("These SDMA transfers share HBM bandwidth with MatMuls running at the same time and reach less than the "
+            "threshold bandwidth. Move the collectives to phases without large MatMuls (e.g. overlap them with "
+            "vector work)")
+    mc2 = soc_matches(ctx.platform.get("soc"), ctx.rules["bandwidth_contention"]["mc2_socs"])
+    if rc.family_of(ctx) == rc.TORCH and mc2:
+        return (lead + ", or use fused compute-communication ops (torch_npu.npu_mm_all_reduce_base, MC2) that "
+                "pipeline the two.",
+                Fix("code", "use a fused MatMul + AllReduce for tensor-parallel layers",
+                    {"snippet": "out = torch_npu.npu_mm_all_reduce_base(x, weight, hcom_group_name)"}))
+    return lead + ".", None
+
+
+def _alignment_advice(ctx: AnalysisContext, align: int) -> tuple[str, Fix | None]:
+    half = rc.half_dtype(ctx.platform)
+    rec = (f"Pad the communicated tensors to multiples of {align} bytes: sizes in multiples of {align // 2} "
+           f"{half} or {align // 4} fp32 elements (hidden size, vocabulary, bucket sizes), so every SDMA transfer "
+           "moves whole aligned blocks.")
+    fam = rc.family_of(ctx)
+    if fam == rc.TORCH:
+        return rec, Fix("code", f"pad communicated tensors to {align}-byte multiples",
+                        {"snippet": f"pad = (-t.numel() * t.element_size()) % {align} // t.element_size()\n"
+                                    "t = torch.nn.functional.pad(t.flatten(), (0, pad))"})
+    if fam == rc.MINDSPORE:
+        return rec, Fix("code", f"pad communicated tensors to {align}-byte multiples",
+                        {"snippet": f"pad = (-t.size * t.itemsize) % {align} // t.itemsize\n"
+                                    "t = mindspore.ops.pad(t.flatten(), (0, pad))"})
+    return rec, None
 
 
 def _round(v: float) -> float | None:

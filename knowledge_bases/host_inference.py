@@ -8,7 +8,11 @@ blocking), execute calls that take longer than the device work they launch, a mo
 ranges where the host sleeps or pre-processes while the device idles (one SSD case showed a 5 s sleep and
 synchronous copies in msproftx ranges and ACL API timings before any operator work).
 
-Each rule is documented beside its check; thresholds and API names are in ``rules/host-inference.yaml``.
+Each rule is documented beside its check; thresholds, confidences and API names are in
+``rules/host-inference.yaml``. Every saving is device idle time, attributed to the ``(free time)`` pseudo-op (so the
+overall KB's free-time symptom folds under the cause that explains it), and together the findings never claim more
+than the free time of the rank's time model -- whose window, for an offline-model application, is the app's
+msproftx span.
 """
 
 from __future__ import annotations
@@ -23,118 +27,139 @@ import pandas as pd
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.intervals import overlap, union
-from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
+from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
+from advisor.platform import has_tool
+from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import pct, severity_for
+from advisor.toolkit.free_time import within_free_time
 from advisor.toolkit.time import FREE_TIME_KEY
 
-_THRESHOLDS = ("contexts", "severity")
-
-RULE_COPY = RuleDoc(
-    id="host-inference.sync-copy",
-    title="Synchronous host-device copies in the inference loop",
-    what="Sums the synchronous copy APIs in the API statistics (aclrtMemcpy, else the runtime's rtMemcpy / "
-         "MemCopySync: the outermost layer present, so one copy is counted once) and reports them with the calls "
-         "per execute and the per-call cost.",
-    why="aclrtMemcpy is blocking: while it runs the host submits nothing and the device waits for the input. With "
-        "pinned host buffers (aclrtMallocHost) and aclrtMemcpyAsync on a copy stream the transfer of frame n+1 "
-        "overlaps the inference of frame n. Saving: recoverable_fraction of the synchronous copy time, never more "
-        "than the device busy time it can hide behind.",
-    how_to_fix="Allocate the input/output host buffers once with aclrtMallocHost (pinned, 64-byte aligned), copy "
-               "with aclrtMemcpyAsync on a dedicated stream and synchronize only before the data is used; feed "
-               "DVPP output buffers to the model directly (no copy); pipeline pre-process / copy / execute / "
-               "post-process on separate threads and streams.",
-    thresholds=(*_THRESHOLDS, "sync_copy_apis", "async_copy_apis", "execute_apis", "min_api_us", "sync_copy"),
-    needs=("api",),
-)
-RULE_EXECUTE = RuleDoc(
-    id="host-inference.execute-gap",
-    title="Execute calls take longer than the device work they launch",
-    what="Compares the time of the synchronous execute calls (aclmdlExecute, svp_acl_mdl_execute: they return when "
-         "the inference has finished) with the device busy time: the difference is submission, synchronization "
-         "and input/output handling per call. Reported when it reaches execute_gap.min_share of the execute time.",
-    why="Per-call overhead is paid on every frame; at small batch sizes it can rival the device work. The device "
-        "is idle while the host prepares the next call.",
-    how_to_fix="Overlap calls: aclmdlExecuteAsync on two or more streams (one loaded model instance per concurrent "
-               "stream; a model id must not run on several streams at once), with pre/post-processing in other "
-               "threads; batch frames (a larger static batch, or atc --dynamic_batch_size gears); give the model "
-               "device buffers it can read directly (aclmdlCreateDataset with aclrtMalloc'd buffers, DVPP output).",
-    thresholds=(*_THRESHOLDS, "execute_apis", "execute_async_apis", "sync_wait_apis", "execute_gap"),
-    needs=("api", "ops"),
-)
-RULE_LOAD = RuleDoc(
-    id="host-inference.model-load",
-    title="Model loaded more than once",
-    what="Counts the model-load APIs (aclmdlLoadFromFile*, aclmdlLoadFromMem*) in the API statistics.",
-    why="Loading parses the OM, allocates memory and copies weights: hundreds of milliseconds. Loading inside the "
-        "loop repeats that per frame or per request.",
-    how_to_fix="Load each model once at start-up (aclmdlLoadFromFile), keep the model id and its datasets, and "
-               "reuse them for every inference; unload at exit.",
-    thresholds=(*_THRESHOLDS, "load_apis", "max_loads", "min_api_us"),
-    needs=("api",),
-)
-RULE_TX = RuleDoc(
-    id="host-inference.tx-range",
-    title="Host-only time in the application's msproftx ranges",
-    what="For each msproftx range name (leaf ranges: those containing no other range), the range time minus the "
-         "device busy time inside it is host-only time. Ranges whose host-only time reaches tx.min_share of the "
-         "analyzed window are reported, classed by name as idle (sleep, wait), pre-processing or post-processing.",
-    why="While the host sleeps, decodes or post-processes in the inference thread the device waits. A sleep or a "
-        "synchronization left in the loop is pure loss; pre/post-processing can run concurrently with inference.",
-    how_to_fix="Remove sleeps and extra synchronization from the loop; move image conversion, resize and "
-               "normalization to DVPP/AIPP (atc --insert_op_conf); run pre- and post-processing in their own "
-               "threads with a queue, and inference on two streams so the device always has work.",
-    thresholds=(*_THRESHOLDS, "tx"),
-    needs=("tx",),
-)
+_THRESHOLDS = ("contexts", "severity", "confidence")
 
 
 class HostInferenceKB(KnowledgeBase):
     id = "host-inference"
     title = "Host-side waste of an inference application (ACL API statistics, msproftx ranges)"
-    version = "1.0.0"
+    version = "2.0.0"
     api_version = "1"
     requires = ()
     requires_any = ("api", "tx")
     rules_file = "host-inference"
-    rules = (RULE_COPY, RULE_EXECUTE, RULE_LOAD, RULE_TX)
 
     def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
-        r = ctx.rules
-        context = ctx.profile.meta.context or "unknown"
-        if context not in set(r["contexts"]):
-            ctx.note(f"host-inference: skipped, a {context} run (host-side work of frameworks is the schedule "
+        """The checks, for inference applications only; their savings together at most the free time."""
+        context = rc.context_of(ctx)
+        if not rc.applies(ctx, ctx.rules["contexts"]):
+            ctx.note(f"host-inference: skipped, {rc.a_run(context)} (host-side work of frameworks is the schedule "
                      "knowledge base's)")
             return []
-        busy = device_busy_us(ctx.profile)
-        # the analyzed window: the app's msproftx span for an offline-model app (as the analysis takes it)
-        window = max(busy, tx_span_us(ctx.profile.tx)) if context == "om-acl" else busy
+        return _within_free_time(ctx, list(super().analyze(ctx)))
+
+    @rule(RuleDoc(
+        id="host-inference.sync-copy",
+        title="Synchronous host-device copies in the inference loop",
+        what="Sums the synchronous copy APIs in the API statistics (sync_copy_apis: aclrtMemcpy, else the runtime's "
+             "rtMemcpy / MemCopySync -- the outermost layer present, so one copy is counted once) and reports them "
+             "from {min_api_us} us on, with the calls per execute and the per-call cost. Saving: "
+             "{sync_copy.recoverable_fraction} of the synchronous copy time, never more than the device busy time "
+             "it can hide behind, attributed to the (free time) pseudo-op.",
+        why="aclrtMemcpy is blocking: while it runs the host submits nothing and the device waits for the input. "
+            "With pinned host buffers (aclrtMallocHost) and aclrtMemcpyAsync on a copy stream the transfer of frame "
+            "n+1 overlaps the inference of frame n.",
+        how_to_fix="Allocate the input/output host buffers once with aclrtMallocHost (pinned, 64-byte aligned), copy "
+                   "with aclrtMemcpyAsync on a dedicated stream and synchronize only before the data is used; feed "
+                   "DVPP output buffers to the model directly (no copy); pipeline pre-process / copy / execute / "
+                   "post-process on separate threads and streams.",
+        thresholds=(*_THRESHOLDS, "sync_copy_apis", "async_copy_apis", "execute_apis", "min_api_us", "sync_copy"),
+        needs=("api",),
+    ))
+    def sync_copy(self, ctx: AnalysisContext) -> list[Finding]:
         api = _api_table(ctx.profile.api)
-        found: list[Finding | None] = []
-        if len(api):
-            found += [_sync_copy(ctx, api, busy, window), _execute_gap(ctx, api, busy, window),
-                      _model_load(ctx, api, window)]
-        if len(ctx.profile.tx):
-            found += _tx_ranges(ctx, window)
-        return [f for f in found if f is not None]
+        return [f for f in [_sync_copy(ctx, api)] if f is not None] if len(api) else []
+
+    @rule(RuleDoc(
+        id="host-inference.execute-gap",
+        title="Execute calls take longer than the device work they launch",
+        what="Compares the time of the synchronous execute calls (execute_apis: aclmdlExecute, svp_acl_mdl_execute "
+             "return when the inference has finished) with the device busy time of the analyzed window: the "
+             "difference is submission, synchronization and input/output handling per call. Reported from "
+             "{execute_gap.min_share} of the execute time on. Saving: {execute_gap.recoverable_fraction} of the "
+             "difference, attributed to the (free time) pseudo-op.",
+        why="Per-call overhead is paid on every frame; at small batch sizes it can rival the device work. The device "
+            "is idle while the host prepares the next call.",
+        how_to_fix="Overlap calls: aclmdlExecuteAsync on two or more streams (one loaded model instance per "
+                   "concurrent stream; a model id must not run on several streams at once), with pre/post-processing "
+                   "in other threads; batch frames (a larger static batch, or ATC dynamic batch gears); give the "
+                   "model device buffers it can read directly (aclmdlCreateDataset with aclrtMalloc'd buffers, DVPP "
+                   "output).",
+        thresholds=(*_THRESHOLDS, "execute_apis", "execute_async_apis", "sync_wait_apis", "execute_gap"),
+        needs=("api", "ops"),
+    ))
+    def execute_gap(self, ctx: AnalysisContext) -> list[Finding]:
+        api = _api_table(ctx.profile.api)
+        return [f for f in [_execute_gap(ctx, api)] if f is not None] if len(api) else []
+
+    @rule(RuleDoc(
+        id="host-inference.model-load",
+        title="Model loaded more than once",
+        what="Counts the model-load APIs (load_apis: aclmdlLoadFromFile*, aclmdlLoadFromMem*) in the API statistics; "
+             "more than {max_loads} load(s) with at least {min_api_us} us of load time is reported. Saving: every "
+             "load but the first, attributed to the (free time) pseudo-op.",
+        why="Loading parses the OM, allocates memory and copies weights: hundreds of milliseconds. Loading inside the "
+            "loop repeats that per frame or per request.",
+        how_to_fix="Load each model once at start-up (aclmdlLoadFromFile), keep the model id and its datasets, and "
+                   "reuse them for every inference; unload at exit.",
+        thresholds=(*_THRESHOLDS, "load_apis", "max_loads", "min_api_us"),
+        needs=("api",),
+    ))
+    def model_load(self, ctx: AnalysisContext) -> list[Finding]:
+        api = _api_table(ctx.profile.api)
+        return [f for f in [_model_load(ctx, api)] if f is not None] if len(api) else []
+
+    @rule(RuleDoc(
+        id="host-inference.tx-range",
+        title="Host-only time in the application's msproftx ranges",
+        what="For each msproftx range name (leaf ranges: those containing no other range), the range time minus the "
+             "device busy time inside it is host-only time. Ranges whose host-only time reaches {tx.min_share} of "
+             "the analyzed window (and {tx.min_host_us} us) are reported, classed by name (tx.kinds) as idle "
+             "(sleep, wait), pre-processing or post-processing. Saving: the kind's share of the host-only time "
+             "(tx.recoverable_fraction), attributed to the (free time) pseudo-op.",
+        why="While the host sleeps, decodes or post-processes in the inference thread the device waits. A sleep or a "
+            "synchronization left in the loop is pure loss; pre/post-processing can run concurrently with "
+            "inference.",
+        how_to_fix="Remove sleeps and extra synchronization from the loop; move image conversion, resize and "
+                   "normalization to DVPP/AIPP; run pre- and post-processing in their own threads with a queue, "
+                   "and inference on two streams so the device always has work.",
+        thresholds=(*_THRESHOLDS, "tx"),
+        needs=("tx",),
+    ))
+    def tx_ranges(self, ctx: AnalysisContext) -> list[Finding]:
+        return _tx_ranges(ctx) if len(ctx.profile.tx) else []
 
 
 # ---------------------------------------------------------------------------------------------------------
-# accessors (the time model of issue 12 replaces these two when it lands)
+# time (the rank's time model) and the shared cap
 # ---------------------------------------------------------------------------------------------------------
-def device_busy_us(profile: Any) -> float:
-    """Device busy time: the union of device task intervals."""
-    return float(profile.busy_time_us()) if len(profile.ops) else 0.0
+def _times(ctx: AnalysisContext) -> tuple[float, float]:
+    """(device busy time inside the analyzed window, the window): for an offline-model app the window is its
+    msproftx span, so sleeps and host work between inferences are free time (``advisor.timemodel``)."""
+    t = ctx.profile.time
+    return max(0.0, t.window_us - t.free_us), t.window_us
 
 
-def tx_span_us(tx: pd.DataFrame) -> float:
-    """First msproftx start to last end: the application's recorded wall time."""
-    if not len(tx):
-        return 0.0
-    start = tx["start_us"].to_numpy(dtype="float64")
-    end = start + tx["duration_us"].to_numpy(dtype="float64")
-    if not np.isfinite(start).any():
-        return 0.0
-    return float(np.nanmax(end) - np.nanmin(start))
+def _within_free_time(ctx: AnalysisContext, findings: list[Finding]) -> list[Finding]:
+    """Every rule's saving is device idle time: together at most the free time of the window."""
+    t = ctx.profile.time
+    return within_free_time(findings, t.free_us, t.window_us, ctx.rules["severity"])
+
+
+def _free_finding(ctx: AnalysisContext, **kw: Any) -> Finding:
+    """A finding whose saving is device idle time (attributed to the free-time pseudo-op)."""
+    _, window = _times(ctx)
+    saving = float(kw.pop("estimated_saving_us"))
+    return ctx.finding(severity=_severity(saving, window, ctx.rules), ops=[], estimated_saving_us=saving,
+                       saving_by_op={FREE_TIME_KEY: saving},
+                       recommendation=rc.unknown_context(ctx) + kw.pop("recommendation"), **kw)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -172,7 +197,21 @@ def _severity(saving: float, window: float, r: Mapping[str, Any]) -> Any:
     return severity_for(saving / window, r["severity"]) if window > 0 else "info"
 
 
-def _sync_copy(ctx: AnalysisContext, api: pd.DataFrame, busy: float, window: float) -> Finding | None:
+def _calls(api: pd.DataFrame, names: Sequence[str]) -> str:
+    """How the advice names the app's API family: ``svp_acl_*`` on SVP ACL (SS928/SS927), else AscendCL."""
+    return "SVP ACL" if any(n.startswith("svp_") for n in names if n in api.index) else "ACL"
+
+
+def _batching(ctx: AnalysisContext) -> str:
+    return ("a larger static batch, or atc --dynamic_batch_size gears" if has_tool(ctx.platform, "atc")
+            else "a larger static batch")
+
+
+def _svp_note(family: str) -> str:
+    return " (on SVP ACL, the svp_acl_* equivalents of these calls)" if family == "SVP ACL" else ""
+
+
+def _sync_copy(ctx: AnalysisContext, api: pd.DataFrame) -> Finding | None:
     r = ctx.rules
     name = _first_present(api, r["sync_copy_apis"])
     if name is None:
@@ -180,6 +219,7 @@ def _sync_copy(ctx: AnalysisContext, api: pd.DataFrame, busy: float, window: flo
     count, total, worst = float(api.at[name, "count"]), float(api.at[name, "total_us"]), float(api.at[name, "max_us"])
     if total < float(r["min_api_us"]):
         return None
+    busy, window = _times(ctx)
     executes, _, exec_api = _executes(api, r)
     frac = float(r["sync_copy"]["recoverable_fraction"])
     saving = min(total * frac, busy) if busy > 0 else total * frac
@@ -188,16 +228,15 @@ def _sync_copy(ctx: AnalysisContext, api: pd.DataFrame, busy: float, window: flo
     rows = [[n, int(api.at[n, "count"]), round(float(api.at[n, "total_us"]), 3),
              round(float(api.at[n, "total_us"]) / max(float(api.at[n, "count"]), 1.0), 3)]
             for n in [*r["sync_copy_apis"], *r["async_copy_apis"], *r["execute_apis"]] if n in api.index]
-    return ctx.finding(
-        rule=RULE_COPY.id,
-        title=f"{int(count)} synchronous copies ({name}): {total:.1f} us ({pct(total / window)} of the analyzed "
-              "time)",
-        severity=_severity(saving, window, r),
-        ops=[],
+    family = _calls(api, [name])
+    return _free_finding(
+        ctx, rule="host-inference.sync-copy",
+        title=f"{int(count)} synchronous copies ({name}): {total:.1f} us ({pct(total / window) if window else '-'} of "
+              "the analyzed time)",
         evidence={"api": name, "calls": int(count), "total_us": total, "avg_us": total / max(count, 1.0),
                   "max_us": worst, "calls_per_execute": round(per_exec, 3) if per_exec else None,
                   "execute_api": exec_api, "async_copy_calls": int(async_n), "async_copy_us": async_us,
-                  "device_busy_us": busy, "source": "api_statistic",
+                  "device_busy_us": busy, "window_us": window, "source": "api_statistic",
                   "table": table(["api", "calls", "total_us", "avg_us"], rows)},
         estimated_saving_us=saving,
         basis=(f"{frac:.0%} (sync_copy.recoverable_fraction) of the {name} time, which async copies on a copy "
@@ -208,18 +247,19 @@ def _sync_copy(ctx: AnalysisContext, api: pd.DataFrame, busy: float, window: flo
             + "), blocking the host while the device waits. Allocate input/output buffers once with "
               "aclrtMallocHost (pinned), copy with aclrtMemcpyAsync on a separate stream and synchronize just "
               "before the data is used, so the copy of the next frame overlaps the current inference; where the "
-              "input comes from DVPP, pass its device buffer to the model without a copy."),
+              f"input comes from DVPP, pass its device buffer to the model without a copy{_svp_note(family)}."),
         fix=Fix("code", "pinned buffers + aclrtMemcpyAsync on a copy stream, overlapped with inference",
                 {"snippet": "aclrtMallocHost(&host_in, size);            // once, at start-up\n"
                             "aclrtMemcpyAsync(dev_in, size, host_in, size, ACL_MEMCPY_HOST_TO_DEVICE, copy_stream);\n"
                             "aclrtSynchronizeStream(copy_stream);         // just before aclmdlExecuteAsync"}),
-        confidence=0.7,
+        confidence=float(r["confidence"]["sync_copy"]),
     )
 
 
-def _execute_gap(ctx: AnalysisContext, api: pd.DataFrame, busy: float, window: float) -> Finding | None:
+def _execute_gap(ctx: AnalysisContext, api: pd.DataFrame) -> Finding | None:
     r = ctx.rules
     name = _first_present(api, r["execute_apis"])
+    busy, _ = _times(ctx)
     if name is None or busy <= 0:
         return None
     count, total = float(api.at[name, "count"]), float(api.at[name, "total_us"])
@@ -228,18 +268,16 @@ def _execute_gap(ctx: AnalysisContext, api: pd.DataFrame, busy: float, window: f
     if gap <= 0 or share < float(r["execute_gap"]["min_share"]):
         return None
     frac = float(r["execute_gap"]["recoverable_fraction"])
-    saving = gap * frac
     waits_n, waits_us = _sum(api, r["sync_wait_apis"])
-    return ctx.finding(
-        rule=RULE_EXECUTE.id,
+    family = _calls(api, [name])
+    return _free_finding(
+        ctx, rule="host-inference.execute-gap",
         title=f"{name} takes {gap:.1f} us more than the device work it launches ({pct(share)} of its time)",
-        severity=_severity(saving, window, r),
-        ops=[],
         evidence={"api": name, "calls": int(count), "execute_us": total, "avg_execute_us": total / max(count, 1.0),
                   "device_busy_us": busy, "device_busy_per_execute_us": busy / max(count, 1.0), "gap_us": gap,
                   "gap_share": share, "sync_wait_calls": int(waits_n), "sync_wait_us": waits_us,
-                  "source": "api_statistic + device tasks"},
-        estimated_saving_us=saving,
+                  "source": "api_statistic + the time model's device busy time"},
+        estimated_saving_us=gap * frac,
         basis=(f"{frac:.0%} (execute_gap.recoverable_fraction) of the {name} time not covered by device tasks "
                "(execute time minus device busy time), which overlapping calls and batching hide"),
         recommendation=(
@@ -247,38 +285,35 @@ def _execute_gap(ctx: AnalysisContext, api: pd.DataFrame, busy: float, window: f
             f"{busy / max(count, 1.0):.1f} us of device work: the rest is per-call submission, synchronization "
             "and input/output handling, and the device idles in between. Run aclmdlExecuteAsync on two or more "
             "streams (one loaded model instance per concurrent stream) with pre/post-processing in other threads, "
-            "batch frames (a larger static batch or atc --dynamic_batch_size), and pass device buffers the model "
-            "reads directly."),
+            f"batch frames ({_batching(ctx)}), and pass device buffers the model reads directly{_svp_note(family)}."),
         fix=Fix("code", "pipeline inference: aclmdlExecuteAsync on several streams, batching",
                 {"snippet": "aclmdlExecuteAsync(model_id[k], in[k], out[k], stream[k]);  // k = frame % n_streams\n"
                             "aclrtSynchronizeStream(stream[(k + 1) % n_streams]);       // collect the older frame"}),
-        confidence=0.5,
+        confidence=float(r["confidence"]["execute_gap"]),
     )
 
 
-def _model_load(ctx: AnalysisContext, api: pd.DataFrame, window: float) -> Finding | None:
+def _model_load(ctx: AnalysisContext, api: pd.DataFrame) -> Finding | None:
     r = ctx.rules
     present = [n for n in r["load_apis"] if n in api.index]
     count, total = _sum(api, present)
     if count <= int(r["max_loads"]) or total < float(r["min_api_us"]):
         return None
-    saving = min(total * (count - 1) / count, window)
+    _, window = _times(ctx)
     rows = [[n, int(api.at[n, "count"]), round(float(api.at[n, "total_us"]), 3)] for n in present]
-    return ctx.finding(
-        rule=RULE_LOAD.id,
+    return _free_finding(
+        ctx, rule="host-inference.model-load",
         title=f"Model loaded {int(count)} times: {total:.1f} us",
-        severity=_severity(saving, window, r),
-        ops=[],
         evidence={"loads": int(count), "load_us": total, "max_loads": int(r["max_loads"]), "source": "api_statistic",
                   "table": table(["api", "calls", "total_us"], rows)},
-        estimated_saving_us=saving,
+        estimated_saving_us=min(total * (count - 1) / count, window),
         basis="every load but the first: load time x (loads - 1) / loads",
         recommendation=(f"The model is loaded {int(count)} times ({total / count:.1f} us each). Load it once at "
                         "start-up, keep the model id and its input/output datasets, and reuse them for every "
-                        "inference."),
+                        f"inference{_svp_note(_calls(api, present))}."),
         fix=Fix("code", "load the model once and reuse the model id",
                 {"snippet": "aclmdlLoadFromFile(om_path, &model_id);  // once, before the loop"}),
-        confidence=0.8,
+        confidence=float(r["confidence"]["model_load"]),
     )
 
 
@@ -322,8 +357,16 @@ _TX_ADVICE = {
 }
 
 
-def _tx_ranges(ctx: AnalysisContext, window: float) -> list[Finding | None]:
+def _tx_advice(ctx: AnalysisContext, kind: str) -> tuple[str, str]:
+    advice, summary = _TX_ADVICE[kind]
+    if kind == "preprocess" and not has_tool(ctx.platform, "atc"):
+        advice = advice.replace(" / static AIPP (atc --insert_op_conf)", "")
+    return advice, summary
+
+
+def _tx_ranges(ctx: AnalysisContext) -> list[Finding]:
     r = ctx.rules
+    _, window = _times(ctx)
     t = r["tx"]
     tx = ctx.profile.tx
     start = tx["start_us"].to_numpy(dtype="float64")
@@ -345,7 +388,7 @@ def _tx_ranges(ctx: AnalysisContext, window: float) -> list[Finding | None]:
                                              device_us=("device", "sum"))
     per["host_us"] = (per["total_us"] - per["device_us"]).clip(lower=0.0)
     per = per.sort_values("host_us", ascending=False)
-    out: list[Finding | None] = []
+    out: list[Finding] = []
     for name, row in per.iterrows():
         host = float(row["host_us"])
         if host < float(t["min_host_us"]) or host / window < float(t["min_share"]):
@@ -353,13 +396,11 @@ def _tx_ranges(ctx: AnalysisContext, window: float) -> list[Finding | None]:
         kind = _kind(str(name), t["kinds"])
         frac = float(t["recoverable_fraction"][kind])
         saving = min(host * frac, window)
-        advice, summary = _TX_ADVICE[kind]
-        out.append(ctx.finding(
-            rule=RULE_TX.id,
+        advice, summary = _tx_advice(ctx, kind)
+        out.append(_free_finding(
+            ctx, rule="host-inference.tx-range",
             title=f"msproftx range '{name}': {host:.1f} us of host-only time ({pct(host / window)} of the analyzed "
                   f"time, {kind})",
-            severity=_severity(saving, window, r),
-            ops=[],
             evidence={"range": str(name), "kind": kind, "calls": int(row["calls"]), "total_us": float(row["total_us"]),
                       "max_us": float(row["max_us"]), "device_busy_inside_us": float(row["device_us"]),
                       "host_only_us": host, "window_us": window, "source": "msprof_tx",
@@ -374,8 +415,7 @@ def _tx_ranges(ctx: AnalysisContext, window: float) -> list[Finding | None]:
             recommendation=(f"Range '{name}' ({int(row['calls'])} call(s), {float(row['total_us']) / 1e3:.1f} ms, "
                             f"{float(row['device_us']) / 1e3:.1f} ms of it with the device busy): {advice}."),
             fix=Fix("code", summary, {"range": str(name), "kind": kind}),
-            confidence=0.8 if kind == "idle" else 0.5,
-            saving_by_op={FREE_TIME_KEY: saving},  # host-only time is the device's free time
+            confidence=float(r["confidence"]["tx"][kind]),
         ))
     return out
 

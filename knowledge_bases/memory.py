@@ -1,16 +1,18 @@
 """Memory knowledge base: expensive device-memory allocator calls.
 
-torch_npu's caching allocator serves a training step from memory it already holds; calls that reach the runtime
-allocator (``aclrtMalloc``, ``aclMallocMemInner``, ``DevMalloc``...) are slow host work that stalls op dispatch.
-Many or long ones mean the cache is bypassed (``PYTORCH_NO_NPU_MEMORY_CACHING``), emptied
-(``torch.npu.empty_cache()``) or fragmented. The calls come from the timeline (host events) or, without one, from
-api_statistic.csv. Unlike msprof-analyze, whose text for this finding is always Chinese, the text is English.
+A framework's memory pool (torch_npu's caching allocator, MindSpore's memory pool) or an inference application's
+buffers allocated once serve every step from memory already held; calls that reach the runtime allocator
+(``aclrtMalloc``, ``aclMallocMemInner``, ``DevMalloc``...) are slow host work that stalls op dispatch. Many or long
+ones mean the cache is bypassed (``PYTORCH_NO_NPU_MEMORY_CACHING``), emptied (``torch.npu.empty_cache()``),
+fragmented, too small, or -- in an ACL application -- that buffers are allocated per inference. The calls come from
+the timeline (host events) or, without one, from api_statistic.csv. Unlike msprof-analyze, whose text for this
+finding is always Chinese, the text is English.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -18,12 +20,11 @@ import pandas as pd
 
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
-from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
-from advisor.model import busy_time_us
+from advisor.intervals import union_length
+from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
+from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import severity_for
 from advisor.toolkit.time import FREE_TIME_KEY
-
-COMM_CORES = ("HCCL", "COMMUNICATION")
 
 
 def _full_match(patterns: Sequence[str]) -> re.Pattern[str] | None:
@@ -35,7 +36,7 @@ def allocator_calls(ctx: AnalysisContext) -> tuple[pd.DataFrame, float, str]:
     """Per allocator API: count, total_us, max_us; the union time of all calls; and the source."""
     rules = ctx.rules
     ev = ctx.profile.events
-    pat = _full_match(rules.get("event_patterns") or [])
+    pat = _full_match(rules["event_patterns"])
     if len(ev) and pat is not None:
         names = ev["name"].astype("category")
         cats = list(names.cat.categories)
@@ -46,9 +47,11 @@ def allocator_calls(ctx: AnalysisContext) -> tuple[pd.DataFrame, float, str]:
             sub = ev.loc[mask, ["name", "start_us", "duration_us"]].copy()
             sub["name"] = sub["name"].astype(str)
             per = sub.groupby("name")["duration_us"].agg(count="size", total_us="sum", max_us="max")
-            return per.sort_values("total_us", ascending=False), busy_time_us(sub), "timeline"
+            start = sub["start_us"].to_numpy(dtype="float64")
+            spent = union_length(start, start + sub["duration_us"].to_numpy(dtype="float64"))
+            return per.sort_values("total_us", ascending=False), spent, "timeline"
     api = ctx.profile.api
-    apat = _full_match(rules.get("api_patterns") or [])
+    apat = _full_match(rules["api_patterns"])
     if len(api) and apat is not None:
         names = api["name"].astype(str)
         mask = names.map(lambda n: bool(apat.fullmatch(n))).to_numpy(dtype=bool)
@@ -68,92 +71,118 @@ def allocator_calls(ctx: AnalysisContext) -> tuple[pd.DataFrame, float, str]:
 class MemoryKB(KnowledgeBase):
     id = "memory"
     title = "Device memory allocation"
-    version = "1.0.0"
+    version = "2.0.0"
     api_version = "1"
     requires = ()
     requires_any = ("events", "api")
     rules_file = "memory"
-    rules = (
-        RuleDoc(
-            id="memory.allocator-calls",
-            title="Expensive device-memory allocator calls",
-            what="Sums the time of device-memory allocator calls (timeline events AscendCL@aclMallocMemInner, "
-                 "AscendCL@aclrtMalloc*, AscendCL@aclrtFree*, Runtime@DevMalloc/DevFree..., else the same APIs in "
-                 "api_statistic.csv; nested calls counted once) and fires when it reaches min_total_us. Saving: "
-                 "recoverable_fraction of that time, at most the device's free time (allocation is host work "
-                 "that stalls op dispatch).",
-            why="A working caching allocator serves every step from memory it holds; runtime allocations on the "
-                "hot path cost milliseconds of host time each and synchronize the device.",
-            how_to_fix="Keep the caching allocator on (unset PYTORCH_NO_NPU_MEMORY_CACHING), set "
-                       "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True to stop fragmentation, remove "
-                       "torch.npu.empty_cache() from the training loop, and pre-allocate buffers whose size "
-                       "changes (pad dynamic shapes to a few buckets).",
-            thresholds=("event_patterns", "api_patterns", "min_total_us", "recoverable_fraction", "severity"),
-            needs=("events", "api", "steps"),
-        ),
-    )
 
-    def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
-        rules = ctx.rules
-        per, union, source = allocator_calls(ctx)
+    @rule(RuleDoc(
+        id="memory.allocator-calls",
+        title="Expensive device-memory allocator calls",
+        what="Sums the time of device-memory allocator calls (timeline events matching event_patterns -- "
+             "AscendCL@aclMallocMemInner, AscendCL@aclrtMalloc*, AscendCL@aclrtFree*, Runtime@DevMalloc/DevFree... "
+             "-- else the same APIs in api_statistic.csv, api_patterns; nested calls counted once) and fires from "
+             "{min_total_us} us on. Saving: {recoverable_fraction} of that time, at most the device's free time "
+             "(allocation is host work that stalls op dispatch), attributed to the (free time) pseudo-op. Not "
+             "assessed for kernel-development captures (contexts: {contexts}).",
+        why="A working memory pool serves every step from memory it holds; runtime allocations on the hot path cost "
+            "milliseconds of host time each and synchronize the device.",
+        how_to_fix="PyTorch: keep the caching allocator on (unset PYTORCH_NO_NPU_MEMORY_CACHING), set "
+                   "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True, remove torch.npu.empty_cache() from the "
+                   "training loop. MindSpore: size the memory pool for the step's peak. ACL applications: allocate "
+                   "device and pinned host buffers once at start-up and reuse them. Everywhere: pad dynamic shapes "
+                   "to a few sizes so buffers can be reused.",
+        thresholds=("contexts", "event_patterns", "api_patterns", "min_total_us", "recoverable_fraction",
+                    "confidence", "severity"),
+        needs=("events", "api", "steps"),
+    ))
+    def allocator(self, ctx: AnalysisContext) -> list[Finding]:
+        r = ctx.rules
+        if not rc.applies(ctx, r["contexts"]):
+            rc.skip_note(ctx, "memory.allocator-calls")
+            return []
+        per, spent, source = allocator_calls(ctx)
         if not len(per):
             ctx.note("memory: no device-memory allocator calls in the timeline or api_statistic.csv")
             return []
-        threshold = float(rules.get("min_total_us", 10000))
-        if union < threshold:
+        threshold = float(r["min_total_us"])
+        if spent < threshold:
             return []
         t = ctx.profile.time
         total, free = t.window_us, t.free_us
-        step_source = t.sources.get("split", "")
-        frac = float(rules.get("recoverable_fraction", 0.9))
-        saving = frac * union
+        frac = float(r["recoverable_fraction"])
+        saving = frac * spent
         capped = total > 0 and saving > free
         if capped:
             saving = free
-        denom = total if total > 0 else union
-        env = ctx.profile.meta.environment
-        names = [str(n) for n in per.index]
+        calls = int(per["count"].sum())
         evidence: dict[str, Any] = {
-            "source": source, "allocator_us": union, "threshold_us": threshold, "calls": int(per["count"].sum()),
-            "step_us": total, "free_us": free if total > 0 else None, "step_source": step_source or None,
+            "source": source, "allocator_us": spent, "threshold_us": threshold, "calls": calls,
+            "window_us": total, "free_us": free if total > 0 else None,
+            "window_source": t.sources.get("split") or None,
             "table": table(["api", "count", "total_us", "max_us"],
-                           [[n, int(r["count"]), round(float(r["total_us"]), 3), round(float(r["max_us"]), 3)]
-                            for n, r in per.iterrows()]),
-            "environment": {k: env[k] for k in ("PYTORCH_NPU_ALLOC_CONF", "PYTORCH_NO_NPU_MEMORY_CACHING")
-                            if k in env},
+                           [[n, int(x["count"]), round(float(x["total_us"]), 3), round(float(x["max_us"]), 3)]
+                            for n, x in per.iterrows()]),
         }
-        cause = self._cause(env)
+        rec, fix = _advice(ctx)
+        if rc.family_of(ctx) == rc.TORCH:
+            env = ctx.profile.meta.environment
+            evidence["environment"] = {k: env[k] for k in ("PYTORCH_NPU_ALLOC_CONF", "PYTORCH_NO_NPU_MEMORY_CACHING")
+                                       if k in env}
         return [ctx.finding(
             rule="memory.allocator-calls",
-            title=f"Device-memory allocator calls take {union / 1000:.1f} ms ({_calls(int(per['count'].sum()))}"
-                  f"{f', {union / total:.1%} of the step' if 0 < union <= total else ''})",
-            severity=severity_for(saving / denom, rules.get("severity", {})),
-            ops=names, evidence=evidence, estimated_saving_us=saving,
+            title=f"Device-memory allocator calls take {spent / 1000:.1f} ms ({calls} call{'s' if calls != 1 else ''}"
+                  f"{f', {spent / total:.1%} of the analyzed time' if 0 < spent <= total else ''})",
+            severity=severity_for(saving / (total if total > 0 else spent), r["severity"]),
+            ops=[], evidence=evidence, estimated_saving_us=saving,
             basis=f"{frac:g} of the allocator time (recoverable_fraction)"
                   + (", capped at the device's free time" if capped else ""),
-            recommendation=cause + "Remove torch.npu.empty_cache() from the training loop and pre-allocate "
-                           "buffers whose size changes between steps (pad dynamic shapes to a few sizes); with "
-                           "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True the allocator grows segments instead of "
-                           "fragmenting and reallocating.",
-            fix=Fix("env", "caching allocator with expandable segments",
+            recommendation=rec, fix=fix, confidence=float(r["confidence"]), saving_by_op={FREE_TIME_KEY: saving})]
+
+
+def _advice(ctx: AnalysisContext) -> tuple[str, Fix | None]:
+    fam = rc.family_of(ctx)
+    if fam == rc.TORCH:
+        return _torch_advice(ctx)
+    if fam == rc.MINDSPORE:
+        return ("The runtime allocator is called during the run: MindSpore's memory pool grows in steps instead "
+                "of serving the step from memory it holds. Give the pool room for the step's peak "
+                "(mindspore.set_context(max_device_memory=...), and in PyNative mode a mempool_block_size that "
+                "covers the peak) and keep input shapes to a few sizes so memory is reused.",
+                Fix("code", "size the MindSpore memory pool for the step's peak",
+                    {"snippet": "mindspore.set_context(max_device_memory=\"<GB the job may use>\",\n"
+                                "                       mempool_block_size=\"<GB covering the step's peak>\")"}))
+    if fam == rc.OM:
+        return ("The application calls the runtime allocator while it runs. Allocate the model's input and "
+                "output device buffers (aclrtMalloc) and pinned host buffers (aclrtMallocHost) once at start-up, "
+                "build the datasets once and reuse them for every inference; frequent allocation and release of "
+                "pinned host memory is slow and synchronizing.",
+                Fix("code", "allocate buffers once, outside the inference loop",
+                    {"snippet": "aclrtMalloc(&dev_in, size, ACL_MEM_MALLOC_HUGE_FIRST);  // once, at start-up\n"
+                                "aclrtMallocHost(&host_in, size);                        // once, at start-up\n"
+                                "// per frame: fill host_in, aclrtMemcpyAsync, aclmdlExecuteAsync -- no malloc/free"}))
+    return (rc.unknown_context(ctx) + "The runtime allocator is called while the model runs: allocate buffers "
+            "once and reuse them (a memory pool large enough for the peak), and keep input shapes to a few sizes so "
+            "memory is reused."), None
+
+
+def _torch_advice(ctx: AnalysisContext) -> tuple[str, Fix]:
+    cause = ""
+    if (rc.env_value(ctx, "PYTORCH_NO_NPU_MEMORY_CACHING") or "").lower() in ("1", "true"):
+        cause = ("PYTORCH_NO_NPU_MEMORY_CACHING is set: the caching allocator is off, so every tensor goes to the "
+                 "runtime allocator. Unset it. ")
+    conf = rc.env_value(ctx, "PYTORCH_NPU_ALLOC_CONF")
+    if conf is not None and "expandable_segments:true" not in conf.replace(" ", "").lower():
+        cause += "PYTORCH_NPU_ALLOC_CONF has no expandable_segments:True. "
+    rec = (cause + "Remove torch.npu.empty_cache() from the training loop and pre-allocate buffers whose size "
+           "changes between steps (pad dynamic shapes to a few sizes); with "
+           "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True the allocator grows segments instead of fragmenting "
+           "and reallocating.")
+    return rec, Fix("env", "caching allocator with expandable segments",
                     {"env": {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"},
                      "unset": ["PYTORCH_NO_NPU_MEMORY_CACHING"]},
-                    "export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True; unset PYTORCH_NO_NPU_MEMORY_CACHING"),
-            confidence=0.6, saving_by_op={FREE_TIME_KEY: saving})]
-
-    @staticmethod
-    def _cause(env: dict[str, str]) -> str:
-        if env.get("PYTORCH_NO_NPU_MEMORY_CACHING", "").strip().lower() in ("1", "true"):
-            return ("PYTORCH_NO_NPU_MEMORY_CACHING is set: the caching allocator is off, so every tensor goes to "
-                    "the runtime allocator. Unset it. ")
-        conf = env.get("PYTORCH_NPU_ALLOC_CONF")
-        if conf is not None and "expandable_segments:true" not in conf.replace(" ", "").lower():
-            return "PYTORCH_NPU_ALLOC_CONF has no expandable_segments:True. "
-        return ""
-
-
-def _calls(n: int) -> str:
-    return f"{n} call" if n == 1 else f"{n} calls"
+                    "export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True; unset PYTORCH_NO_NPU_MEMORY_CACHING")
 
 
 @hookimpl

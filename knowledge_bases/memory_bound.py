@@ -4,46 +4,23 @@ The SS928/SS927 SoC profiling guide defines, per layer of a JOB summary, ``Memor
 max(Mac Busy, Vec Ppen)`` (DDR store, feature-map load and weight load against the busiest compute unit); msprof
 writes ``memory_bound = mte2_ratio / max(mac_ratio, vec_ratio)`` in op_summary. Above 1 a layer waits for data more
 than it computes. The advice depends on which transfer dominates (on the SoC: stores, feature-map loads or weight
-loads) and on the toolchain: the SoC's has no AOE, so it is never suggested there.
+loads), on the execution context (the framework's own fusion) and on the toolchain: the SoC's has no AOE, so it is
+never suggested there. It is a symptom: the cause on the same layers (an unfused chain, a decomposed activation, a
+TransData site) absorbs it.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable, Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
-from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
+from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model_summary import COMPUTE_CORES, SOC_FORMULA, memory_bound_ratio
-from advisor.platform import has_tool
-from advisor.toolkit.common import pct, severity_for
-
-RULE = RuleDoc(
-    id="memory-bound.layers",
-    title="Layers bound by data movement (Memory Bound > 1)",
-    what="Takes each compute task's Memory Bound -- the SoC guide's max(Dstr, DLD, WLD) / max(Mac Busy, Vec Ppen) "
-         "for SS928/SS927 JOB summaries, msprof's mte2_ratio / max(mac_ratio, vec_ratio) elsewhere (the profile's "
-         "column, else computed from the pipe ratios) -- and reports the layers above the threshold, with the "
-         "transfer that dominates them.",
-    why="A layer above 1 spends more time moving data between DDR/HBM and the core than computing: the compute "
-        "units idle. The part of its time beyond compute, time x (1 - 1/MemoryBound), is what less traffic can "
-        "recover (recoverable_fraction of it is counted). Above model_share of the compute time the whole model "
-        "is memory bound (msprof rule_memory_bound_1).",
-    how_to_fix="Move fewer bytes: fuse the layer with its neighbours so intermediates stay on chip (UB fusion; on "
-               "the SoC, conv + activation + pooling in one layer), use 16-bit or int8 tensors, keep layouts "
-               "consistent (no TransData round trips). Weight-load bound layers: int8 weights or a larger batch "
-               "that reuses each weight; store-bound layers: fuse the consumer. Where the toolchain has AOE "
-               "(ATC models on Ascend, not the SS928/SS927 SVP toolchain), tune tiling with AOE so transfers are "
-               "larger.",
-    thresholds=("threshold", "min_op_us", "min_saving_us", "recoverable_fraction", "model_share", "max_rows",
-                "severity"),
-    needs=("ops", "metrics"),
-    role="symptom",
-)
+from advisor.platform import has_tool, supports_dtype
+from advisor.toolkit import run_context as rc
+from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for
 
 _SOC_PARTS = {
     "soc_dstr_ratio": ("DDR stores (Dstr)", "the layer writes its output feature map to DDR: fuse it with its "
@@ -59,14 +36,42 @@ _SOC_PARTS = {
 class MemoryBoundKB(KnowledgeBase):
     id = "memory-bound"
     title = "Layers bound by data movement (the chip's Memory Bound)"
-    version = "1.0.0"
+    version = "2.0.0"
     api_version = "1"
     requires = ("ops",)
     rules_file = "memory-bound"
-    rules = (RULE,)
 
-    def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
+    @rule(RuleDoc(
+        id="memory-bound.layers",
+        title="Layers bound by data movement (Memory Bound > threshold)",
+        what="Takes each compute task's Memory Bound -- the SoC guide's max(Dstr, DLD, WLD) / max(Mac Busy, Vec "
+             "Ppen) for SS928/SS927 JOB summaries, msprof's mte2_ratio / max(mac_ratio, vec_ratio) elsewhere (the "
+             "profile's column, else computed from the pipe ratios) -- and reports the layers above {threshold} "
+             "(at least {min_op_us} us each, {min_saving_us} us of saving in all), with the transfer that "
+             "dominates them. Not assessed for kernel-development captures (contexts: {contexts}): a single "
+             "kernel's bound is the roofline classification's.",
+        why="A layer above 1 spends more time moving data between DDR/HBM and the core than computing: the compute "
+            "units idle. The part of its time beyond compute, time x (1 - 1/MemoryBound), is what less traffic can "
+            "recover ({recoverable_fraction} of it is counted). Above {model_share} of the compute time the whole "
+            "model is memory bound (msprof rule_memory_bound_1). A symptom: the finding that names its cause on "
+            "the same layers (an unfused chain, a decomposed activation, a TransData site) absorbs it.",
+        how_to_fix="Move fewer bytes: fuse the layer with its neighbours so intermediates stay on chip (the build's "
+                   "fusion passes for offline models, fused APIs or graph mode in PyTorch, graph kernel fusion in "
+                   "MindSpore; on the SoC, conv + activation + pooling in one layer), use 16-bit or int8 tensors, "
+                   "keep layouts consistent (no TransData round trips). Weight-load bound layers: int8 weights or a "
+                   "larger batch that reuses each weight; store-bound layers: fuse the consumer. Where the "
+                   "toolchain has AOE (ATC models on Ascend, not the SS928/SS927 SVP toolchain), tune tiling with "
+                   "AOE so transfers are larger.",
+        thresholds=("contexts", "threshold", "min_op_us", "min_saving_us", "recoverable_fraction", "model_share",
+                    "max_rows", "confidence", "severity"),
+        needs=("ops", "metrics"),
+        role="symptom",
+    ))
+    def layers(self, ctx: AnalysisContext) -> list[Finding]:
         r = ctx.rules
+        if not rc.applies(ctx, r["contexts"]):
+            rc.skip_note(ctx, "memory-bound.layers")
+            return []
         ops = ctx.profile.ops
         ratio, formula = memory_bound_ratio(ops)
         compute = ops["core"].isin(COMPUTE_CORES).to_numpy(dtype=bool)
@@ -98,7 +103,7 @@ class MemoryBoundKB(KnowledgeBase):
         if saving < float(r["min_saving_us"]):
             return []
         per = per.sort_values("saving", ascending=False)
-        busy = float(ctx.profile.busy_time_us())
+        window = ctx.profile.time.window_us
         compute_time = float(np.nansum(dur[ok]))
         share_bound = float(per["dur"].sum()) / compute_time if compute_time > 0 else 0.0
         soc = formula == SOC_FORMULA
@@ -106,10 +111,10 @@ class MemoryBoundKB(KnowledgeBase):
         table_rows = [[str(x.name), str(x.type), round(float(x.dur), 3), round(float(x.ratio_x_dur / x.dur), 3),
                        round(float(x.saving), 3)] for x in per.head(int(r["max_rows"])).itertuples()]
         return [ctx.finding(
-            rule=RULE.id,
+            rule="memory-bound.layers",
             title=(f"{len(per)} layer(s) memory bound (Memory Bound > {limit:g}): {per['dur'].sum():.1f} us, "
                    f"{pct(share_bound)} of the compute time"),
-            severity=severity_for(saving / busy, r["severity"]) if busy > 0 else "info",  # type: ignore[arg-type]
+            severity=severity_for(saving / window, r["severity"]) if window > 0 else "info",
             ops=[str(n) for n in dict.fromkeys(per["name"])],
             evidence={"formula": formula, "threshold": limit, "layers": int(len(per)),
                       "memory_bound_us": float(per["dur"].sum()), "share_of_compute_time": share_bound,
@@ -123,7 +128,7 @@ class MemoryBoundKB(KnowledgeBase):
             fix=Fix("code", "cut the bytes these layers move (fusion, smaller dtypes, weight reuse)",
                     {"layers": [str(n) for n in per["name"].head(int(r["max_rows"]))],
                      "dominant_transfer": part}),
-            confidence=0.6,
+            confidence=float(r["confidence"]),
             saving_by_op={str(n): float(s) for n, s in per.groupby("name", sort=False)["saving"].sum().items()},
         )]
 
@@ -139,18 +144,31 @@ def _dominant(per: pd.DataFrame) -> tuple[str | None, str]:
 
 def _advice(ctx: AnalysisContext, part: str | None, part_advice: str, share: float, model_share: float,
             soc: bool) -> str:
-    platform: Mapping[str, Any] = ctx.platform
-    lead = (f"These layers wait for data more than they compute; {pct(share)} of the compute time is in them"
+    lead = (rc.unknown_context(ctx) + "These layers wait for data more than they compute; "
+            f"{pct(share)} of the compute time is in them"
             + (" -- the model as a whole is memory bound. " if share > model_share else ". "))
     if soc:
         text = lead + (f"Their dominant transfer is {part}: {part_advice}. " if part else "")
         text += ("Check DDR Read/Write per layer in the JOB summary after the change. The SoC toolchain has no "
                  "AOE: the fix is in the model (fusion, dtypes, shapes).")
         return text
-    text = lead + ("Move fewer bytes: fuse them with their neighbours so intermediates stay on chip (UB fusion), "
-                   "use 16-bit (or int8) tensors, and avoid TransData round trips between them.")
-    if has_tool(platform, "aoe") and ctx.profile.meta.context == "om-acl":
-        text += " Then tune their tiling with AOE operator tuning (aoe --framework=5 --model=<model> --job_type=2)."
+    half = rc.half_dtype(ctx.platform)
+    fam = rc.family_of(ctx)
+    fusion = {rc.TORCH: "fuse them with their neighbours so intermediates stay on chip (fused torch_npu APIs, or "
+                        "graph mode so the graph compiler fuses them)",
+              rc.MINDSPORE: "fuse them with their neighbours so intermediates stay on chip (graph kernel fusion: "
+                            "mindspore.set_context(enable_graph_kernel=True))",
+              rc.OM: "fuse them with their neighbours so intermediates stay on chip (check the build's fusion "
+                      "passes: a fusion switch file that disables UB fusion keeps them apart)",
+              }.get(fam, "fuse them with their neighbours so intermediates stay on chip")
+    small = f"16-bit ({half}) or int8" if supports_dtype(ctx.platform, "int8") else f"16-bit ({half})"
+    text = lead + (f"Move fewer bytes: {fusion}, use {small} tensors, and avoid TransData round "
+                   "trips between them.")
+    if fam == rc.OM and has_tool(ctx.platform, "aoe"):
+        framework = atc_option(graph_cmdline(ctx.graph), "framework")
+        model = "<model>" if framework else "<model.onnx>"
+        text += (f" Then tune their tiling with AOE operator tuning (aoe --framework={framework or 5} "
+                 f"--model={model} --job_type=2{'' if framework else ', for an ONNX source model'}).")
     return text
 
 

@@ -20,77 +20,80 @@ import pandas as pd
 from advisor import hookimpl
 from advisor.costmodel import cube_tflops, op_work
 from advisor.findings import Finding, Fix, table
-from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
+from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import canonical_format, parse_list, parse_shapes
 from advisor.platform import cube_supports, has_tool, is_assumed, supports_dtype
+from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for
 
 _THRESHOLDS = ("conv_types", "transposed_conv_types", "matmul_types", "min_saving_us", "severity", "confidence",
                "contexts")
 
-RULE_FP32 = RuleDoc(
-    id="precision.fp32-cube",
-    title="Convolutions / matmuls computed in fp32",
-    what="Finds conv and matmul ops whose inputs are fp32: in the profile (Input Data Types) or, without one, in a "
-         "compiled model graph (OM JSON / GE dump; an ONNX model is cast by ATC's default force_fp16). The gain per "
-         "op is its time x (1 - t16 / t32), t = max(FLOPs / cube peak, bytes / bandwidth) in fp16 and in fp32 (the "
-         "cube's fp32 rate where it has one, else the vector unit's).",
-    why="The cube computes fp16 at its full rate; fp32 runs at a fraction of it (or falls back to the vector unit "
-        "or AI CPU on cubes without fp32) and moves twice the bytes.",
-    how_to_fix="ATC models: rebuild with --precision_mode=allow_fp32_to_fp16 (cube ops in fp16, others keep fp32 "
-               "where supported), force_fp16, or allow_mix_precision (fp32 kept only where the mixlist requires "
-               "it), instead of must_keep_origin_dtype / force_fp32; check accuracy. Frameworks: mixed precision "
-               "(torch.autocast on the NPU, MindSpore amp), with bf16 only on chips that have it.",
-    thresholds=(*_THRESHOLDS, "fp32_dtypes", "suggest_mode", "alternative_modes", "fp32_modes"),
-    needs=("ops", "graph"),
-)
-RULE_INT8 = RuleDoc(
-    id="precision.int8",
-    title="fp16 cube work an int8 model would halve (AMCT)",
-    what="When conv/matmul ops in fp16 take at least int8.min_cube_share of the device time, on a chip whose cube "
-         "computes int8 and whose toolchain has AMCT, and the model is not quantized yet (no AscendQuant/"
-         "AscendDequant, no int8 tensors), estimates the gain of int8: time x (1 - t8 / t16) x int8.realism.",
-    why="The cube's int8 rate is twice its fp16 rate and int8 tensors halve the bytes; AMCT post-training "
-        "quantization produces a model ATC compiles with quant/dequant fused into the convolutions.",
-    how_to_fix="Calibrate with AMCT post-training quantization on a few hundred representative inputs "
-               "(amct_onnx calibration --model model.onnx --save_path ./quant --input_shape ... --data_dir ... "
-               "--data_types float32), convert the quantized model with ATC, and compare accuracy; skip layers "
-               "that lose accuracy.",
-    thresholds=(*_THRESHOLDS, "fp16_dtypes", "quantized_markers", "int8"),
-    needs=("ops", "graph"),
-)
-
 
 class PrecisionKB(KnowledgeBase):
     id = "precision"
     title = "Compute dtypes of conv/matmul ops (fp32 on the cube, int8 via AMCT)"
-    version = "1.0.0"
+    version = "2.0.0"
     api_version = "1"
     requires = ()
     requires_any = ("ops", "graph")
     rules_file = "precision"
-    rules = (RULE_FP32, RULE_INT8)
 
     def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
-        r = ctx.rules
-        context = ctx.profile.meta.context or "unknown"
-        cands = _cube_rows(ctx)
-        if cands is None:
+        """The conv/matmul candidates once (dtype, time, FLOPs and bytes per op), then the checks."""
+        self._cands = _cube_rows(ctx)
+        if self._cands is None:
             ctx.note("precision: no conv/matmul op with a known dtype (profile Input Data Types or a compiled graph)")
             return []
-        out: list[Finding] = []
-        if context in set(r["contexts"]["fp32"]):
-            f = _fp32(ctx, cands)
-            if f is not None:
-                out.append(f)
-        else:
-            ctx.note(f"precision.fp32-cube: skipped for a {context} run (the kernel's dtype is the developer's "
-                     "choice)")
-        if context in set(r["contexts"]["int8"]):
-            f = _int8(ctx, cands)
-            if f is not None:
-                out.append(f)
-        return out
+        return super().analyze(ctx)
+
+    @rule(RuleDoc(
+        id="precision.fp32-cube",
+        title="Convolutions / matmuls computed in fp32",
+        what="Finds conv and matmul ops (conv_types, transposed_conv_types, matmul_types) whose inputs are fp32 "
+             "(fp32_dtypes): in the profile (Input Data Types) or, without one, in a compiled model graph (OM JSON / "
+             "GE dump; an ONNX model is cast by ATC's default force_fp16). The gain per op is its time x (1 - t16 / "
+             "t32), t = max(FLOPs / cube peak, bytes / bandwidth) in fp16 and in fp32 (the cube's fp32 rate where "
+             "it has one, else the vector unit's); reported from {min_saving_us} us on. Contexts: "
+             "{contexts.fp32}.",
+        why="The cube computes fp16 at its full rate; fp32 runs at a fraction of it (or falls back to the vector unit "
+            "or AI CPU on cubes without fp32) and moves twice the bytes.",
+        how_to_fix="ATC models: rebuild with --precision_mode={suggest_mode} (cube ops in fp16, others keep fp32 "
+                   "where supported) or {alternative_modes}, instead of must_keep_origin_dtype / force_fp32; check "
+                   "accuracy. Frameworks: mixed precision (torch.autocast on the NPU, MindSpore amp), with bf16 only "
+                   "on chips that have it.",
+        thresholds=(*_THRESHOLDS, "fp32_dtypes", "suggest_mode", "alternative_modes", "fp32_modes"),
+        needs=("ops", "graph"),
+    ))
+    def fp32_cube(self, ctx: AnalysisContext) -> list[Finding]:
+        if not rc.applies(ctx, ctx.rules["contexts"]["fp32"]):
+            ctx.note(f"precision.fp32-cube: skipped for {rc.a_run(rc.context_of(ctx))} (the kernel's dtype is the "
+                     "developer's choice)")
+            return []
+        f = _fp32(ctx, self._cands)
+        return [f] if f is not None else []
+
+    @rule(RuleDoc(
+        id="precision.int8",
+        title="fp16 cube work an int8 model would halve (AMCT)",
+        what="When conv/matmul ops in fp16 take at least {int8.min_cube_share} of the compute time, on a chip whose "
+             "cube computes int8 and whose toolchain has AMCT, and the model is not quantized yet (no "
+             "quantized_markers types or dtypes), estimates the gain of int8: time x (1 - t8 / t16) x "
+             "{int8.realism} (int8.realism). Contexts: {contexts.int8}.",
+        why="The cube's int8 rate is twice its fp16 rate and int8 tensors halve the bytes; AMCT post-training "
+            "quantization produces a model ATC compiles with quant/dequant fused into the convolutions.",
+        how_to_fix="Calibrate with AMCT post-training quantization (the AMCT package of the model's source "
+                   "framework, e.g. amct_onnx calibration for an ONNX model) on a few hundred representative "
+                   "inputs, convert the quantized model with ATC, and compare accuracy; skip layers that lose "
+                   "accuracy.",
+        thresholds=(*_THRESHOLDS, "fp16_dtypes", "quantized_markers", "int8"),
+        needs=("ops", "graph"),
+    ))
+    def int8(self, ctx: AnalysisContext) -> list[Finding]:
+        if not rc.applies(ctx, ctx.rules["contexts"]["int8"]):
+            return []
+        f = _int8(ctx, self._cands)
+        return [f] if f is not None else []
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -166,8 +169,8 @@ def _gain(rows: pd.DataFrame, platform: Mapping[str, Any], src: str, dst: str, b
 
 
 def _severity(ctx: AnalysisContext, saving: float) -> Any:
-    busy = float(ctx.profile.busy_time_us()) if len(ctx.profile.ops) else 0.0
-    return severity_for(saving / busy, ctx.rules["severity"]) if busy > 0 else "info"
+    window = ctx.profile.time.window_us
+    return severity_for(saving / window, ctx.rules["severity"]) if window > 0 else "info"
 
 
 def _table(rows: pd.DataFrame, gains: np.ndarray) -> dict[str, Any]:
@@ -199,7 +202,7 @@ def _fp32(ctx: AnalysisContext, cands: pd.DataFrame) -> Finding | None:
     rate = (f"the cube's fp32 rate {platform.get('cube_fp32_tflops')} TFLOPS" if native else
             f"the vector unit's {platform.get('fp32_vector_tflops')} TFLOPS ({platform.get('soc')}'s cube has no fp32)")
     return ctx.finding(
-        rule=RULE_FP32.id,
+        rule="precision.fp32-cube",
         title=f"{len(rows)} conv/matmul op(s) computed in fp32: {total:.1f} us",
         severity=_severity(ctx, saving),
         ops=list(rows["name"]),
@@ -224,16 +227,16 @@ def _mode(ctx: AnalysisContext) -> str | None:
 
 def _fp32_advice(ctx: AnalysisContext, rows: pd.DataFrame) -> tuple[str, Fix]:
     r = ctx.rules
-    context = ctx.profile.meta.context or "unknown"
+    fam = rc.family_of(ctx)
     names = ", ".join(list(rows["name"])[:4]) + (" ..." if len(rows) > 4 else "")
-    if context.startswith("torch"):
+    if fam == rc.TORCH:
         half = "torch.bfloat16" if supports_dtype(ctx.platform, "bf16") else "torch.float16"
         return (f"{names} run in fp32 on the NPU. Run the model under mixed precision so convolutions and matmuls "
                 f"use the cube's 16-bit rate: torch.autocast(device_type='npu', dtype={half}) around the forward "
                 "pass (keep fp32 master weights in training), then check accuracy.",
                 Fix("code", f"mixed precision ({half.split('.')[-1]}) for conv/matmul",
                     {"snippet": f"with torch.autocast(device_type='npu', dtype={half}):\n    out = model(x)"}))
-    if context.startswith("mindspore"):
+    if fam == rc.MINDSPORE:
         return (f"{names} run in fp32. Enable mixed precision so convolutions and matmuls use fp16 on the cube: "
                 "mindspore.amp.auto_mixed_precision(net, 'O2') (or ascend_config precision_mode "
                 f"'{r['suggest_mode']}'), then check accuracy.",
@@ -246,7 +249,7 @@ def _fp32_advice(ctx: AnalysisContext, rows: pd.DataFrame) -> tuple[str, Fix]:
     v2 = bool(mode) and "precision_mode_v2" in graph_cmdline(ctx.graph)
     flag = "--precision_mode_v2=fp16" if v2 else f"--precision_mode={suggest}"
     alts = ", ".join(r["alternative_modes"])
-    rec = (f"{why}{names} compute in fp32. Rebuild with {flag} so convolutions and matmuls run in fp16 on the cube "
+    rec = (f"{rc.unknown_context(ctx)}{why}{names} compute in fp32. Rebuild with {flag} so convolutions and matmuls run in fp16 on the cube "
            f"(alternatives: {alts}; allow_mix_precision keeps fp32 only where its list requires it), then check "
            "accuracy against the fp32 model.")
     return rec, Fix("atc-option", f"rebuild with {flag}", {"flags": [flag]}, f"atc ... {flag}")
@@ -276,8 +279,8 @@ def _int8(ctx: AnalysisContext, cands: pd.DataFrame) -> Finding | None:
         return None
     fp16 = {d.upper().removeprefix("DT_") for d in r["fp16_dtypes"]}
     rows = cands[cands["dtype"].isin(fp16)].reset_index(drop=True)
-    busy = float(ctx.profile.busy_time_us()) if len(ctx.profile.ops) else 0.0
-    share = float(rows["total_us"].sum()) / busy if busy > 0 else 0.0
+    compute = ctx.profile.time.compute_us
+    share = float(rows["total_us"].sum()) / compute if compute > 0 else 0.0
     if not len(rows) or share < float(r["int8"]["min_cube_share"]):
         return None
     realism = float(r["int8"]["realism"])
@@ -285,31 +288,49 @@ def _int8(ctx: AnalysisContext, cands: pd.DataFrame) -> Finding | None:
     saving = float(gains.sum())
     if saving < float(r["min_saving_us"]):
         return None
-    shape = _input_shape(ctx)
-    cmd = ("amct_onnx calibration --model model.onnx --save_path ./quant "
-           + (f'--input_shape "{shape}" ' if shape else '--input_shape "<input>:<n,c,h,w>" ')
-           + '--data_dir ./calibration_data --data_types "float32"')
+    rec_tool, fix = _amct(ctx)
     return ctx.finding(
-        rule=RULE_INT8.id,
-        title=f"{len(rows)} fp16 conv/matmul op(s), {pct(share)} of device time, could run in int8 (AMCT)",
+        rule="precision.int8",
+        title=f"{len(rows)} fp16 conv/matmul op(s), {pct(share)} of the compute time, could run in int8 (AMCT)",
         severity=_severity(ctx, saving),
         ops=list(rows["name"]),
-        evidence={"ops": int(len(rows)), "fp16_cube_us": float(rows["total_us"].sum()), "share_of_device_time": share,
+        evidence={"ops": int(len(rows)), "fp16_cube_us": float(rows["total_us"].sum()), "share_of_compute_time": share,
                   "fp16_tflops": platform.get("fp16_tflops"), "int8_tops": platform.get("int8_tops"),
                   "realism": realism, "table": _table(rows, gains)},
         estimated_saving_us=saving,
         basis=(f"per op: time x (1 - t8 / t16) x {realism:g} (int8.realism), t = max(FLOPs / peak, bytes / "
                f"bandwidth) with {platform.get('fp16_tflops')} TFLOPS fp16 and {platform.get('int8_tops')} TOPS int8 "
                "(int8 moves half the bytes)"),
-        recommendation=(f"Convolutions and matmuls in fp16 take {pct(share)} of the device time on "
-                        f"{platform.get('soc')}, whose cube computes int8 at twice the fp16 rate. Quantize the model "
-                        "with AMCT post-training quantization (calibrate on a few hundred representative inputs), "
-                        "convert the quantized model with ATC and compare accuracy; keep accuracy-sensitive layers "
-                        "(first/last) in fp16 if needed."),
-        fix=Fix("code", "AMCT post-training quantization, then ATC", {"snippet": cmd}, cmd),
+        recommendation=(f"{rc.unknown_context(ctx)}Convolutions and matmuls in fp16 take {pct(share)} of the "
+                        f"compute time on {platform.get('soc')}, whose cube computes int8 at twice the fp16 rate. "
+                        f"Quantize the model with AMCT post-training quantization ({rec_tool}; calibrate on a few "
+                        "hundred representative inputs), convert the quantized model with ATC and compare accuracy; "
+                        "keep accuracy-sensitive layers (first/last) in fp16 if needed."),
+        fix=fix,
         confidence=float(r["confidence"]["int8"]),
         saving_by_op={str(n): float(g) for n, g in zip(rows["name"], gains, strict=True) if g > 0},
     )
+
+
+_AMCT_PACKAGES = {"0": "amct_caffe", "3": "amct_tensorflow", "5": "amct_onnx"}
+"""ATC ``--framework`` of the source model -> the AMCT package that quantizes it."""
+
+
+def _amct(ctx: AnalysisContext) -> tuple[str, Fix]:
+    """The AMCT tool for the model's source framework (from the OM's recorded atc command line), and the fix: a
+    calibration command for an ONNX model (the form the ATC flow takes when the framework is not recorded)."""
+    framework = atc_option(graph_cmdline(ctx.graph), "framework")
+    package = _AMCT_PACKAGES.get(str(framework).strip("\"'")) if framework else None
+    if package not in (None, "amct_onnx"):
+        return (f"{package}, the AMCT package for the model's source framework",
+                Fix("code", f"{package} post-training quantization, then ATC", {"tool": package}))
+    shape = _input_shape(ctx)
+    cmd = ("amct_onnx calibration --model model.onnx --save_path ./quant "
+           + (f'--input_shape "{shape}" ' if shape else '--input_shape "<input>:<n,c,h,w>" ')
+           + '--data_dir ./calibration_data --data_types "float32"')
+    which = "amct_onnx for the ONNX source model" if package else (
+        "amct_onnx for an ONNX source model; the AMCT package of the model's framework otherwise")
+    return which, Fix("code", "AMCT post-training quantization, then ATC", {"snippet": cmd}, cmd)
 
 
 def _input_shape(ctx: AnalysisContext) -> str | None:

@@ -57,11 +57,12 @@ def comm_rows(ops: list[dict[str, object]]) -> pd.DataFrame:
     return df
 
 
-def make(comm: pd.DataFrame, ops: pd.DataFrame | None = None, events: pd.DataFrame | None = None) -> Profile:
+def make(comm: pd.DataFrame, ops: pd.DataFrame | None = None, events: pd.DataFrame | None = None,
+         context: str = "torch-eager", chip: str = "Ascend910B2") -> Profile:
     if ops is None:
         ops = finalize_ops(pd.DataFrame({"name": ["add"], "type": ["Add"], "core": ["AI_VECTOR_CORE"],
                                          "start_us": [0.0], "duration_us": [10.0]}))
-    p = Profile(ops=ops, meta=Meta(source="mem", chip="Ascend910B2"))
+    p = Profile(ops=ops, meta=Meta(source="mem", chip=chip, context=context))
     p.comm = comm
     if events is not None:
         p.events = events
@@ -246,7 +247,7 @@ def test_communication_json_without_totals(minimal, rules, tmp_path):
     assert len(profile.comm) and not profile.meta.files_skipped
     findings, _ = run(profile, rules, kbs=(CommunicationKB, OverallKB))
     _check_minimal(findings)
-    assert "overall.breakdown" in by_rule(findings)
+    assert {f.kb for f in findings} == {"communication", "overall"}
 
 
 @needs_samples
@@ -284,3 +285,61 @@ def test_no_communication_at_all(rules):
     ctx = AnalysisContext("communication", make(comm_rows([]).iloc[0:0]), None, rules.for_kb("communication"), {})
     assert list(CommunicationKB().analyze(ctx)) == []
     assert "needs communication.json" in ctx.notes[0]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# causes, savings within each op's exposed time, advice fitted to the run
+# ---------------------------------------------------------------------------------------------------------
+def test_rules_are_causes_with_confidences_from_the_rules(rules):
+    assert {r.role for r in CommunicationKB.rules} == {"cause"}
+    comm = comm_rows([transfer(f"hcom_allReduce__1_{i}_1", "SDMA", 1.0, 500.0) for i in range(5)])
+    f = by_rule(run(make(comm), rules)[0])["communication.small-packets"]
+    assert f.confidence == pytest.approx(rules.for_kb("communication")["confidence"]["small_packets"])
+
+
+def test_findings_on_one_op_stay_within_its_exposed_time(rules):
+    """A slow small SDMA transfer under a MatMul is both a small packet and contended: the two findings together
+    claim at most the op's exposed time."""
+    ops = finalize_ops(pd.DataFrame({"name": ["mm"], "type": ["MatMulV2"], "core": ["AI_CORE"],
+                                     "start_us": [0.0], "duration_us": [2000.0]}))
+    comm = comm_rows([transfer("hcom_allReduce__1_0_1", "SDMA", 1.0, 1000.0, start=100.0),
+                      transfer("hcom_allReduce__1_1_1", "SDMA", 32.0, 2000.0, start=100.0)])
+    findings, _ = run(make(comm, ops=ops), rules)
+    assert {f.rule for f in findings} >= {"communication.small-packets", "communication.bandwidth-contention"}
+    claimed = sum(f.saving_by_op.get("hcom_allReduce__1_0_1", 0.0) for f in findings)
+    assert claimed <= 1000.0 + 1e-6
+
+
+@pytest.mark.parametrize(("context", "chip", "named", "absent"), [
+    ("torch-eager", "Ascend910B2", "bucket_cap_mb", "comm_fusion"),
+    ("mindspore-graph", "Ascend910B2", "comm_fusion", "torch"),
+    ("om-acl", "Ascend310P3", "flatten", "torch"),
+])
+def test_small_packet_advice_per_context(rules, context, chip, named, absent):
+    comm = comm_rows([transfer(f"hcom_allReduce__1_{i}_1", "SDMA", 1.0, 500.0) for i in range(5)])
+    f = by_rule(run(make(comm, context=context, chip=chip), rules)[0])["communication.small-packets"]
+    text = f.recommendation + str(f.fix.data if f.fix else "")
+    assert named in text and absent not in text
+
+
+def test_fused_matmul_allreduce_only_for_pytorch_on_a2(rules):
+    ops = finalize_ops(pd.DataFrame({"name": ["mm"], "type": ["MatMulV2"], "core": ["AI_CORE"],
+                                     "start_us": [0.0], "duration_us": [2000.0]}))
+    comm = comm_rows([transfer("hcom_allReduce__1_0_1", "SDMA", 32.0, 4000.0, start=100.0)])
+    a2 = by_rule(run(make(comm, ops=ops), rules)[0])["communication.bandwidth-contention"]
+    assert "npu_mm_all_reduce_base" in a2.recommendation
+    for context, chip in (("torch-eager", "Ascend910A"), ("mindspore-graph", "Ascend910B2")):
+        f = by_rule(run(make(comm, ops=ops, context=context, chip=chip), rules)[0])[
+            "communication.bandwidth-contention"]
+        assert "npu_mm_all_reduce_base" not in f.recommendation and f.fix is None
+
+
+def test_alignment_advice_names_a_dtype_the_chip_has(rules):
+    from knowledge_bases.communication import _alignment_advice
+
+    for chip, half in (("Ascend910B2", "bf16"), ("Ascend910A", "fp16")):
+        p = make(comm_rows([]).iloc[0:0], chip=chip)
+        ctx = AnalysisContext("communication", p, None, rules.for_kb("communication"),
+                              resolve_platform(rules, chip))
+        rec, _ = _alignment_advice(ctx, 512)
+        assert f"256 {half}" in rec and ("bf16" not in rec or half == "bf16")

@@ -1,4 +1,5 @@
-"""environment KB: environment variables recorded by torch_npu (profiler_metadata.json ENV_VARIABLES)."""
+"""environment KB: environment variables recorded by the profiler (profiler_metadata.json ENV_VARIABLES), judged
+for the run's execution context (torch_npu variables only for PyTorch runs)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor import engine, score
+from advisor import engine, hierarchy, score
 from advisor.errors import RulesError
 from advisor.findings import Finding
 from advisor.ingest import load
@@ -20,8 +21,9 @@ from advisor.kb import AnalysisContext
 from advisor.model import STEPS_COLUMNS, Meta, Profile
 from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules
+from advisor.toolkit.time import FREE_TIME_KEY
 from knowledge_bases.environment import EnvironmentKB, matches
-from knowledge_bases.overall import FREE_TIME_KEY, OverallKB
+from knowledge_bases.overall import OverallKB
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 MSINSIGHT = SHARED / "samples" / "Ascend__msinsight"
@@ -45,7 +47,7 @@ def by_var(findings: list[Finding]) -> dict[str, Finding]:
 
 
 def make(env: dict[str, str], *, comm: bool = False, chip: str | None = "Ascend910B2", free_us: float = 200.0,
-         op_state: str | None = None) -> Profile:
+         op_state: str | None = None, context: str = "torch-eager") -> Profile:
     rows = {"name": ["mm", "add"], "type": ["MatMulV2", "Add"], "core": ["AI_CORE", "AI_VECTOR_CORE"],
             "start_us": [0.0, 100.0], "duration_us": [90.0, 50.0]}
     if comm:
@@ -53,7 +55,8 @@ def make(env: dict[str, str], *, comm: bool = False, chip: str | None = "Ascend9
                                                                 200.0, 100.0], strict=True)}
     if op_state:
         rows["op_state"] = [op_state] * len(rows["name"])
-    p = Profile(ops=finalize_ops(pd.DataFrame(rows)), meta=Meta(source="mem", chip=chip, environment=env))
+    p = Profile(ops=finalize_ops(pd.DataFrame(rows)), meta=Meta(source="mem", chip=chip, environment=env,
+                                                                  context=context))
     steps = pd.DataFrame({"step": [1.0], "computing_us": [800.0], "comm_not_overlapped_us": [0.0],
                           "overlapped_us": [0.0], "free_us": [free_us]})
     for c in STEPS_COLUMNS:
@@ -79,7 +82,7 @@ def test_launch_blocking_and_log_level(rules):
     f = by_var(run(p, rules))
     assert set(f) == {"ASCEND_LAUNCH_BLOCKING", "ASCEND_GLOBAL_LOG_LEVEL"}
     lb = f["ASCEND_LAUNCH_BLOCKING"]
-    assert lb.rule == "environment.debug" and lb.ops == ["ASCEND_LAUNCH_BLOCKING"]
+    assert lb.rule == "environment.debug" and lb.ops == []
     assert lb.estimated_saving_us == pytest.approx(0.5 * 200.0)
     assert lb.saving_by_op == {FREE_TIME_KEY: pytest.approx(100.0)}
     assert lb.fix is not None and lb.fix.kind == "env" and lb.fix.data == {"unset": ["ASCEND_LAUNCH_BLOCKING"]}
@@ -154,12 +157,79 @@ def test_free_time_savings_counted_once_with_overall(rules):
         max(free.estimated_saving_us, 0.5 * 600.0, 0.4 * 600.0))
 
 
+def test_settings_together_claim_at_most_the_free_time(rules):
+    """0.5 + 0.4 + 0.4 of the free time: scaled down together, in proportion, to the free time."""
+    env = {"ASCEND_LAUNCH_BLOCKING": "1", "TASK_QUEUE_ENABLE": "0", "PYTORCH_NO_NPU_MEMORY_CACHING": "1"}
+    f = by_var(run(make(env, free_us=600.0), rules))
+    assert sum(x.estimated_saving_us for x in f.values()) == pytest.approx(600.0)
+    assert f["ASCEND_LAUNCH_BLOCKING"].estimated_saving_us == pytest.approx(600.0 * 0.5 / 1.3)
+    assert all("scaled by" in x.basis for x in f.values())
+
+
+def test_free_time_symptom_folds_under_the_setting(rules):
+    """The idle device (overall.free-time, a symptom) is explained by the setting that slows dispatch: one root
+    cause in the report, the free time counted once."""
+    findings = run(make({"TASK_QUEUE_ENABLE": "0"}, free_us=600.0), rules, kbs=(EnvironmentKB, OverallKB))
+    roles = {r.id: r.role for k in (EnvironmentKB, OverallKB) for r in k.rules}
+    (cause,) = hierarchy.absorb(findings, roles)
+    assert cause.rule == "environment.dispatch" and [s["rule"] for s in cause.symptoms] == ["overall.free-time"]
+    assert cause.estimated_saving_us <= 600.0
+
+
 def test_schema_rejects_two_conditions(tmp_path):
     override = tmp_path / "over.yaml"
     override.write_text("rules:\n  environment:\n    variables:\n      X_VAR:\n        category: debug\n"
-                        "        equals: ['1']\n        less_than: 3\n        recommended: '0'\n        why: 'w'\n")
+                        "        equals: ['1']\n        less_than: 3\n        recommended: '0'\n        why: 'w'\n"
+                        "        contexts: [torch-eager]\n        free_time_fraction: 0.0\n        severity: info\n")
     with pytest.raises(RulesError):
         load_effective_rules([builtin_rules_dir()], override_file=override)
+
+
+def test_schema_requires_contexts_and_fraction(tmp_path):
+    override = tmp_path / "over.yaml"
+    override.write_text("rules:\n  environment:\n    variables:\n      X_VAR:\n        category: debug\n"
+                        "        equals: ['1']\n        recommended: '0'\n        why: 'w'\n        severity: info\n")
+    with pytest.raises(RulesError):
+        load_effective_rules([builtin_rules_dir()], override_file=override)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# advice fitted to the run: torch_npu variables only for PyTorch, CANN/HCCL variables everywhere
+# ---------------------------------------------------------------------------------------------------------
+TORCH_VARS = {"ASCEND_LAUNCH_BLOCKING": "1", "TASK_QUEUE_ENABLE": "0", "PYTORCH_NO_NPU_MEMORY_CACHING": "1",
+              "PYTORCH_NPU_ALLOC_CONF": "", "ACLNN_CACHE_LIMIT": "100"}
+CANN_VARS = {"ASCEND_GLOBAL_LOG_LEVEL": "0", "ACL_OP_COMPILER_CACHE_MODE": "disable"}
+
+
+@pytest.mark.parametrize("context", ["om-acl", "mindspore-graph", "mindspore-pynative"])
+def test_torch_variables_not_advised_outside_pytorch(rules, context):
+    p = make({**TORCH_VARS, **CANN_VARS}, context=context)
+    ctx = AnalysisContext("environment", p, None, rules.for_kb("environment"), {})
+    f = by_var(EnvironmentKB().analyze(ctx))
+    assert set(f) == set(CANN_VARS), context
+    assert all(f"{var}=" in " ".join(ctx.notes) and f"{context} run" in " ".join(ctx.notes) for var in TORCH_VARS)
+    text = " ".join(x.recommendation + str(x.fix) for x in f.values())
+    assert "TASK_QUEUE_ENABLE" not in text and "PYTORCH_" not in text
+
+
+def test_same_settings_on_pytorch_are_all_flagged(rules):
+    f = by_var(run(make({**TORCH_VARS, **CANN_VARS}, context="torch-graph"), rules))
+    assert set(f) == set(TORCH_VARS) | set(CANN_VARS)
+    assert f["TASK_QUEUE_ENABLE"].fix.data == {"env": {"TASK_QUEUE_ENABLE": "2"}}
+
+
+def test_unknown_context_states_the_assumption(rules):
+    f = by_var(run(make({"TASK_QUEUE_ENABLE": "0"}, context="unknown"), rules))["TASK_QUEUE_ENABLE"]
+    assert "does not show how the model runs" in f.recommendation
+
+
+def test_roles_are_causes_on_the_free_time_pseudo_op(rules):
+    assert {r.role for r in EnvironmentKB.rules} == {"cause"}
+    assert [r.id for r in EnvironmentKB.rules] == ["environment.debug", "environment.dispatch", "environment.memory",
+                                                   "environment.communication", "environment.precision"]
+    f = by_var(run(make({"TASK_QUEUE_ENABLE": "0"}), rules))["TASK_QUEUE_ENABLE"]
+    assert f.saving_by_op == {FREE_TIME_KEY: pytest.approx(0.4 * 200.0)}
+    assert f.confidence == pytest.approx(rules.for_kb("environment")["confidence"]["with_saving"])
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from advisor.analysis import run_analysis
 from advisor.cli import main
 from advisor.ingest import load
 from knowledge_bases.host_inference import HostInferenceKB
-from tests.scenarios.cases_a import run_kb
+from tests.scenarios.cases_a import effective_rules, run_kb
 
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"
 EXAMPLE = Path(__file__).resolve().parents[1] / "advisor" / "examples" / "ssd_mish_310p"
@@ -198,3 +198,57 @@ def test_cann6_msprof_tx_in_nanoseconds(tmp_path: Path) -> None:
     assert tx["duration_us"].tolist() == [500_000.0, 0.0]
     assert meta.time_origin_ns == 1_700_000_000_000_000_000
     assert tx["start_us"].iloc[0] == pytest.approx(123_456.789, abs=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# roles, the shared free time, advice fitted to the run
+# ---------------------------------------------------------------------------------------------------------
+def test_every_rule_is_a_cause_on_the_free_time(sleep_loop: Path) -> None:
+    from advisor.toolkit.time import FREE_TIME_KEY
+
+    assert {r.role for r in HostInferenceKB.rules} == {"cause"}
+    profile = load(sleep_loop)[0]
+    findings, _ = run_kb(HostInferenceKB, profile, None)
+    assert findings and all(set(f.saving_by_op) == {FREE_TIME_KEY} for f in findings)
+    assert sum(f.estimated_saving_us for f in findings) <= profile.time.free_us
+
+
+def test_the_idle_device_folds_under_the_sleep(sleep_loop: Path) -> None:
+    report = run_analysis(sleep_loop).report
+    top = report["findings"][0]
+    assert top["rule"] == "host-inference.tx-range" and top["evidence"]["range"] == "sleep"
+    assert "overall.free-time" in {s["rule"] for s in top["symptoms"]}
+    assert "overall.free-time" not in {f["rule"] for f in report["findings"]}
+
+
+def test_savings_together_within_the_free_time(sleep_loop: Path) -> None:
+    from dataclasses import replace
+
+    from advisor.kb import AnalysisContext
+    from knowledge_bases.host_inference import _within_free_time
+
+    profile = load(sleep_loop)[0]
+    findings, _ = run_kb(HostInferenceKB, profile, None)
+    inflated = [replace(f, estimated_saving_us=f.estimated_saving_us * 10,
+                        saving_by_op={k: v * 10 for k, v in f.saving_by_op.items()}) for f in findings]
+    ctx = AnalysisContext("host-inference", profile, None, effective_rules().for_kb("host-inference"), {})
+    capped = _within_free_time(ctx, inflated)
+    assert sum(f.estimated_saving_us for f in capped) == pytest.approx(profile.time.free_us)
+    assert all("scaled by" in f.basis and sum(f.saving_by_op.values()) == pytest.approx(f.estimated_saving_us)
+               for f in capped)
+
+
+def test_unknown_context_states_the_assumption(sleep_loop: Path) -> None:
+    profile = load(sleep_loop)[0]
+    profile.meta.context = "unknown"
+    findings, _ = run_kb(HostInferenceKB, profile, None)
+    assert findings and all(f.recommendation.startswith("The profile does not show how the model runs")
+                            for f in findings)
+
+
+def test_confidences_come_from_the_rules(sleep_loop: Path) -> None:
+    conf = effective_rules().for_kb("host-inference")["confidence"]
+    findings, _ = run_kb(HostInferenceKB, load(sleep_loop)[0], None)
+    by = {(f.rule, f.evidence.get("kind")): f.confidence for f in findings}
+    assert by[("host-inference.tx-range", "idle")] == conf["tx"]["idle"]
+    assert by[("host-inference.sync-copy", None)] == conf["sync_copy"]

@@ -1,4 +1,5 @@
-"""overall KB: the rank's time model as findings -- one per significant bucket, each saving bounded by its bucket.
+"""overall KB: the buckets of the rank's time model that cost time -- an idle device (a symptom, advice fitted to
+the run) and exposed communication (a cause) -- each saving bounded by its bucket.
 
 Real samples: the msinsight Level0 ResNet run where 81.5 ms of a 116 ms step is uncovered communication, the
 4-rank Megatron run (test/st/level2), the server test ranks and the minimal fixture of the peer benchmark.
@@ -79,9 +80,10 @@ def ops_frame(rows: list[tuple[str, str | None, str, float]], step: float = 1.0)
 
 
 def profile_with(steps: list[dict[str, float]], ops: pd.DataFrame | None = None,
-                 comm: pd.DataFrame | None = None) -> Profile:
+                 comm: pd.DataFrame | None = None, context: str = "torch-eager",
+                 env: dict[str, str] | None = None, chip: str = "Ascend910B2") -> Profile:
     p = Profile(ops=ops if ops is not None else ops_frame([("MatMulV2_1", "MatMulV2", "AI_CORE", 10.0)]),
-                meta=Meta(source="mem", layout="scenario", chip="Ascend910B2"))
+                meta=Meta(source="mem", layout="scenario", chip=chip, context=context, environment=env or {}))
     p.steps = steps_frame(steps)
     if comm is not None:
         p.comm = comm
@@ -91,26 +93,91 @@ def profile_with(steps: list[dict[str, float]], ops: pd.DataFrame | None = None,
 # ---------------------------------------------------------------------------------------------------------
 # synthetic steps: one finding per significant bucket
 # ---------------------------------------------------------------------------------------------------------
+HOST_BOUND = [{"step": 1, "computing_us": 600.0, "comm_not_overlapped_us": 0.0, "overlapped_us": 0.0,
+               "free_us": 400.0}]
+
+
 def test_free_time_bucket_is_host_bound(rules):
-    p = profile_with([{"step": 1, "computing_us": 600.0, "comm_not_overlapped_us": 0.0, "overlapped_us": 0.0,
-                       "free_us": 400.0}])
-    f = by_rule(run(p, rules))
-    assert "overall.free-time" in f and "overall.uncovered-communication" not in f
+    f = by_rule(run(profile_with(HOST_BOUND), rules))
+    assert set(f) == {"overall.free-time"}
     free = f["overall.free-time"]
     assert free.estimated_saving_us == pytest.approx(400.0 - 0.1 * 1000.0)
     assert free.saving_by_op == {FREE_TIME_KEY: pytest.approx(300.0)}
+    assert free.ops == []
     assert "host-bound" in free.title and "TASK_QUEUE_ENABLE=2" in free.recommendation
-    assert free.fix is not None and free.fix.data["env"]["TASK_QUEUE_ENABLE"] == "2"
+    assert free.fix is not None and free.fix.data["env"] == {"TASK_QUEUE_ENABLE": "2", "CPU_AFFINITY_CONF": "1"}
     assert free.severity == "critical"
+    assert OverallKB.rule("overall.free-time").role == "symptom"
+    assert OverallKB.rule("overall.uncovered-communication").role == "cause"
 
 
-def test_balanced_step_has_no_bucket_findings(rules):
+def test_balanced_step_has_no_findings(rules):
+    """The split itself is the report's time object: a balanced step yields no finding at all."""
     p = profile_with([{"step": 1, "computing_us": 920.0, "comm_not_overlapped_us": 40.0, "overlapped_us": 300.0,
                        "free_us": 40.0}])
-    f = by_rule(run(p, rules))
-    assert set(f) == {"overall.breakdown", "overall.compute"}
-    assert all(x.estimated_saving_us == 0 for x in f.values())
-    assert f["overall.compute"].severity == "info"
+    assert run(p, rules) == []
+    # 7 % idle is above min_bucket_share but below the free time a well-fed device keeps: nothing to recover
+    p = profile_with([{"step": 1, "computing_us": 930.0, "comm_not_overlapped_us": 0.0, "overlapped_us": 0.0,
+                       "free_us": 70.0}])
+    assert run(p, rules) == []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# advice fitted to the run: the same idle device, advised per execution context
+# ---------------------------------------------------------------------------------------------------------
+TORCH_ONLY = ("TASK_QUEUE_ENABLE", "CPU_AFFINITY_CONF", "DataLoader", "torch_npu", "TorchAir", "torch.")
+
+
+def free_finding(rules, context: str, **kw) -> Finding | None:
+    return by_rule(run(profile_with(HOST_BOUND, context=context, **kw), rules)).get("overall.free-time")
+
+
+def test_free_time_advice_for_an_acl_app(rules):
+    f = free_finding(rules, "om-acl", chip="Ascend310P3")
+    assert f is not None and f.fix is None
+    assert "aclmdlExecuteAsync" in f.recommendation and "aclrtMallocHost" in f.recommendation
+    assert "--dynamic_batch_size" in f.recommendation  # the 310P toolchain has ATC
+    assert not any(word in f.recommendation for word in TORCH_ONLY)
+
+
+def test_free_time_advice_for_mindspore(rules):
+    graph = free_finding(rules, "mindspore-graph")
+    assert "dataset_sink_mode=True" in graph.recommendation and "num_parallel_workers" in graph.recommendation
+    pynative = free_finding(rules, "mindspore-pynative")
+    assert "GRAPH_MODE" in pynative.recommendation and "@mindspore.jit" in pynative.recommendation
+    for f in (graph, pynative):
+        assert f.fix is None
+        assert not any(word in f.recommendation for word in TORCH_ONLY)
+        assert "aclmdl" not in f.recommendation
+
+
+def test_free_time_advice_for_torch_graph_mode(rules):
+    f = free_finding(rules, "torch-graph")
+    assert "graph breaks" in f.recommendation and "reduce-overhead" in f.recommendation
+    assert f.fix.data["env"] == {"CPU_AFFINITY_CONF": "1"}  # the task queue only pipelines the eager parts
+    assert "torch.compile with the TorchAir backend" not in f.recommendation  # it already runs in graph mode
+
+
+def test_free_time_advice_skips_settings_already_made(rules):
+    f = free_finding(rules, "torch-eager", env={"TASK_QUEUE_ENABLE": "2", "CPU_AFFINITY_CONF": "1",
+                                                "ASCEND_LAUNCH_BLOCKING": ""})
+    assert "TASK_QUEUE_ENABLE" not in f.recommendation and "CPU_AFFINITY_CONF" not in f.recommendation
+    assert "ASCEND_LAUNCH_BLOCKING" not in f.recommendation and f.fix is None
+    half = free_finding(rules, "torch-eager", env={"TASK_QUEUE_ENABLE": "2"})
+    assert half.fix.data["env"] == {"CPU_AFFINITY_CONF": "1"}
+
+
+def test_free_time_unknown_context_states_the_assumption(rules):
+    f = free_finding(rules, "unknown")
+    assert "does not show how the model runs" in f.recommendation
+    assert not any(word in f.recommendation for word in (*TORCH_ONLY, "aclmdl", "dataset_sink_mode"))
+
+
+def test_no_free_time_finding_for_kernel_development(rules):
+    p = profile_with(HOST_BOUND, context="kernel-dev")
+    ctx = AnalysisContext("overall", p, None, rules.for_kb("overall"), {})
+    assert list(OverallKB().analyze(ctx)) == []
+    assert any("kernel-development" in n for n in ctx.notes)
 
 
 def test_uncovered_comm_wait_vs_transmit(rules):
@@ -126,14 +193,21 @@ def test_uncovered_comm_wait_vs_transmit(rules):
     assert f.estimated_saving_us == pytest.approx(0.5 * 360 + 0.8 * 40)
     assert f.ops == ["hcom_allReduce__1_0_1"]
     assert sum(f.saving_by_op.values()) == pytest.approx(f.estimated_saving_us)
+    assert f.confidence == pytest.approx(rules.for_kb("overall")["communication"]["confidence"]["split_known"])
 
     moving = comm_frame([{"step": 1.0, "op": "hcom_allReduce__1_0_1", "group": "g", "elapse_us": 400.0,
                           "transit_us": 380.0, "wait_us": 20.0, "idle_us": 0.0, "transport": "HCCS", "size_mb": 8.0}])
     f2 = by_rule(run(profile_with(step, comm=moving), rules))["overall.uncovered-communication"]
     assert f2.evidence["dominant"] == "transmit"
     assert "Overlap gradient communication" in f2.recommendation
+    assert "bf16 gradients" in f2.recommendation  # Ascend910B2 has bf16
     # transmit 380 can hide behind 500 us of compute not overlapping: 0.8 x 380 + 0.5 x 20 = 314, capped at 300
     assert f2.estimated_saving_us == pytest.approx(300.0)
+
+    ms = by_rule(run(profile_with(step, comm=moving, context="mindspore-graph", chip="Ascend910A"),
+                     rules))["overall.uncovered-communication"]
+    assert "comm_fusion" in ms.recommendation and "fp16" in ms.recommendation and "bf16" not in ms.recommendation
+    assert "DistributedDataParallel" not in ms.recommendation + str(ms.fix.data)
 
 
 def test_uncovered_comm_overlap_room_is_bounded_by_compute(rules):
@@ -171,14 +245,14 @@ def test_ops_only_profile_uses_device_tasks(rules):
         "name": ["mm", "hcom_allReduce__1_0_1", "add"], "type": ["MatMulV2", "hcom_allReduce_", "Add"],
         "core": ["AI_CORE", "HCCL", "AI_VECTOR_CORE"], "start_us": [0.0, 50.0, 400.0],
         "duration_us": [100.0, 300.0, 50.0], "step": [3.0, 3.0, 3.0]}))
-    f = by_rule(run(Profile(ops=ops, meta=Meta(source="mem")), rules))
-    bd = f["overall.breakdown"].evidence["breakdown"]
+    f = by_rule(run(Profile(ops=ops, meta=Meta(source="mem", context="torch-eager")), rules))
     # compute 150, comm 300 of which 50 overlaps the MatMul; span 450 with a 50 us gap (350-400)
-    assert bd["compute"]["us"] == pytest.approx(150.0)
-    assert bd["uncovered_communication"]["us"] == pytest.approx(250.0)
-    assert bd["free"]["us"] == pytest.approx(50.0)
-    assert bd["compute"]["by_core_us"]["cube"] == pytest.approx(100.0)
-    assert "derived from device tasks" in f["overall.breakdown"].evidence["sources"]["split"]
+    comm = f["overall.uncovered-communication"]
+    assert comm.evidence["uncovered_us"] == pytest.approx(250.0) and comm.ops == ["hcom_allReduce__1_0_1"]
+    free = f["overall.free-time"]
+    assert free.evidence["free_us"] == pytest.approx(50.0)
+    assert free.estimated_saving_us == pytest.approx(50.0 - 0.1 * 450.0)
+    assert "derived from device tasks" in free.evidence["source"]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -192,19 +266,20 @@ def test_level0_resnet_uncovered_comm_leads(rules):
     savings = []
     for r in (0, 1):
         p = load(MSINSIGHT / f"test/data/pytorch/text/level0/rank{r}_ascend_pt")[0]
+        assert p.meta.context == "torch-eager"
         findings = run(p, rules)
         f = by_rule(findings)
-        bd = f["overall.breakdown"].evidence["breakdown"]
-        if r == 0:
-            assert bd["uncovered_communication"]["us"] == pytest.approx(81515.607, rel=1e-6)
-            assert bd["free"]["us"] == pytest.approx(25908.102, rel=1e-6)
-            assert f["overall.breakdown"].evidence["window_us"] == pytest.approx(116251.182, rel=1e-6)
-            assert f["overall.breakdown"].title.startswith("Time split: 70.1% uncovered communication")
         comm = f["overall.uncovered-communication"]
+        if r == 0:
+            assert comm.evidence["uncovered_us"] == pytest.approx(81515.607, rel=1e-6)
+            assert f["overall.free-time"].evidence["free_us"] == pytest.approx(25908.102, rel=1e-6)
+            assert comm.evidence["window_us"] == pytest.approx(116251.182, rel=1e-6)
         assert comm.evidence["dominant"] == "unknown" and "cannot tell waiting from transfer" in comm.recommendation
+        assert comm.confidence == pytest.approx(rules.for_kb("overall")["communication"]["confidence"]["split_unknown"])
         assert comm.ops[0] == "hcom_allReduce__868_0_1"  # the 73 ms all-reduce
         free = f["overall.free-time"]
-        assert free.estimated_saving_us == pytest.approx(bd["free"]["us"] - 0.1 * p.time.window_us, rel=1e-6)
+        assert free.estimated_saving_us == pytest.approx(p.time.free_us - 0.1 * p.time.window_us, rel=1e-6)
+        assert "TASK_QUEUE_ENABLE=2" in free.recommendation  # torch_npu eager, not recorded in the environment
         savings.append(comm.estimated_saving_us)
         for finding in findings:  # the JSON report contract: plain types only
             json.dumps(finding.to_dict())
@@ -216,12 +291,10 @@ def test_level2_with_communication_json(rules):
     p = load(MSINSIGHT / "test/data/pytorch/text/level2/rank0_ascend_pt")[0]
     f = by_rule(run(p, rules))
     comm = f["overall.uncovered-communication"]
-    assert "communication.json" in comm.evidence["sources"]["uncovered_by_kind"]
+    assert "communication.json" in comm.evidence["source"]
     kinds = comm.evidence["by_kind_us"]
     assert sum(kinds.values()) == pytest.approx(95962.016, rel=1e-6)
     assert comm.evidence["dominant"] == "idle"
-    by_core = f["overall.breakdown"].evidence["breakdown"]["compute"]["by_core_us"]
-    assert by_core["cube"] > 0 and by_core["vector"] > by_core["cube"]  # TransData/ForeachAdd-heavy ResNet step
 
 
 @needs_samples
@@ -233,15 +306,11 @@ def test_megatron_4_ranks_uncovered_comm_leads(rules):
         findings = run(p, rules)
         f = by_rule(findings)
         assert top(findings).rule == "overall.uncovered-communication", r
-        bd = f["overall.breakdown"].evidence["breakdown"]
-        if r in (0, 1):
-            assert bd["uncovered_communication"]["us"] > max(bd["compute"]["us"], bd["free"]["us"])
-            assert f["overall.breakdown"].title.split(": ")[1].split(", ")[0].endswith("uncovered communication")
-        if r == 2:
-            assert bd["compute"]["by_core_us"]["mix"] > 0 and bd["compute"]["by_core_us"]["other"] == 0
         comm = f["overall.uncovered-communication"]
         assert comm.evidence["dominant"] in ("idle", "wait")
         assert all(op.startswith("hcom_") for op in comm.ops)
+        assert comm.estimated_saving_us <= p.time.uncovered_communication_us
+        assert "Megatron" in str(comm.fix.data)
 
 
 @needs_samples
@@ -264,19 +333,17 @@ def minimal(tmp_path_factory):
 def test_minimal_fixture_free_time_from_overlap_timeline(minimal, rules):
     findings = run(load(minimal)[0], rules)
     f = by_rule(findings)
-    assert "Overlap Analysis" in f["overall.breakdown"].evidence["sources"]["split"]
+    free = f["overall.free-time"]
+    assert "Overlap Analysis" in free.evidence["source"]
     assert top(findings).rule == "overall.free-time"
-    bd = f["overall.breakdown"].evidence["breakdown"]
-    assert bd["free"]["us"] == pytest.approx(3000.0) and bd["compute"]["us"] == pytest.approx(1135.0)
-    assert bd["compute"]["by_core_us"]["ai_cpu"] > 0
+    assert free.evidence["free_us"] == pytest.approx(3000.0)
+    assert free.evidence["largest_gaps"]["rows"]  # the Free intervals of the overlap timeline
 
 
 def test_free_saving_is_counted_once_with_other_kbs(rules):
     """Other KBs attribute free-time savings to the same key: the score takes the maximum, not the sum."""
-    p = profile_with([{"step": 1, "computing_us": 600.0, "comm_not_overlapped_us": 0.0, "overlapped_us": 0.0,
-                       "free_us": 400.0}])
-    free = by_rule(run(p, rules))["overall.free-time"]
-    other = Finding("environment", "environment.debug", "x", "major", ["ASCEND_LAUNCH_BLOCKING"], {}, 200.0, "b", "r",
+    free = by_rule(run(profile_with(HOST_BOUND), rules))["overall.free-time"]
+    other = Finding("environment", "environment.debug", "x", "major", [], {}, 200.0, "b", "r",
                     saving_by_op={FREE_TIME_KEY: 200.0})
     assert score.recoverable_us([free, other], weighted=False) == pytest.approx(free.estimated_saving_us)
 
@@ -291,18 +358,20 @@ def test_speed_on_a_large_profile(rules):
     ops = finalize_ops(pd.DataFrame({"name": [f"op{i % 5000}" for i in range(n)], "type": types[k], "core": cores[k],
                                      "start_us": np.cumsum(dur + 1.0), "duration_us": dur,
                                      "step": (np.arange(n) // (n // 10)).astype(float)}))
-    p = Profile(ops=ops, meta=Meta(source="mem"))
+    p = Profile(ops=ops, meta=Meta(source="mem", context="torch-eager"))
     ctx = AnalysisContext("overall", p, None, rules.for_kb("overall"), {})
     t = time.perf_counter()
     findings = list(OverallKB().analyze(ctx))
     assert time.perf_counter() - t < 10.0
-    assert len(by_rule(findings)["overall.breakdown"].evidence["table"]["rows"]) == 10
+    free = by_rule(findings)["overall.free-time"]  # the 1 us gaps between tasks
+    assert len(free.evidence["table"]["rows"]) == 10
 
 
 @needs_samples
 def test_rank_without_op_data_leaves_compute_unsplit(rules):
-    """Rank 3 of the Megatron run has only step_trace_time and communication files: compute is all "other"."""
+    """Rank 3 of the Megatron run has only step_trace_time and communication files: compute is all "other", and the
+    communication finding still names the collectives."""
     p = load(MSINSIGHT / "test/st/level2/rank_3_ascend_pt")[0]
     assert p.time.compute_by_core["other"] == pytest.approx(p.time.compute_us)
-    f = by_rule(run(p, rules))
-    assert "overall.breakdown" in f
+    comm = by_rule(run(p, rules))["overall.uncovered-communication"]
+    assert comm.ops and all(op.startswith("hcom_") for op in comm.ops)

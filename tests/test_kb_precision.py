@@ -104,3 +104,39 @@ def test_int8_via_amct_only_where_the_chip_and_toolchain_have_it() -> None:
     # a torch_npu run is not told to use AMCT
     t = make_profile(rows, chip="Ascend310P3", context="torch-eager")
     assert not [x for x in run_kb(PrecisionKB, t, None)[0] if x.rule == "precision.int8"]
+
+
+def test_same_fp32_matmuls_two_contexts_two_right_advices() -> None:
+    rows = [_mm("mm0", "FLOAT"), _mm("mm1", "FLOAT")]
+    ms = next(x for x in run_kb(PrecisionKB, make_profile(rows, chip="Ascend910B2", context="mindspore-graph"),
+                                None, chip="Ascend910B2")[0] if x.rule == "precision.fp32-cube")
+    assert "auto_mixed_precision" in ms.recommendation and "torch" not in ms.recommendation
+    om = next(x for x in run_kb(PrecisionKB, make_profile(rows, chip="Ascend310P3", context="om-acl"), None)[0]
+              if x.rule == "precision.fp32-cube")
+    assert om.fix.kind == "atc-option" and "autocast" not in om.recommendation
+    unknown = next(x for x in run_kb(PrecisionKB, make_profile(rows, chip="Ascend310P3", context="unknown"), None)[0]
+                   if x.rule == "precision.fp32-cube")
+    assert unknown.recommendation.startswith("The profile does not show how the model runs")
+    assert PrecisionKB.rule("precision.fp32-cube").role == "cause"
+
+
+def test_kernel_development_keeps_its_dtypes() -> None:
+    prof = make_profile([_mm("mm0", "FLOAT")], chip="Ascend910B2", context="kernel-dev")
+    findings, status = run_kb(PrecisionKB, prof, None, chip="Ascend910B2")
+    assert not findings and any("developer's choice" in n for n in status.notes)
+
+
+@pytest.mark.parametrize(("framework", "tool"), [("0", "amct_caffe"), ("5", "amct_onnx"), (None, "amct_onnx")])
+def test_amct_package_follows_the_source_framework(framework: str | None, tool: str) -> None:
+    """A Caffe model (atc --framework=0) is quantized with amct_caffe, not told to run amct_onnx."""
+    from tests.scenarios.builder import GraphBuilder
+
+    gb = GraphBuilder()
+    if framework is not None:
+        gb.attrs["atc_cmdline"] = f"atc --model=m --framework={framework} --soc_version=Ascend310P3"
+    rows = [_mm(f"mm{i}", "FLOAT16", 300.0) for i in range(4)]
+    findings, _ = run_kb(PrecisionKB, make_profile(rows, chip="Ascend310P3", context="om-acl"), gb.build())
+    (f,) = [x for x in findings if x.rule == "precision.int8"]
+    assert tool in f.recommendation + json.dumps(f.fix.to_dict())
+    if tool != "amct_onnx":
+        assert "amct_onnx" not in f.recommendation + json.dumps(f.fix.to_dict())

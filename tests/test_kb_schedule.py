@@ -1,4 +1,5 @@
-"""The schedule knowledge base: one positive and one negative case per rule, real samples, and scale."""
+"""The schedule knowledge base: one positive and one negative case per rule, advice per execution context, the
+host causes sharing the free time, real samples, and scale."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor import engine, ingest
+from advisor import engine, hierarchy, ingest
 from advisor.findings import Finding
 from advisor.ingest.normalize import finalize_ops
-from advisor.model import API_COLUMNS, EVENTS_COLUMNS, Meta, Profile, empty_frame
+from advisor.model import API_COLUMNS, EVENTS_COLUMNS, STEPS_COLUMNS, Meta, Profile, empty_frame
 from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules
+from advisor.toolkit.time import FREE_TIME_KEY
+from knowledge_bases.overall import OverallKB
 from knowledge_bases.schedule import ScheduleKB, compile_pattern, find_sequences
 from tests.scenarios.builder import OpRow, make_profile
 
@@ -32,9 +35,21 @@ def ev(name: str, start: float, dur: float, process: str = "CANN", category: str
             "tid": tid, "args": args}
 
 
-def profile_with(events: list[dict[str, Any]], ops: list[OpRow] | None = None, **meta: Any) -> Profile:
-    p = make_profile(ops or [], **meta) if ops else Profile(ops=finalize_ops(pd.DataFrame()),
-                                                            meta=Meta(source="<scenario>", layout="scenario", **meta))
+def profile_with(events: list[dict[str, Any]], ops: list[OpRow] | None = None, window_us: float | None = 1_000_000.0,
+                 context: str = "torch-eager", **meta: Any) -> Profile:
+    """Events (and ops) of one rank. ``window_us``: a recorded step of that length from just before the first event,
+    holding one short device task when no ops are given -- the free time host savings come out of."""
+    rows = list(ops or [])
+    if window_us is not None and not rows:
+        rows = [OpRow("pad", "Add", 10.0, start_us=T0 - 5.0)]
+    p = make_profile(rows, context=context, **meta) if rows else Profile(
+        ops=finalize_ops(pd.DataFrame()), meta=Meta(source="<scenario>", layout="scenario", context=context, **meta))
+    if window_us is not None:
+        st = pd.DataFrame({"step": [1.0], "start_us": [T0 - 10.0], "duration_us": [window_us]})
+        for c in STEPS_COLUMNS:
+            if c not in st.columns:
+                st[c] = np.nan
+        p.steps = st[[*STEPS_COLUMNS, "start_us", "duration_us"]]
     if events:
         frame = pd.DataFrame(events, columns=EVENTS_COLUMNS)
         for c in ("process", "name", "category"):
@@ -61,7 +76,7 @@ def only(findings: list[Finding], rule: str) -> Finding:
 
 
 def step(dur: float = 1_000_000.0) -> dict[str, Any]:
-    """A ProfilerStep wrapping the test: a long window, so host savings are not capped."""
+    """The ProfilerStep event torch_npu records (the window itself is the recorded step of ``profile_with``)."""
     return ev("ProfilerStep#1", -10.0, dur, process="Python", category="cpu_op")
 
 
@@ -267,7 +282,7 @@ def test_compute_bound_sequence_is_not_fusible() -> None:
 
 def test_find_sequences_counts_non_overlapping_occurrences() -> None:
     rows = [_vec(f"add{i}", "Add", i * 100, 5) for i in range(12)]  # Add Add Add ... with launch gaps
-    seqs = find_sequences(make_profile(rows).ops, CFG["fusible"], step_us=1200.0)
+    seqs = find_sequences(make_profile(rows).ops, CFG["fusible"], window_us=1200.0)
     two = [s for s in seqs if s.length == 2]
     assert two and len(two[0].positions) == 6  # (0,1) (2,3) ... not 11 overlapping windows
 
@@ -279,10 +294,102 @@ def test_host_savings_capped_at_idle_time() -> None:
     ops = [OpRow("a", "Add", 900, start_us=T0), OpRow("b", "Add", 50, start_us=T0 + 950)]
     events = [ev("GC", 0, 60_000, process="Python", category="GC"),
               ev("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 0, 80_000, process="Python")]
-    findings = run(profile_with(events, ops))[0]
+    findings = run(profile_with(events, ops, window_us=None))[0]
     # window = span of the ops (1000 us), busy 950 us: at most 50 us of host time can be recovered
     assert sum(f.estimated_saving_us for f in findings) == pytest.approx(50.0)
-    assert all("scaled" in f.basis for f in findings)
+    assert all("scaled" in f.basis and set(f.saving_by_op) == {FREE_TIME_KEY} for f in findings)
+
+
+def test_host_causes_absorb_the_idle_device() -> None:
+    """overall.free-time (a symptom) folds under the host cause that explains it; the free time is counted once."""
+    p = profile_with([ev("GC", 0, 60_000, process="Python", category="GC")])
+    platform = resolve_platform(RULES, p.meta.chip)
+    findings, _ = engine.run([engine.KBInfo(k, "test", "", "") for k in (ScheduleKB, OverallKB)], p, None, RULES,
+                             platform)
+    roles = {r.id: r.role for k in (ScheduleKB, OverallKB) for r in k.rules}
+    (cause,) = hierarchy.absorb(findings, roles)
+    assert cause.rule == "schedule.gc" and [x["rule"] for x in cause.symptoms] == ["overall.free-time"]
+    assert cause.estimated_saving_us <= p.time.free_us
+
+
+# ---------------------------------------------------------------------------------------------------------
+# advice fitted to the run
+# ---------------------------------------------------------------------------------------------------------
+def _compiles() -> list[dict[str, Any]]:
+    return [ev("AscendCL@aclopCompileAndExecute", i * 400, 300) for i in range(CFG["op_compile"]["min_count"])]
+
+
+def test_op_compile_advice_per_context() -> None:
+    torch = only(run(profile_with(_compiles()))[0], "schedule.op-compile")
+    assert "jit_compile=False" in torch.recommendation
+    acl = only(run(profile_with(_compiles(), context="om-acl"))[0], "schedule.op-compile")
+    assert "atc --singleop" in acl.recommendation and "aclopExecuteV2" in acl.recommendation
+    ms = only(run(profile_with(_compiles(), context="mindspore-pynative"))[0], "schedule.op-compile")
+    assert "ACL_OP_COMPILER_CACHE_MODE=enable" in ms.recommendation
+    for f in (acl, ms):
+        assert "torch" not in f.recommendation + str(f.fix.data)
+
+
+def _syncs() -> list[dict[str, Any]]:
+    events = []
+    for i in range(3):
+        events += [ev("Node@launch", i * 100, 10), ev("AscendCL@aclrtSynchronizeStream", i * 100 + 20, 50)]
+    return events
+
+
+def test_sync_advice_per_context() -> None:
+    ms = only(run(profile_with(_syncs(), context="mindspore-graph"))[0], "schedule.sync-stream")
+    assert "pynative_synchronize" in ms.recommendation and "ASCEND_LAUNCH_BLOCKING" not in ms.recommendation
+    acl = only(run(profile_with(_syncs(), context="om-acl"))[0], "schedule.sync-stream")
+    assert "aclrtSynchronizeStream once" in acl.recommendation and ".item()" not in acl.recommendation
+
+
+def test_pytorch_only_rules_stay_quiet_elsewhere() -> None:
+    events = [ev("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 25_000, process="Python"),
+              *[_aten(n, 100 + i * 10) for i, n in enumerate(["pow", "mean", "add", "rsqrt", "mul"])]]
+    assert {f.rule for f in run(profile_with(events))[0]} == {"schedule.dataloader", "schedule.affinity-api"}
+    for context in ("om-acl", "mindspore-graph"):
+        findings, status = run(profile_with(events, context=context))
+        assert not findings, context
+        assert any("schedule.dataloader" in n and "schedule.affinity-api" in n for n in status.notes)
+
+
+def test_kernel_development_gets_no_schedule_advice() -> None:
+    rows = []
+    for i in range(8):
+        rows += [_vec(f"add{i}", "Add", i * 200, 5), _vec(f"mul{i}", "Mul", i * 200 + 35, 10)]
+    findings, status = run(profile_with(_compiles() + _syncs(), rows, context="kernel-dev"))
+    assert findings == []
+    assert any("kernel-development" in n for n in status.notes)
+
+
+def test_same_pattern_in_several_shapes_is_one_finding() -> None:
+    rows = []
+    for i in range(14):  # the same Add -> Mul pattern in two shapes, 7 times each, host bound
+        shape = "4096,4096" if i < 7 else "1024,1024"
+        rows += [OpRow(f"add{i}", "Add", 5, core="AI_VECTOR_CORE", start_us=T0 + i * 200, input_shapes=shape,
+                       output_shapes=shape),
+                 OpRow(f"mul{i}", "Mul", 10, core="AI_VECTOR_CORE", start_us=T0 + i * 200 + 35, input_shapes=shape,
+                       output_shapes=shape)]
+    findings = [f for f in run(make_profile(rows, context="torch-eager"))[0] if f.rule == "schedule.fusible-ops"]
+    titles = [f.title for f in findings]
+    assert len(titles) == len(set(titles)) and len(findings) == 1
+    f = findings[0]
+    # host bound: the launch gaps are free time, attributed to the free-time pseudo-op; the ops are named
+    assert set(f.saving_by_op) == {FREE_TIME_KEY} and set(f.ops) <= {r.name for r in rows}
+
+
+def test_fusible_sequence_folds_under_the_cause_on_its_ops() -> None:
+    rows = []
+    for i in range(8):  # back to back, 90 % of the time moving data: MTE bound
+        rows += [_vec(f"add{i}", "Add", i * 40, 20, mte2=0.85), _vec(f"mul{i}", "Mul", i * 40 + 20, 20, mte2=0.85)]
+    (sym,) = run(make_profile(rows, context="torch-eager"))[0]
+    assert ScheduleKB.rule("schedule.fusible-ops").role == "symptom"
+    assert FREE_TIME_KEY not in sym.saving_by_op and sum(sym.saving_by_op.values()) == pytest.approx(
+        sym.estimated_saving_us)
+    cause = Finding("ub-fusion", "ub-fusion.unfused-chain", "chain", "major", list(sym.ops), {}, 100.0, "b", "r")
+    (out,) = hierarchy.absorb([sym, cause], {"schedule.fusible-ops": "symptom"})
+    assert out.rule == "ub-fusion.unfused-chain" and out.symptoms[0]["rule"] == "schedule.fusible-ops"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -334,7 +441,7 @@ def test_large_profile_in_seconds() -> None:
     frame = pd.concat([events, launches], ignore_index=True)
     for c in ("process", "name", "category"):
         frame[c] = frame[c].astype("category")
-    profile = Profile(ops=finalize_ops(ops), meta=Meta(layout="scenario"), events=frame,
+    profile = Profile(ops=finalize_ops(ops), meta=Meta(layout="scenario", context="torch-eager"), events=frame,
                       api=empty_frame(API_COLUMNS))
     t = time.perf_counter()
     findings, _ = run(profile)

@@ -177,3 +177,24 @@ def test_shapes_that_do_not_fit_the_time_are_left_out_of_utilization() -> None:
     ms = summarize(make_profile([bad, ok]), resolve_platform(load_rules(), "Ascend310P3"), load_rules())
     assert "1 task(s) left out" in ms["work_note"]
     assert 0 < ms["cube"]["utilization"] <= 1 and ms["cube"]["time_us"] == pytest.approx(4000.0)
+
+
+def _bound_rows() -> list[OpRow]:
+    return [OpRow(f"add{i}", "Add", 100.0, core="AI_CORE", metrics={"mte2_ratio": 0.9, "vec_ratio": 0.3,
+                                                                     "mac_ratio": 0.0}) for i in range(3)]
+
+
+def test_memory_bound_advice_per_context() -> None:
+    torch = run_kb(MemoryBoundKB, make_profile(_bound_rows(), chip="Ascend910B2", context="torch-eager"), None,
+                   chip="Ascend910B2")[0][0]
+    assert "torch_npu" in torch.recommendation and "bf16" in torch.recommendation
+    ms = run_kb(MemoryBoundKB, make_profile(_bound_rows(), context="mindspore-graph"), None)[0][0]
+    assert "enable_graph_kernel" in ms.recommendation and "torch" not in ms.recommendation
+    assert "bf16" not in ms.recommendation  # 310P has no bf16
+    assert MemoryBoundKB.rule("memory-bound.layers").role == "symptom"
+    assert ms.confidence == load_rules().for_kb("memory-bound")["confidence"]
+
+
+def test_kernel_development_is_left_to_the_roofline() -> None:
+    findings, status = run_kb(MemoryBoundKB, make_profile(_bound_rows(), context="kernel-dev"), None)
+    assert findings == [] and any("kernel-development" in n for n in status.notes)
