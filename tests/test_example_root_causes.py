@@ -102,8 +102,6 @@ def test_no_invariant_broken_by_these_knowledge_bases(report: dict) -> None:
     assert broken == []
 
 
-@pytest.mark.xfail(strict=True, reason="needs the roofline/operator (engineer G1) and overall/schedule (engineer "
-                   "G3) findings on these ops turned into symptoms; remove this marker when it passes")
 def test_at_most_twelve_root_causes(report: dict) -> None:
     """Issue 13.6: the example shows at most 12 root causes."""
     assert len(report["findings"]) <= 12, [f["rule"] for f in report["findings"]]

@@ -64,15 +64,9 @@ def _tuned_profile(chip: str, context: str, layers: int = 50):
     return make_profile(rows, chip=chip, gap_us=2.0, context=context), rules
 
 
-RECLASSIFIED = {"roofline", "operator"}
-"""Knowledge bases whose bound classes move to the shared op classification (issue 13.2): until it lands they
-still call an Add at 90 % of its memory roof "memory bound", so they are left out of this score; drop this set
-then."""
-
-
 def _score(profile, rules, chip: str) -> tuple[score.Score, list[Finding]]:
     """Every installed knowledge base on one rank, bounded and scored as ``advisor analyze`` does."""
-    infos = [i for i in engine.discover() if i.id not in RECLASSIFIED]
+    infos = list(engine.discover())
     platform = resolve_platform(rules, chip)
     findings, statuses = engine.run(infos, profile, None, rules, platform)
     assert all(s.status != "failed" for s in statuses), [(s.id, s.reason) for s in statuses if s.status == "failed"]
