@@ -49,9 +49,11 @@ def problems(report: Mapping[str, Any]) -> list[str]:
     detail = report.get("score_detail") or {}
     window = float(detail.get("window_us") or 0.0)
     everything = list(_all(findings))
+    rank_windows = {str(r): float(t.get("window_us") or 0.0)
+                    for r, t in ((report.get("time") or {}).get("ranks") or {}).items() if isinstance(t, Mapping)}
     return (_over_the_window(everything, detail, window) + _shares_over_100(everything)
             + _contradictions(everything) + _duplicate_titles(findings)
-            + _severities(findings, report.get("score"), window) + _advice(everything))
+            + _severities(findings, report.get("score"), window, rank_windows) + _advice(everything))
 
 
 def _over_the_window(everything: list[Mapping[str, Any]], detail: Mapping[str, Any], window: float) -> list[str]:
@@ -85,12 +87,15 @@ def _duplicate_titles(findings: list[Mapping[str, Any]]) -> list[str]:
     return [f"duplicate title: {str(t)[:80]}" for t in sorted({t for t in titles if titles.count(t) > 1}, key=str)]
 
 
-def _severities(findings: list[Mapping[str, Any]], score: Any, window: float) -> list[str]:
-    """Severity follows the share of the window at stake; a perfect score has no critical or major finding."""
+def _severities(findings: list[Mapping[str, Any]], score: Any, window: float,
+                rank_windows: Mapping[str, float]) -> list[str]:
+    """Severity follows the share of the window at stake (a one-rank finding: that rank's window); a perfect score
+    has no critical or major finding."""
     out: list[str] = []
     for f in findings:
         sev = f.get("severity")
-        share = float(f.get("estimated_saving_us") or 0.0) / window if window > 0 else 0.0
+        own = rank_windows.get(str(f.get("rank")), window) if f.get("rank") is not None else window
+        share = float(f.get("estimated_saving_us") or 0.0) / own if own > 0 else 0.0
         if score is not None and float(score) >= 99.95 and sev in ("critical", "major"):
             out.append(f"score {score} with a {sev} finding {f.get('rule')}")
         if sev in ("critical", "major") and share < 0.01:

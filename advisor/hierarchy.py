@@ -15,6 +15,7 @@ Findings of several ranks with the same rule and title are one finding (``ranks`
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -88,12 +89,18 @@ def _with_symptoms(cause: Finding, parts: list[tuple[Finding, list[str], dict[st
     return replace(cause, symptoms=[*cause.symptoms, *records])
 
 
+_QUANTITY = re.compile(r"(?<![\w/.])\d+(?:\.\d+)?")
+"""A number standing alone in a title (a share, a time, a count), not one inside a name such as ``Conv_33``."""
+
+
 def merge_ranks(findings: Sequence[Finding]) -> list[Finding]:
-    """Findings of several ranks with the same rule and title become one, listing the ranks."""
+    """Findings of several ranks with the same rule and the same title up to its quantities become one, listing
+    the ranks: 16 ranks with "uncovered communication 62.8 %" .. "63.3 %" are one cause, shown with the largest
+    rank's figures and the saving summed over the ranks (the window it is measured against is their sum too)."""
     groups: dict[tuple[str, str], list[Finding]] = defaultdict(list)
     order: list[tuple[str, str]] = []
     for f in findings:
-        key = (f.rule, f.title)
+        key = (f.rule, _QUANTITY.sub("#", f.title))
         if key not in groups:
             order.append(key)
         groups[key].append(f)

@@ -229,4 +229,6 @@ def make_plugins(root: Path, *modes: str) -> Path:
 
 def plugin_env(plugin_dir: Path, **extra: str) -> dict[str, str]:
     path = os.pathsep.join([str(plugin_dir), str(REPO)])
-    return {"PYTHONPATH": path, "ADVISOR_PLUGIN_LOAD_TIMEOUT": "4", **extra}
+    # the hostile plugins' own findings (a shared title, an absurd saving) are theirs to answer for, not advisor's
+    # self-check's: what these tests assert is that advisor bounds and reports them
+    return {"PYTHONPATH": path, "ADVISOR_PLUGIN_LOAD_TIMEOUT": "4", "ADVISOR_SELF_CHECK": "0", **extra}
