@@ -20,6 +20,7 @@ from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model_summary import COMPUTE_CORES, SOC_FORMULA, memory_bound_ratio
 from advisor.platform import has_tool, supports_dtype
 from advisor.toolkit import run_context as rc
+from advisor.toolkit.bound import op_bounds
 from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for
 
 _SOC_PARTS = {
@@ -96,6 +97,7 @@ class MemoryBoundKB(KnowledgeBase):
                 rows[col] = ops[col].to_numpy(dtype="float64")[bound] * rows["dur"].to_numpy()
         per = rows.groupby(["name", "type"], sort=False).sum(min_count=1).reset_index()
         per = per[per["dur"] >= float(r["min_op_us"])]
+        per = _agreeing(per, op_bounds(ctx))
         if not len(per):
             return []
         per["saving"] = per["extra"] * frac
@@ -124,13 +126,33 @@ class MemoryBoundKB(KnowledgeBase):
             estimated_saving_us=saving,
             basis=(f"per layer: time x (1 - 1/MemoryBound), the time data movement adds beyond compute, x "
                    f"{frac:g} (recoverable_fraction)"),
-            recommendation=_advice(ctx, part, part_advice, share_bound, float(r["model_share"]), soc),
+            recommendation=_advice(ctx, part, part_advice, share_bound, float(r["model_share"]), soc,
+                                   tunable=not bool(per["at_roof"].all())),
             fix=Fix("code", "cut the bytes these layers move (fusion, smaller dtypes, weight reuse)",
                     {"layers": [str(n) for n in per["name"].head(int(r["max_rows"]))],
                      "dominant_transfer": part}),
             confidence=float(r["confidence"]),
             saving_by_op={str(n): float(s) for n, s in per.groupby("name", sort=False)["saving"].sum().items()},
         )]
+
+
+def _agreeing(per: pd.DataFrame, bounds: pd.DataFrame) -> pd.DataFrame:
+    """The layers the shared op classification (:mod:`advisor.toolkit.bound`) does not contradict (issue 13: one
+    verdict per op). A Memory Bound above 1 on an op whose intensity is above the ridge (a matmul re-reading its
+    operands) is the classification's compute case, and a short op far below its roof is latency bound: neither is
+    reported here. Memory-bound ops, ops with no clear bound and ops the classification could not judge stay; so do
+    ops at their memory roof, whose traffic only fusion or smaller dtypes remove (``at_roof`` says so: no tiling
+    advice for them)."""
+    if not len(bounds):
+        return per.assign(at_roof=False)
+    judged = bounds.groupby(["name", "type"], sort=False).agg(
+        bound=("bound", "first"), at_roof=("at_roof", "all")).reset_index()
+    judged["name"] = judged["name"].astype(str)
+    judged["type"] = judged["type"].astype(str)
+    out = per.merge(judged, on=["name", "type"], how="left")
+    keep = ~out["bound"].isin(["compute", "latency"])
+    out["at_roof"] = out["at_roof"].astype("boolean").fillna(False).astype(bool)
+    return out[keep].drop(columns=["bound"])
 
 
 def _dominant(per: pd.DataFrame) -> tuple[str | None, str]:
@@ -143,7 +165,8 @@ def _dominant(per: pd.DataFrame) -> tuple[str | None, str]:
 
 
 def _advice(ctx: AnalysisContext, part: str | None, part_advice: str, share: float, model_share: float,
-            soc: bool) -> str:
+            soc: bool, tunable: bool) -> str:
+    """The fix for this run's toolchain; tiling tuning (AOE) only where some layer is below its roof."""
     lead = (rc.unknown_context(ctx) + "These layers wait for data more than they compute; "
             f"{pct(share)} of the compute time is in them"
             + (" -- the model as a whole is memory bound. " if share > model_share else ". "))
@@ -164,7 +187,10 @@ def _advice(ctx: AnalysisContext, part: str | None, part_advice: str, share: flo
     small = f"16-bit ({half}) or int8" if supports_dtype(ctx.platform, "int8") else f"16-bit ({half})"
     text = lead + (f"Move fewer bytes: {fusion}, use {small} tensors, and avoid TransData round "
                    "trips between them.")
-    if fam == rc.OM and has_tool(ctx.platform, "aoe"):
+    if not tunable:
+        text += (" They already run at the chip's memory roof (advisor.toolkit.bound): only fewer bytes help, not "
+                 "tuning.")
+    elif fam == rc.OM and has_tool(ctx.platform, "aoe"):
         framework = atc_option(graph_cmdline(ctx.graph), "framework")
         model = "<model>" if framework else "<model.onnx>"
         text += (f" Then tune their tiling with AOE operator tuning (aoe --framework={framework or 5} "

@@ -301,7 +301,8 @@ def _comm_advice(ctx: AnalysisContext, dominant: str, kinds: dict[str, float],
     if dominant in ("wait", "idle"):
         rec = (f"{prefix}Most uncovered communication is {dominant} time ({pct(kinds[dominant] / uncovered)}): the "
                "collectives start before their peers are ready, so ranks wait for each other. Balance the work "
-               "across ranks and pipeline stages (see the cluster findings for the slow rank), remove host stalls "
+               "across ranks and pipeline stages (the cluster findings of an analysis of all ranks together, the "
+               "job's profile directory, name the slow rank and the collectives it delays), remove host stalls "
                "before collectives (synchronisation, data loading on one rank), and keep enough micro-batches to "
                "fill the pipeline.")
         if fam == rc.TORCH:

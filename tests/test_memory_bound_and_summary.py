@@ -94,7 +94,7 @@ def test_job_report_model_summary_and_no_aoe_anywhere(tmp_path: Path) -> None:
 
 
 def test_msprof_ratio_where_the_column_is_absent_and_aoe_only_for_atc_models() -> None:
-    rows = [OpRow(f"add{i}", "Add", 100.0, core="AI_CORE", metrics={"mte2_ratio": 0.9, "vec_ratio": 0.3,
+    rows = [OpRow(f"add{i}", "Add", 100.0, core="AI_CORE", metrics={"mte2_ratio": 0.45, "vec_ratio": 0.15,
                                                                      "mac_ratio": 0.0}) for i in range(3)]
     rows.append(OpRow("mm", "MatMulV2", 200.0, metrics={"mte2_ratio": 0.2, "mac_ratio": 0.8, "vec_ratio": 0.1}))
     profile = make_profile(rows, context="om-acl")
@@ -102,10 +102,24 @@ def test_msprof_ratio_where_the_column_is_absent_and_aoe_only_for_atc_models() -
     assert f.evidence["formula"].startswith("mte2_ratio / max(mac_ratio, vec_ratio)")
     assert set(f.ops) == {"add0", "add1", "add2"}
     assert f.estimated_saving_us == pytest.approx(3 * 100.0 * (1 - 1 / 3.0) * 0.5)
-    assert "aoe --framework=5" in f.recommendation  # an ATC model on a chip with AOE
+    assert "aoe --framework=5" in f.recommendation  # below their roof: tiling can still help  # an ATC model on a chip with AOE
     eager = make_profile(rows, context="torch-eager")
     (g,) = run_kb(MemoryBoundKB, eager, None)[0]
     assert "AOE" not in g.recommendation
+
+
+def test_layers_at_their_memory_roof_get_no_tuning_advice_and_compute_bound_ops_are_not_memory_bound() -> None:
+    """Issue 13: one verdict per op. Adds whose MTE2 pipe is saturated already run at the memory roof (fewer bytes
+    help, AOE does not); a matmul above the ridge whose MTE2 pipe out-works its cube is the shared classification's
+    compute case, not a memory-bound layer."""
+    rows = [OpRow(f"add{i}", "Add", 100.0, core="AI_CORE", metrics={"mte2_ratio": 0.95, "vec_ratio": 0.3,
+                                                                     "mac_ratio": 0.0}) for i in range(3)]
+    rows.append(OpRow("mm", "MatMulV2", 400.0, input_shapes="2048,2048;2048,2048", input_dtypes="FLOAT16;FLOAT16",
+                      output_shapes="2048,2048", output_dtypes="FLOAT16",
+                      metrics={"mte2_ratio": 0.9, "mac_ratio": 0.3, "vec_ratio": 0.1}))
+    (f,) = run_kb(MemoryBoundKB, make_profile(rows, context="om-acl"), None)[0]
+    assert set(f.ops) == {"add0", "add1", "add2"}
+    assert "aoe" not in f.recommendation.lower() and "memory roof" in f.recommendation
 
 
 def test_model_summary_work_utilization_block_dim_and_redundancy() -> None:

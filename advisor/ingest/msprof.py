@@ -30,6 +30,7 @@ from advisor.ingest.csvread import found_list, read_columns, read_table, sniff_h
 from advisor.ingest.normalize import clean_text, finalize_ops
 from advisor.model import (
     API_COLUMNS,
+    COMPUTE_CORES,
     EVENTS_COLUMNS,
     OP_STATS_COLUMNS,
     STEPS_COLUMNS,
@@ -552,4 +553,29 @@ def _trace_ops(traces: Traces, meta: Meta, source: str) -> pd.DataFrame:
     meta.notes.append(f"no summary CSVs: device ops taken from {source} (no shapes or PMU metrics)")
     if not frames:
         return finalize_ops(pd.DataFrame({"name": pd.Series(dtype="str")}))
-    return frames[0] if len(frames) == 1 else finalize_ops(pd.concat(frames, ignore_index=True))
+    ops = frames[0] if len(frames) == 1 else finalize_ops(pd.concat(frames, ignore_index=True))
+    return types_from_full_names(ops, meta, source)
+
+
+_FULL_NAME_TYPE = re.compile(r"(?:^|/)([A-Za-z][A-Za-z0-9_]*)-op\d+$")
+"""MindSpore's full op names end in ``<scope>/<OpType>-op<id>`` (``Default/.../conv1-Conv2d/Conv2D-op12``)."""
+
+
+def types_from_full_names(ops: pd.DataFrame, meta: Meta, source: str) -> pd.DataFrame:
+    """Op types for the compute tasks of a timeline that records none (MindSpore's CANN <= 6 task_time JSON) from
+    the framework's full op names; tasks whose names do not follow the convention keep no type."""
+    if not len(ops) or "type" not in ops.columns:
+        return ops
+    missing = ops["type"].isna().to_numpy() & ops["core"].isin(COMPUTE_CORES).to_numpy()
+    if not missing.any():
+        return ops
+    derived = ops["name"].astype("string").str.extract(_FULL_NAME_TYPE, expand=False)
+    fill = missing & derived.notna().to_numpy()
+    if not fill.any():
+        return ops
+    types = ops["type"].astype("string")
+    types[fill] = derived[fill]
+    ops = ops.assign(type=types.astype("category"))
+    meta.notes.append(f"{source}: op types taken from the framework's full op names (<scope>/<Type>-op<N>) for "
+                      f"{int(fill.sum())} task(s)")
+    return ops

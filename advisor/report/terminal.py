@@ -61,7 +61,7 @@ def _header(report: dict[str, Any]) -> Panel:
              Text(f"{inp['path']}  ·  layout {inp['layout']}  ·  chip {inp.get('chip') or '?'}"
                   f"  ·  CANN {inp.get('cann_version') or '?'}  ·  context {inp.get('context') or 'unknown'}",
                   style="dim"),
-             Text(f"{summ['ops']:,} ops · {summ['op_types']} op types · device time {_us(summ['device_time_us'])}"
+             Text(f"{summ['ops']:,} ops · {summ['op_types']} op types · {_device_time(summ)}"
                   + (f" · {inp['ranks']} ranks" if inp.get("ranks", 1) > 1 else ""), style="dim")]
     graph = report.get("graph")
     if graph:
@@ -169,3 +169,11 @@ def render_text(report: dict[str, Any], width: int = 120, color: bool = False, *
 
 def print_report(report: dict[str, Any], console: Console) -> None:
     console.print(build(report))
+
+
+def _device_time(summ: dict) -> str:
+    """The summed task time, and the busy time beside it where overlapping streams make the sum larger."""
+    total, busy = float(summ.get("device_time_us") or 0.0), summ.get("device_busy_us")
+    if busy is not None and total > float(busy) * 1.05:
+        return f"task time {_us(total)} summed over streams (device busy {_us(float(busy))})"
+    return f"device time {_us(total)}"
