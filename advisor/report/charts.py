@@ -23,7 +23,7 @@ import networkx as nx  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from advisor.escaping import matplotlib_text  # noqa: E402
-from advisor.report.common import RooflinePoint, Subgraph, fmt_us  # noqa: E402
+from advisor.report.common import RooflinePoint, Subgraph, core_label, fmt_us  # noqa: E402
 
 BOUND_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "latency": "#7f7f7f", "overhead": "#7f7f7f",
                 "vector": "#ff7f0e", "none": "#9467bd", "unknown": "#9467bd"}
@@ -200,7 +200,8 @@ TIME_SEGMENTS = (
 )
 
 
-def time_chart(time: Mapping[str, Any], salt: str = "time", max_steps: int = 30) -> str:
+def time_chart(time: Mapping[str, Any], salt: str = "time", max_steps: int = 30,
+               platform: Mapping[str, Any] | None = None) -> str:
     """One stacked horizontal bar per step (per rank for multi-rank input): compute by core, uncovered
     communication by kind, free time -- the time model of the report."""
     if time.get("ranks"):
@@ -219,7 +220,8 @@ def time_chart(time: Mapping[str, Any], salt: str = "time", max_steps: int = 30)
                       for _, t in bars][::-1]
             if not any(values):
                 continue
-            ax.barh(labels, values, left=lefts, color=color, label=name, height=0.6)
+            label = f"compute: {core_label(key, platform)}" if group == "compute_by_core" else name
+            ax.barh(labels, values, left=lefts, color=color, label=label, height=0.6)
             lefts = [a + b for a, b in zip(lefts, values, strict=True)]
         ax.set_xlabel("ms")
         ax.set_title("Analyzed time per step: compute / uncovered communication / free", loc="left")

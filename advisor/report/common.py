@@ -308,12 +308,23 @@ TIME_PARTS = (("compute_us", "compute"), ("uncovered_communication_us", "uncover
               ("free_us", "free (device idle)"))
 
 
-def time_rows(time: Mapping[str, Any] | None) -> list[tuple[str, float, float | None, str]]:
+def core_label(key: str, platform: Mapping[str, Any] | None) -> str:
+    """How a ``compute_by_core`` key reads for this chip: ``cube`` holds AI_CORE tasks, which are cube-core tasks
+    only where cube and vector cores are separate (``split_cores`` in rules/platforms.yaml); elsewhere an AI Core
+    runs both units, so its time is "AI Core" time (an Add on a 310 is not cube work)."""
+    if key == "cube" and not (platform or {}).get("split_cores"):
+        return "AI Core"
+    return {"ai_cpu": "AI CPU"}.get(key, key)
+
+
+def time_rows(time: Mapping[str, Any] | None,
+              platform: Mapping[str, Any] | None = None) -> list[tuple[str, float, float | None, str]]:
     """(label, us, share of the window, detail) for the window and its split, from the report's ``time``."""
     if not time or not time.get("window_us"):
         return []
     window = float(time["window_us"])
-    by_core = ", ".join(f"{k} {fmt_us(v)}" for k, v in (time.get("compute_by_core") or {}).items() if v)
+    by_core = ", ".join(f"{core_label(k, platform)} {fmt_us(v)}"
+                        for k, v in (time.get("compute_by_core") or {}).items() if v)
     by_kind = ", ".join(f"{k} {fmt_us(v)}" for k, v in (time.get("uncovered_by_kind") or {}).items() if v)
     rows: list[tuple[str, float, float | None, str]] = [
         ("analyzed window", window, 1.0, f"{len(time.get('steps') or []) or 'all'} step(s)"

@@ -97,7 +97,7 @@ def _key_numbers(report: Mapping[str, Any]) -> str:
 
 def _time_section(report: Mapping[str, Any]) -> str:
     """Where the analyzed time goes (the report's ``time``), with the source of each figure."""
-    rows = time_rows(report.get("time"))
+    rows = time_rows(report.get("time"), report.get("platform"))
     if not rows:
         return ""
     table = md_table(["", "time", "share", "split"],

@@ -33,7 +33,7 @@ def build(report: dict[str, Any], top: int = 20) -> Group:
     # every string comes from the input or a plugin: controls made visible; cells are Text, never markup
     report = deep(report, terminal)
     parts: list[Any] = [_header(report)]
-    time_table = _time_table(report.get("time"))
+    time_table = _time_table(report.get("time"), report.get("platform"))
     if time_table is not None:
         parts.append(time_table)
     findings = report["findings"]
@@ -141,9 +141,9 @@ def _run_notes(report: dict[str, Any]) -> list[Any]:
     return parts
 
 
-def _time_table(time: dict[str, Any] | None) -> Table | None:
+def _time_table(time: dict[str, Any] | None, platform: dict[str, Any] | None) -> Table | None:
     """Where the analyzed time goes: the window and its split, each figure's source under the table."""
-    rows = time_rows(time)
+    rows = time_rows(time, platform)
     if not rows:
         return None
     t = Table(box=box.SIMPLE_HEAD, title="Time", title_justify="left", expand=True)
