@@ -49,7 +49,7 @@ MAX_EVIDENCE_DEPTH = 32
 """Deepest nesting of a finding's evidence (a report's evidence tables are 3 deep)."""
 MAX_NOTES = 200
 _OWN_DISTRIBUTION = "ascend-advisor"
-_OWN_MODULES = ("knowledge_bases", "advisor")
+_OWN_MODULES = ("advisor",)
 
 
 class KBFailed(Exception):

@@ -23,6 +23,7 @@ against its schema. A problem is a :class:`advisor.errors.RulesError` naming the
 from __future__ import annotations
 
 import fnmatch
+import importlib.resources
 import json
 import math
 import re
@@ -40,11 +41,14 @@ from advisor.errors import InputError, RulesError
 RULES_SUFFIX = ".yaml"
 
 
-def builtin_rules_dir() -> Path:
-    """The ``rules`` package directory (installed with advisor)."""
-    import rules as _rules_pkg
+BUILTIN_RULES_PACKAGE = "advisor.builtin_rules"
+"""The package that holds the built-in rules files (the repository folder ``rules/``, installed under advisor)."""
 
-    return Path(_rules_pkg.__file__).parent
+
+def builtin_rules_dir() -> Path:
+    """The folder of the built-in rules files, found through the installed package (wheel, editable install or
+    source checkout alike)."""
+    return Path(str(importlib.resources.files(BUILTIN_RULES_PACKAGE)))
 
 
 @dataclass

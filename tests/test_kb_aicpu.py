@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from advisor.knowledge_bases.aicpu import AicpuKB, exposed_aicpu
 
+from advisor.graph.load import load_graph
 from advisor.intervals import covered_before as covered
-from knowledge_bases.aicpu import AicpuKB, exposed_aicpu
 from tests.scenarios.builder import OpRow, make_profile
 from tests.scenarios.cases_a import (
     ALL_CASES,
@@ -260,7 +261,6 @@ def test_real_mindspore_dropout_gen_mask_on_ai_cpu():
 def test_real_om_json_cast_to_int64_on_ai_cpu():
     if not NMS_OM.exists():
         pytest.skip("shared samples not available")
-    load_graph = pytest.importorskip("advisor.graph.load").load_graph
     graph = load_graph(NMS_OM)
     findings, status = run_kb(AicpuKB, None, graph, chip="Ascend310")
     assert status.status == "ok"

@@ -7,9 +7,11 @@ import math
 import sys
 
 import pytest
+from advisor.knowledge_bases.aipp_fusion import AippFusionKB
 
+from advisor import ingest
+from advisor.graph.load import load_graph as load_graph_file
 from advisor.graph.model import ModelGraph
-from knowledge_bases.aipp_fusion import AippFusionKB
 from tests.scenarios import cases_b as cases
 from tests.scenarios.builder import GraphBuilder, desc
 
@@ -36,8 +38,7 @@ def run(profile, graph, rules, chip=cases.CHIP):
 
 
 def load_graph(rel: str) -> ModelGraph:
-    load = pytest.importorskip("advisor.graph.load")
-    return load.load_graph(cases.sample(rel))
+    return load_graph_file(cases.sample(rel))
 
 
 # --- labeled scenarios ------------------------------------------------------------------------------------
@@ -225,7 +226,6 @@ def test_real_models_without_a_conv_or_with_aipp_are_quiet(rules):
 
 def test_online_framework_profile_is_skipped(rules):
     """torch_npu training: trans_TransData_0 converts the 32x3x224x224 input, but AIPP is an offline option."""
-    ingest = pytest.importorskip("advisor.ingest")
     prof = ingest.load(cases.sample("Ascend__msinsight/test/data/pytorch/text/level2/rank0_ascend_pt"))[0]
     assert prof.ops["name"].astype(str).iloc[0] == "trans_TransData_0"
     assert prof.meta.context == "torch-eager"

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from advisor.knowledge_bases.cluster import ClusterKB, expected_bandwidth
 
 from advisor import engine
 from advisor.analysis import RankSummary
@@ -18,7 +19,6 @@ from advisor.ingest.normalize import finalize_ops
 from advisor.kb import AnalysisContext, RankData
 from advisor.model import COMM_COLUMNS, STEPS_COLUMNS, Meta, Profile
 from advisor.rules import builtin_rules_dir, load_effective_rules
-from knowledge_bases.cluster import ClusterKB, expected_bandwidth
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 MSINSIGHT = SHARED / "samples" / "Ascend__msinsight"

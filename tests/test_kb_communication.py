@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from advisor.knowledge_bases.communication import CommunicationKB
+from advisor.knowledge_bases.overall import OverallKB
 
 from advisor import engine, score
 from advisor.findings import Finding
@@ -25,8 +27,6 @@ from advisor.kb import AnalysisContext
 from advisor.model import COMM_COLUMNS, EVENTS_COLUMNS, Meta, Profile
 from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules
-from knowledge_bases.communication import CommunicationKB
-from knowledge_bases.overall import OverallKB
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 MSINSIGHT = SHARED / "samples" / "Ascend__msinsight"
@@ -335,7 +335,7 @@ def test_fused_matmul_allreduce_only_for_pytorch_on_a2(rules):
 
 
 def test_alignment_advice_names_a_dtype_the_chip_has(rules):
-    from knowledge_bases.communication import _alignment_advice
+    from advisor.knowledge_bases.communication import _alignment_advice
 
     for chip, half in (("Ascend910B2", "bf16"), ("Ascend910A", "fp16")):
         p = make(comm_rows([]).iloc[0:0], chip=chip)

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from advisor.knowledge_bases.environment import EnvironmentKB, matches
+from advisor.knowledge_bases.overall import OverallKB
 
 from advisor import engine, hierarchy, score
 from advisor.errors import RulesError
@@ -22,8 +24,6 @@ from advisor.model import STEPS_COLUMNS, Meta, Profile
 from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules
 from advisor.toolkit.time import FREE_TIME_KEY
-from knowledge_bases.environment import EnvironmentKB, matches
-from knowledge_bases.overall import OverallKB
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 MSINSIGHT = SHARED / "samples" / "Ascend__msinsight"

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from advisor.knowledge_bases.memory import MemoryKB
 
 from advisor import engine
 from advisor.findings import Finding
@@ -20,7 +21,6 @@ from advisor.model import API_COLUMNS, EVENTS_COLUMNS, STEPS_COLUMNS, Meta, Prof
 from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules
 from advisor.toolkit.time import FREE_TIME_KEY
-from knowledge_bases.memory import MemoryKB
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SAMPLES = SHARED / "samples"

@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from advisor.knowledge_bases.mish_leakyrelu import MishLeakyReluKB
 
-from knowledge_bases.mish_leakyrelu import MishLeakyReluKB
+from advisor.fix import rewrites
+from advisor.graph.load import load_graph
 from tests.scenarios.builder import OpRow, make_profile
 from tests.scenarios.cases_a import (
     ALL_CASES,
@@ -239,8 +241,6 @@ def _mish_swish_onnx(path: Path) -> Path:
 
 
 def test_onnx_model_and_the_mish_rewrite_closes_the_loop(tmp_path):
-    load_graph = pytest.importorskip("advisor.graph.load").load_graph
-    rewrites = pytest.importorskip("advisor.fix.rewrites")
     import onnx
 
     path = _mish_swish_onnx(tmp_path / "m.onnx")

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from advisor.knowledge_bases.operator import OperatorKB, mean_clock, misaligned_axes
 
 from advisor import consistency, engine, ingest
 from advisor.analysis import AnalysisOptions, run_analysis
@@ -20,7 +21,6 @@ from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules
 from advisor.toolkit import bound
 from advisor.toolkit.cores import core_counts
-from knowledge_bases.operator import OperatorKB, mean_clock, misaligned_axes
 from tests.scenarios.builder import OpRow, make_profile
 
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from advisor.knowledge_bases.overall import OverallKB
 
 from advisor import engine, score
 from advisor.findings import Finding
@@ -26,7 +27,6 @@ from advisor.model import COMM_COLUMNS, STEPS_COLUMNS, Meta, Profile
 from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules
 from advisor.toolkit.time import FREE_TIME_KEY, OTHER_COMM_KEY
-from knowledge_bases.overall import OverallKB
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SAMPLES = SHARED / "samples"

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import onnx
 import pytest
+from advisor.knowledge_bases.precision import PrecisionKB
 
 from advisor.analysis import run_analysis
 from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules
-from knowledge_bases.precision import PrecisionKB
 from tests.scenarios.builder import OpRow, make_profile
 from tests.scenarios.cases_a import run_kb
 from tests.test_fix_models import yolo_block

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from advisor.knowledge_bases.roofline import RooflineKB, heavy_ops
 
 from advisor import consistency, ingest
 from advisor.analysis import AnalysisOptions, run_analysis
 from advisor.model import Profile
 from advisor.platform import resolve_platform
 from advisor.toolkit import bound
-from knowledge_bases.roofline import RooflineKB, heavy_ops
 from tests.scenarios import cases_b as cases
 
 KB = "roofline"

@@ -11,17 +11,17 @@ from dataclasses import asdict
 
 import pytest
 import yaml
+from advisor.knowledge_bases.communication import CommunicationKB
+from advisor.knowledge_bases.environment import EnvironmentKB
+from advisor.knowledge_bases.host_inference import HostInferenceKB
+from advisor.knowledge_bases.memory import MemoryKB
+from advisor.knowledge_bases.memory_bound import MemoryBoundKB
+from advisor.knowledge_bases.overall import OverallKB
+from advisor.knowledge_bases.precision import PrecisionKB
+from advisor.knowledge_bases.schedule import ScheduleKB
 
 from advisor.kb import ROLES, KnowledgeBase
 from advisor.rules import builtin_rules_dir
-from knowledge_bases.communication import CommunicationKB
-from knowledge_bases.environment import EnvironmentKB
-from knowledge_bases.host_inference import HostInferenceKB
-from knowledge_bases.memory import MemoryKB
-from knowledge_bases.memory_bound import MemoryBoundKB
-from knowledge_bases.overall import OverallKB
-from knowledge_bases.precision import PrecisionKB
-from knowledge_bases.schedule import ScheduleKB
 
 KBS: tuple[type[KnowledgeBase], ...] = (OverallKB, ScheduleKB, EnvironmentKB, MemoryKB, CommunicationKB,
                                         HostInferenceKB, PrecisionKB, MemoryBoundKB)

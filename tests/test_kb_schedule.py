@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from advisor.knowledge_bases.overall import OverallKB
+from advisor.knowledge_bases.schedule import ScheduleKB, compile_pattern, find_sequences
 
 from advisor import engine, hierarchy, ingest
 from advisor.findings import Finding
@@ -18,8 +20,6 @@ from advisor.model import API_COLUMNS, EVENTS_COLUMNS, STEPS_COLUMNS, Meta, Prof
 from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules
 from advisor.toolkit.time import FREE_TIME_KEY
-from knowledge_bases.overall import OverallKB
-from knowledge_bases.schedule import ScheduleKB, compile_pattern, find_sequences
 from tests.scenarios.builder import OpRow, make_profile
 
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from advisor.knowledge_bases.transdata import TransDataKB
 
-from knowledge_bases.transdata import TransDataKB
+from advisor.graph.load import load_graph
 from tests.scenarios.builder import OpRow, make_profile
 from tests.scenarios.cases_a import (
     ALL_CASES,
@@ -264,7 +265,6 @@ def test_real_torch_npu_eager_cnn_profile():
 def test_real_om_json_resnet101_graph():
     if not RESNET101_OM.exists():
         pytest.skip("shared samples not available")
-    load_graph = pytest.importorskip("advisor.graph.load").load_graph
     graph = load_graph(RESNET101_OM)
     findings, status = run_kb(TransDataKB, None, graph)
     assert status.status == "ok"

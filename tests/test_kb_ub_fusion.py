@@ -9,12 +9,14 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 import pytest
+from advisor.knowledge_bases.ub_fusion import UbFusionKB
 
+from advisor import ingest
+from advisor.graph.load import load_graph as load_graph_file
 from advisor.graph.model import ModelGraph
 from advisor.ingest.normalize import finalize_ops
 from advisor.model import Meta, Profile
 from advisor.toolkit.graph_patterns import compile_patterns
-from knowledge_bases.ub_fusion import UbFusionKB
 from tests.scenarios import cases_b as cases
 from tests.scenarios.builder import GraphBuilder, desc
 
@@ -43,8 +45,7 @@ def run(profile, graph, rules, chip=cases.CHIP):
 
 
 def load_graph(rel: str) -> ModelGraph:
-    load = pytest.importorskip("advisor.graph.load")
-    return load.load_graph(cases.sample(rel))
+    return load_graph_file(cases.sample(rel))
 
 
 # --- labeled scenarios ------------------------------------------------------------------------------------
@@ -211,7 +212,6 @@ def test_ge_after_ub_match_dumps_are_quiet(rel, rules):
 
 
 def test_eager_framework_profile_is_not_searched(rules):
-    ingest = pytest.importorskip("advisor.ingest")
     prof = ingest.load(cases.sample("Ascend__msinsight/test/data/pytorch/text/level2/rank0_ascend_pt"))[0]
     findings, status = run(prof, None, rules, "Ascend910B2")
     assert findings == []

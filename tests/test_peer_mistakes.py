@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from advisor.knowledge_bases.operator import OperatorKB
 
 from advisor import engine, ingest
 from advisor.analysis import AnalysisOptions, run_analysis
@@ -27,7 +28,6 @@ from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules
 from advisor.toolkit import bound
 from advisor.toolkit.cores import core_counts
-from knowledge_bases.operator import OperatorKB
 from tests.test_peer_parity import _kb_infos
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

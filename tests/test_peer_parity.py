@@ -125,7 +125,7 @@ def _kb_infos() -> list[engine.KBInfo]:
     extra = []
     for name in KB_MODULES:
         try:
-            module = importlib.import_module(f"knowledge_bases.{name}")
+            module = importlib.import_module(f"advisor.knowledge_bases.{name}")
         except ImportError:
             continue
         for cls in module.advisor_knowledge_bases():
@@ -205,9 +205,10 @@ BOUND_VIEWS = ("Cube Operator Perf Analysis", "FA Operator Perf Analysis", "Vect
 def _verdicts(source: str) -> dict[str, str]:
     """Op name -> why the roofline does not report it (``at its roof`` / ``light``), from the classification
     the analysis of ``source`` used."""
+    from advisor.knowledge_bases.roofline import heavy_ops
+
     from advisor import ingest
     from advisor.toolkit import bound
-    from knowledge_bases.roofline import heavy_ops
 
     result = analyze(source)
     profile = ingest.load(Path(source))[0]

@@ -99,6 +99,12 @@ def test_scaffold_end_to_end_in_a_fresh_venv(tmp_path: Path) -> None:
     _run([*pip, str(_copy_project(tmp_path / "advisor-src"))], env=env, cwd=tmp_path)
     where = _run([str(py), "-c", "import advisor; print(advisor.__file__)"], env=env, cwd=tmp_path).stdout
     assert str(venv) in where, "advisor must be imported from the new venv, not the source tree"
+    # nothing generic at the top level of site-packages: the built-ins install under advisor's namespace
+    installed = {p.name for p in site.iterdir() if not p.name.endswith((".dist-info", ".pth"))}
+    assert installed >= {"advisor"} and not installed & {"knowledge_bases", "rules"}, sorted(installed)
+    assert (site / "advisor" / "builtin_rules" / "platforms.yaml").is_file()
+    explained = _run([str(bindir / "advisor"), "explain", "transdata.count"], env=env, cwd=tmp_path).stdout
+    assert explained.startswith("transdata.count: ") and "knowledge base transdata" in explained
 
     work = tmp_path / "work"
     work.mkdir()

@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from advisor.knowledge_bases.roofline import RooflineKB
 
 from advisor import ingest
 from advisor.engine import KBInfo, run
@@ -16,7 +17,6 @@ from advisor.kb import AnalysisContext
 from advisor.model import Meta, Profile
 from advisor.platform import resolve_platform
 from advisor.toolkit import bound
-from knowledge_bases.roofline import RooflineKB
 from tests.scenarios import cases_b as cases
 from tests.scenarios.builder import OpRow, make_profile
 
