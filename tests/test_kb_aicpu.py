@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from advisor.knowledge_bases.aicpu import AicpuKB, exposed_aicpu
 
 from advisor.graph.load import load_graph
 from advisor.intervals import covered_before as covered
+from advisor.knowledge_bases.aicpu import AicpuKB, exposed_aicpu
 from tests.scenarios.builder import OpRow, make_profile
 from tests.scenarios.cases_a import (
     ALL_CASES,

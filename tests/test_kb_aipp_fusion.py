@@ -7,11 +7,11 @@ import math
 import sys
 
 import pytest
-from advisor.knowledge_bases.aipp_fusion import AippFusionKB
 
 from advisor import ingest
 from advisor.graph.load import load_graph as load_graph_file
 from advisor.graph.model import ModelGraph
+from advisor.knowledge_bases.aipp_fusion import AippFusionKB
 from tests.scenarios import cases_b as cases
 from tests.scenarios.builder import GraphBuilder, desc
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from advisor.knowledge_bases.cluster import ClusterKB, expected_bandwidth
 
 from advisor import engine
 from advisor.analysis import RankSummary
@@ -17,6 +16,7 @@ from advisor.findings import Finding
 from advisor.ingest import load
 from advisor.ingest.normalize import finalize_ops
 from advisor.kb import AnalysisContext, RankData
+from advisor.knowledge_bases.cluster import ClusterKB, expected_bandwidth
 from advisor.model import COMM_COLUMNS, STEPS_COLUMNS, Meta, Profile
 from advisor.rules import builtin_rules_dir, load_effective_rules
 

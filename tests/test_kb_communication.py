@@ -15,8 +15,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from advisor.knowledge_bases.communication import CommunicationKB
-from advisor.knowledge_bases.overall import OverallKB
 
 from advisor import engine, score
 from advisor.findings import Finding
@@ -24,6 +22,8 @@ from advisor.ingest import load
 from advisor.ingest.normalize import finalize_ops
 from advisor.ingest.torch_npu import TOTAL_OP_INFO
 from advisor.kb import AnalysisContext
+from advisor.knowledge_bases.communication import CommunicationKB
+from advisor.knowledge_bases.overall import OverallKB
 from advisor.model import COMM_COLUMNS, EVENTS_COLUMNS, Meta, Profile
 from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules

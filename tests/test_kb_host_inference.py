@@ -12,12 +12,12 @@ import json
 from pathlib import Path
 
 import pytest
-from advisor.knowledge_bases.host_inference import HostInferenceKB
 from click.testing import CliRunner
 
 from advisor.analysis import run_analysis
 from advisor.cli import main
 from advisor.ingest import load
+from advisor.knowledge_bases.host_inference import HostInferenceKB
 from tests.scenarios.cases_a import effective_rules, run_kb
 
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"
@@ -224,9 +224,8 @@ def test_the_idle_device_folds_under_the_sleep(sleep_loop: Path) -> None:
 def test_savings_together_within_the_free_time(sleep_loop: Path) -> None:
     from dataclasses import replace
 
-    from advisor.knowledge_bases.host_inference import _within_free_time
-
     from advisor.kb import AnalysisContext
+    from advisor.knowledge_bases.host_inference import _within_free_time
 
     profile = load(sleep_loop)[0]
     findings, _ = run_kb(HostInferenceKB, profile, None)

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from advisor.knowledge_bases.memory import MemoryKB
 
 from advisor import engine
 from advisor.findings import Finding
 from advisor.ingest import load
 from advisor.ingest.normalize import finalize_ops
 from advisor.kb import AnalysisContext
+from advisor.knowledge_bases.memory import MemoryKB
 from advisor.model import API_COLUMNS, EVENTS_COLUMNS, STEPS_COLUMNS, Meta, Profile
 from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from advisor.knowledge_bases.mish_leakyrelu import MishLeakyReluKB
 
 from advisor.fix import rewrites
 from advisor.graph.load import load_graph
+from advisor.knowledge_bases.mish_leakyrelu import MishLeakyReluKB
 from tests.scenarios.builder import OpRow, make_profile
 from tests.scenarios.cases_a import (
     ALL_CASES,

@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from advisor.knowledge_bases.operator import OperatorKB, mean_clock, misaligned_axes
 
 from advisor import consistency, engine, ingest
 from advisor.analysis import AnalysisOptions, run_analysis
 from advisor.findings import Finding
 from advisor.ingest.normalize import finalize_ops
+from advisor.knowledge_bases.operator import OperatorKB, mean_clock, misaligned_axes
 from advisor.model import Meta, Profile
 from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import onnx
 import pytest
-from advisor.knowledge_bases.precision import PrecisionKB
 
 from advisor.analysis import run_analysis
+from advisor.knowledge_bases.precision import PrecisionKB
 from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules
 from tests.scenarios.builder import OpRow, make_profile

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from advisor.knowledge_bases.roofline import RooflineKB, heavy_ops
 
 from advisor import consistency, ingest
 from advisor.analysis import AnalysisOptions, run_analysis
+from advisor.knowledge_bases.roofline import RooflineKB, heavy_ops
 from advisor.model import Profile
 from advisor.platform import resolve_platform
 from advisor.toolkit import bound

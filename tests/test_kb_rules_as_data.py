@@ -11,6 +11,8 @@ from dataclasses import asdict
 
 import pytest
 import yaml
+
+from advisor.kb import ROLES, KnowledgeBase
 from advisor.knowledge_bases.communication import CommunicationKB
 from advisor.knowledge_bases.environment import EnvironmentKB
 from advisor.knowledge_bases.host_inference import HostInferenceKB
@@ -19,8 +21,6 @@ from advisor.knowledge_bases.memory_bound import MemoryBoundKB
 from advisor.knowledge_bases.overall import OverallKB
 from advisor.knowledge_bases.precision import PrecisionKB
 from advisor.knowledge_bases.schedule import ScheduleKB
-
-from advisor.kb import ROLES, KnowledgeBase
 from advisor.rules import builtin_rules_dir
 
 KBS: tuple[type[KnowledgeBase], ...] = (OverallKB, ScheduleKB, EnvironmentKB, MemoryKB, CommunicationKB,

@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from advisor.knowledge_bases.overall import OverallKB
-from advisor.knowledge_bases.schedule import ScheduleKB, compile_pattern, find_sequences
 
 from advisor import engine, hierarchy, ingest
 from advisor.findings import Finding
 from advisor.ingest.normalize import finalize_ops
+from advisor.knowledge_bases.overall import OverallKB
+from advisor.knowledge_bases.schedule import ScheduleKB, compile_pattern, find_sequences
 from advisor.model import API_COLUMNS, EVENTS_COLUMNS, STEPS_COLUMNS, Meta, Profile, empty_frame
 from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules

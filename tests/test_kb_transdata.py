@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from advisor.knowledge_bases.transdata import TransDataKB
 
 from advisor.graph.load import load_graph
+from advisor.knowledge_bases.transdata import TransDataKB
 from tests.scenarios.builder import OpRow, make_profile
 from tests.scenarios.cases_a import (
     ALL_CASES,

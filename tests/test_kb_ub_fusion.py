@@ -9,12 +9,12 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 import pytest
-from advisor.knowledge_bases.ub_fusion import UbFusionKB
 
 from advisor import ingest
 from advisor.graph.load import load_graph as load_graph_file
 from advisor.graph.model import ModelGraph
 from advisor.ingest.normalize import finalize_ops
+from advisor.knowledge_bases.ub_fusion import UbFusionKB
 from advisor.model import Meta, Profile
 from advisor.toolkit.graph_patterns import compile_patterns
 from tests.scenarios import cases_b as cases

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from advisor.knowledge_bases.memory_bound import MemoryBoundKB
 
 from advisor.analysis import run_analysis
 from advisor.ingest import load
+from advisor.knowledge_bases.memory_bound import MemoryBoundKB
 from advisor.model_summary import SOC_FORMULA, summarize
 from advisor.platform import resolve_platform
 from advisor.testing import load_rules

@@ -16,13 +16,13 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from advisor.knowledge_bases.operator import OperatorKB
 
 from advisor import engine, ingest
 from advisor.analysis import AnalysisOptions, run_analysis
 from advisor.findings import Finding
 from advisor.ingest.timebase import absolute_ns
 from advisor.kb import AnalysisContext, KnowledgeBase
+from advisor.knowledge_bases.operator import OperatorKB
 from advisor.model import Profile
 from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules

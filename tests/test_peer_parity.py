@@ -205,9 +205,8 @@ BOUND_VIEWS = ("Cube Operator Perf Analysis", "FA Operator Perf Analysis", "Vect
 def _verdicts(source: str) -> dict[str, str]:
     """Op name -> why the roofline does not report it (``at its roof`` / ``light``), from the classification
     the analysis of ``source`` used."""
-    from advisor.knowledge_bases.roofline import heavy_ops
-
     from advisor import ingest
+    from advisor.knowledge_bases.roofline import heavy_ops
     from advisor.toolkit import bound
 
     result = analyze(source)

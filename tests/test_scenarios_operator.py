@@ -5,10 +5,10 @@ clean, well-tuned model gets no finding."""
 from __future__ import annotations
 
 import pytest
-from advisor.knowledge_bases.operator import OperatorKB
-from advisor.knowledge_bases.roofline import RooflineKB
 
 from advisor import hierarchy
+from advisor.knowledge_bases.operator import OperatorKB
+from advisor.knowledge_bases.roofline import RooflineKB
 from tests.scenarios import cases_b, cases_operator
 
 ROLES = {r.id: r.role for kb in (RooflineKB, OperatorKB) for r in kb.rules}

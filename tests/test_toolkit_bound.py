@@ -8,12 +8,12 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-from advisor.knowledge_bases.roofline import RooflineKB
 
 from advisor import ingest
 from advisor.engine import KBInfo, run
 from advisor.ingest.normalize import finalize_ops
 from advisor.kb import AnalysisContext
+from advisor.knowledge_bases.roofline import RooflineKB
 from advisor.model import Meta, Profile
 from advisor.platform import resolve_platform
 from advisor.toolkit import bound
