@@ -91,9 +91,14 @@ def make_profile(rows: Rows = (), *, chip: str | None = None, start_us: float = 
     return Profile(ops=ops, meta=Meta(chip=chip, **meta), extras=dict(extras or {}), **others)
 
 
-def load_rules(*dirs: str | Path, override: str | Path | None = None) -> EffectiveRules:
+def load_rules(*dirs: str | Path, override: str | Path | Mapping[str, Any] | None = None) -> EffectiveRules:
     """The built-in rules plus the rules files in ``dirs`` (a plugin's ``rules/`` folder), each validated
-    against its schema, then the ``override`` file (as ``advisor analyze --rules`` reads it)."""
+    against its schema, then ``override``: a ``--rules`` file as ``advisor analyze --rules`` reads it, or what such
+    a file holds as a mapping (``{"rules": {"my-kb": {"max_op_us": 40}}, "chip": ...}``), validated the same way."""
+    if isinstance(override, Mapping):
+        eff = load_effective_rules([builtin_rules_dir(), *map(Path, dirs)])
+        apply_override(eff, override, "<test override>")
+        return eff
     return load_effective_rules([builtin_rules_dir(), *map(Path, dirs)], override_file=override)
 
 

@@ -7,7 +7,10 @@ plugin's tests use); what is specific to this repository's tests lives here.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import NamedTuple
 
 import pytest
@@ -15,6 +18,9 @@ from click.testing import CliRunner
 
 from advisor.rules import EffectiveRules
 from advisor.testing import load_rules
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+"""The shared, read-only material beside the repository (samples, bench scripts); tests skip what is missing."""
 
 os.environ.setdefault("ADVISOR_SELF_CHECK", "1")  # every report a test produces keeps advisor/consistency.py
 
@@ -47,3 +53,22 @@ def cli() -> CliFixture:
 def builtin_rules() -> EffectiveRules:
     """The built-in rules, validated against their schemas, with no user override (a fresh copy per test)."""
     return load_rules()
+
+
+@pytest.fixture(scope="module")
+def rules() -> EffectiveRules:
+    """The built-in rules, validated, with no override: one copy per test module, for tests that only read them
+    (a test that changes rules asks for ``builtin_rules`` or calls ``advisor.testing.load_rules(override=...)``)."""
+    return load_rules()
+
+
+@pytest.fixture(scope="session")
+def minimal(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The peer benchmark's minimal torch_npu profile (``*_ascend_pt``), made once per session by
+    ``../shared/bench/make_min_ascend_pt.py``; read it, copy it to change it."""
+    script = SHARED / "bench" / "make_min_ascend_pt.py"
+    if not script.is_file():
+        pytest.skip("../shared/bench/make_min_ascend_pt.py not available")
+    out = tmp_path_factory.mktemp("min")
+    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
+    return next(out.glob("*_ascend_pt"))

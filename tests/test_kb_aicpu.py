@@ -11,11 +11,11 @@ import pytest
 from advisor.graph.load import load_graph
 from advisor.intervals import covered_before as covered
 from advisor.knowledge_bases.aicpu import AicpuKB, exposed_aicpu
+from advisor.testing import load_rules
 from tests.scenarios.builder import OpRow, make_profile
 from tests.scenarios.cases_a import (
     ALL_CASES,
     aicpu_case,
-    effective_rules,
     expected_for,
     ops_by_rule,
     run_kb,
@@ -100,7 +100,7 @@ def test_saving_uses_the_same_op_on_ai_core_at_similar_size():
 
 def test_duration_threshold_from_rules(tmp_path):
     case = aicpu_case()
-    rules = effective_rules({"rules": {"aicpu": {"min_duration_us": 100}}}, tmp_path)
+    rules = load_rules(override={"rules": {"aicpu": {"min_duration_us": 100}}})
     findings, _ = run_kb(AicpuKB, case.net.profile(), case.net.graph(), rules)
     assert ops_by_rule(findings)["aicpu.ops"] == {"idx_cast", "index_put"}
 
@@ -213,7 +213,7 @@ def test_covered_length_is_exact():
 
 
 def test_rule_docs_are_complete():
-    rules = effective_rules().for_kb("aicpu")
+    rules = load_rules().for_kb("aicpu")
     assert {r.id for r in AicpuKB.rules} == {"aicpu.ops", "aicpu.serial"}
     for r in AicpuKB.rules:
         assert r.what and r.why and r.how_to_fix
@@ -337,8 +337,8 @@ def test_serial_is_a_symptom_folded_under_the_ai_cpu_ops():
 
 def test_confidence_and_thresholds_come_from_the_rules(tmp_path):
     case = aicpu_case()
-    rules = effective_rules({"rules": {"aicpu": {"confidence": {"confirmed": 0.66}, "parallelism": {
-        "recoverable_fraction": 0.25}}}}, tmp_path)
+    rules = load_rules(override={"rules": {"aicpu": {"confidence": {"confirmed": 0.66}, "parallelism": {
+        "recoverable_fraction": 0.25}}}})
     findings, _ = run_kb(AicpuKB, case.net.profile(), case.net.graph(), rules)
     assert next(f for f in findings if f.ops == ["index_put"]).confidence == pytest.approx(0.66)
     serial = next(f for f in findings if f.rule == "aicpu.serial")

@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from advisor import ingest
-from advisor.graph.load import load_graph as load_graph_file
 from advisor.graph.model import ModelGraph
 from advisor.knowledge_bases.aipp_fusion import AippFusionKB
+from advisor.testing import load_rules
 from tests.scenarios import cases_b as cases
 from tests.scenarios.builder import GraphBuilder, desc
 
@@ -26,19 +26,11 @@ AFTER_UB_MATCH_AIPP = ("Ascend__msprof/hisi/air/test/engines/nneng/st/testcase/g
                        "ge_proto_00026_afterUBMatch.txt")
 
 
-@pytest.fixture(scope="module")
-def rules():
-    return cases.load_rules()
-
 
 def run(profile, graph, rules, chip=cases.CHIP):
     findings, statuses = cases.run_kbs([AippFusionKB], profile, graph, rules, chip)
     assert statuses[0].status == "ok", statuses[0].reason
     return findings, statuses[0]
-
-
-def load_graph(rel: str) -> ModelGraph:
-    return load_graph_file(cases.sample(rel))
 
 
 # --- labeled scenarios ------------------------------------------------------------------------------------
@@ -110,7 +102,7 @@ def test_divide_by_255_then_mean_std_composes_into_one_affine_map(rules):
 
 
 def test_yuv_camera_gets_colour_space_conversion(rules, tmp_path):
-    yuv = cases.load_rules({"rules": {KB: {"source_image_format": "YUV420SP_U8"}}}, tmp_path)
+    yuv = load_rules(override={"rules": {KB: {"source_image_format": "YUV420SP_U8"}}})
     sc = cases.preprocess_graph()
     [f] = run(sc.profile, sc.graph, yuv)[0]
     p = f.fix.data["aipp_op"]
@@ -143,7 +135,7 @@ def insert_op_pb2(tmp_path_factory):
 def test_generated_text_parses_as_insert_op_proto(source, rules, insert_op_pb2, tmp_path):
     from google.protobuf import text_format
 
-    r = cases.load_rules({"rules": {KB: {"source_image_format": source}}}, tmp_path)
+    r = load_rules(override={"rules": {KB: {"source_image_format": source}}})
     sc = cases.preprocess_graph()
     [f] = run(sc.profile, sc.graph, r)[0]
     msg = text_format.Parse(f.fix.data["text"], insert_op_pb2.InsertNewOps())
@@ -202,7 +194,7 @@ def test_aipp_attributes_mean_the_input_is_already_handled(rules):
 ], ids=["resnet101-onnx", "resnet50-tf-nhwc", "resnet50-caffe"])
 def test_real_om_models_convert_their_input_on_the_device(rel, ops, hw, rules):
     """These OMs take a float image and run Cast/TransData before the first (fused) conv."""
-    graph = load_graph(rel)
+    graph = cases.sample_graph(rel)
     [f] = run(cases.empty_profile(), graph, rules, graph.soc_version or cases.CHIP)[0]
     assert set(f.ops) == ops
     p = f.fix.data["aipp_op"]
@@ -217,9 +209,9 @@ def test_real_om_models_convert_their_input_on_the_device(rel, ops, hw, rules):
 
 
 def test_real_models_without_a_conv_or_with_aipp_are_quiet(rules):
-    nms = load_graph(NMS_SUBMODEL)  # Data -> Cast -> Transpose -> NMS: no convolution to feed
+    nms = cases.sample_graph(NMS_SUBMODEL)  # Data -> Cast -> Transpose -> NMS: no convolution to feed
     assert run(cases.empty_profile(), nms, rules, "Ascend310")[0] == []
-    with_aipp = load_graph(AFTER_UB_MATCH_AIPP)  # has data_0_huawei_aipp (type Aipp)
+    with_aipp = cases.sample_graph(AFTER_UB_MATCH_AIPP)  # has data_0_huawei_aipp (type Aipp)
     findings, status = run(cases.empty_profile(), with_aipp, rules, "Ascend310")
     assert findings == [] and any("already uses AIPP" in n for n in status.notes)
 
@@ -236,7 +228,7 @@ def test_online_framework_profile_is_skipped(rules):
 
 def test_minimum_saving_threshold(rules, tmp_path):
     sc = cases.preprocess_graph()
-    high = cases.load_rules({"rules": {KB: {"min_saving_us": 1e9}}}, tmp_path)
+    high = load_rules(override={"rules": {KB: {"min_saving_us": 1e9}}})
     assert run(sc.profile, sc.graph, high)[0] == []
 
 

@@ -1,5 +1,6 @@
 """cluster KB: step tables, slow rank per stage, stage imbalance, communication bottleneck, pipeline bubble, slow
-links and the report's cluster section -- from rank data reduced the way workers reduce it (RankSummary.of)."""
+links and the report's cluster section -- from rank data reduced the way workers reduce it
+(advisor.testing.rank_data)."""
 
 from __future__ import annotations
 
@@ -11,23 +12,18 @@ import pandas as pd
 import pytest
 
 from advisor import engine
-from advisor.analysis import RankSummary
 from advisor.findings import Finding
 from advisor.ingest import load
 from advisor.ingest.normalize import finalize_ops
 from advisor.kb import AnalysisContext, RankData
 from advisor.knowledge_bases.cluster import ClusterKB, expected_bandwidth
 from advisor.model import COMM_COLUMNS, STEPS_COLUMNS, Meta, Profile
-from advisor.rules import builtin_rules_dir, load_effective_rules
+from advisor.testing import rank_data
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 MSINSIGHT = SHARED / "samples" / "Ascend__msinsight"
 needs_samples = pytest.mark.skipif(not MSINSIGHT.is_dir(), reason="../shared/samples not available")
 
-
-@pytest.fixture(scope="module")
-def rules():
-    return load_effective_rules([builtin_rules_dir()])
 
 
 def empty_ops() -> pd.DataFrame:
@@ -79,7 +75,7 @@ def rank(r: int, compute: float, comm_us: float, free: float, *, ops: list | Non
             "g_pp": {"group_name": "pp", "group_rank": pp, "global_ranks": [r]}}}
     p = Profile(ops=empty_ops(), meta=meta, steps=steps(compute, comm_us, free, n, bubble),
                 comm=comm(ops or [("hcom_allReduce__1_0_1", "g", 1.0, 0.0)], n), extras=extras)
-    return RankSummary.of(p).rank_data()
+    return rank_data(p)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -253,7 +249,7 @@ def test_even_links_and_no_matrix(rules):
 # real multi-rank profiles
 # ---------------------------------------------------------------------------------------------------------
 def real(path: Path) -> RankData:
-    return RankSummary.of(load(path)[0]).rank_data()
+    return rank_data(load(path)[0])
 
 
 @needs_samples

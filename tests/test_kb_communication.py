@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,16 +24,11 @@ from advisor.knowledge_bases.communication import CommunicationKB
 from advisor.knowledge_bases.overall import OverallKB
 from advisor.model import COMM_COLUMNS, EVENTS_COLUMNS, Meta, Profile
 from advisor.platform import resolve_platform
-from advisor.rules import builtin_rules_dir, load_effective_rules
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 MSINSIGHT = SHARED / "samples" / "Ascend__msinsight"
 needs_samples = pytest.mark.skipif(not MSINSIGHT.is_dir(), reason="../shared/samples not available")
 
-
-@pytest.fixture(scope="module")
-def rules():
-    return load_effective_rules([builtin_rules_dir()])
 
 
 def run(profile: Profile, rules, kbs=(CommunicationKB,)) -> tuple[list[Finding], list[str]]:
@@ -200,15 +193,6 @@ def test_aligned_transfers_are_quiet(rules):
 # ---------------------------------------------------------------------------------------------------------
 # real profiles
 # ---------------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def minimal(tmp_path_factory):
-    script = SHARED / "bench" / "make_min_ascend_pt.py"
-    if not script.is_file():
-        pytest.skip("../shared/bench/make_min_ascend_pt.py not available")
-    out = tmp_path_factory.mktemp("min")
-    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
-    return next(out.glob("*_ascend_pt"))
-
 
 def _check_minimal(findings: list[Finding]) -> None:
     f = by_rule(findings)

@@ -4,8 +4,6 @@ for the run's execution context (torch_npu variables only for PyTorch runs)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -29,10 +27,6 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 MSINSIGHT = SHARED / "samples" / "Ascend__msinsight"
 needs_samples = pytest.mark.skipif(not MSINSIGHT.is_dir(), reason="../shared/samples not available")
 
-
-@pytest.fixture(scope="module")
-def rules():
-    return load_effective_rules([builtin_rules_dir()])
 
 
 def run(profile: Profile, rules, kbs=(EnvironmentKB,)) -> list[Finding]:
@@ -235,15 +229,6 @@ def test_roles_are_causes_on_the_free_time_pseudo_op(rules):
 # ---------------------------------------------------------------------------------------------------------
 # real profiles
 # ---------------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def minimal(tmp_path_factory):
-    script = SHARED / "bench" / "make_min_ascend_pt.py"
-    if not script.is_file():
-        pytest.skip("../shared/bench/make_min_ascend_pt.py not available")
-    out = tmp_path_factory.mktemp("min")
-    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
-    return next(out.glob("*_ascend_pt"))
-
 
 def test_minimal_fixture(minimal, rules):
     env = json.loads((minimal / "profiler_metadata.json").read_text())["ENV_VARIABLES"]

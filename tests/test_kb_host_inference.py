@@ -18,7 +18,8 @@ from advisor.analysis import run_analysis
 from advisor.cli import main
 from advisor.ingest import load
 from advisor.knowledge_bases.host_inference import HostInferenceKB
-from tests.scenarios.cases_a import effective_rules, run_kb
+from advisor.testing import load_rules
+from tests.scenarios.cases_a import run_kb
 
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"
 EXAMPLE = Path(__file__).resolve().parents[1] / "advisor" / "examples" / "ssd_mish_310p"
@@ -231,7 +232,7 @@ def test_savings_together_within_the_free_time(sleep_loop: Path) -> None:
     findings, _ = run_kb(HostInferenceKB, profile, None)
     inflated = [replace(f, estimated_saving_us=f.estimated_saving_us * 10,
                         saving_by_op={k: v * 10 for k, v in f.saving_by_op.items()}) for f in findings]
-    ctx = AnalysisContext("host-inference", profile, None, effective_rules().for_kb("host-inference"), {})
+    ctx = AnalysisContext("host-inference", profile, None, load_rules().for_kb("host-inference"), {})
     capped = _within_free_time(ctx, inflated)
     assert sum(f.estimated_saving_us for f in capped) == pytest.approx(profile.time.free_us)
     assert all("scaled by" in f.basis and sum(f.saving_by_op.values()) == pytest.approx(f.estimated_saving_us)
@@ -247,7 +248,7 @@ def test_unknown_context_states_the_assumption(sleep_loop: Path) -> None:
 
 
 def test_confidences_come_from_the_rules(sleep_loop: Path) -> None:
-    conf = effective_rules().for_kb("host-inference")["confidence"]
+    conf = load_rules().for_kb("host-inference")["confidence"]
     findings, _ = run_kb(HostInferenceKB, load(sleep_loop)[0], None)
     by = {(f.rule, f.evidence.get("kind")): f.confidence for f in findings}
     assert by[("host-inference.tx-range", "idle")] == conf["tx"]["idle"]

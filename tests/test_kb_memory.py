@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +17,6 @@ from advisor.kb import AnalysisContext
 from advisor.knowledge_bases.memory import MemoryKB
 from advisor.model import API_COLUMNS, EVENTS_COLUMNS, STEPS_COLUMNS, Meta, Profile
 from advisor.platform import resolve_platform
-from advisor.rules import builtin_rules_dir, load_effective_rules
 from advisor.toolkit.time import FREE_TIME_KEY
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -27,10 +24,6 @@ SAMPLES = SHARED / "samples"
 needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="../shared/samples not available")
 CJK = re.compile(r"[\u3000-\u9fff]")
 
-
-@pytest.fixture(scope="module")
-def rules():
-    return load_effective_rules([builtin_rules_dir()])
 
 
 def run(profile: Profile, rules) -> list[Finding]:
@@ -148,15 +141,6 @@ def test_rule_is_a_cause_with_confidence_from_the_rules(rules):
     (f,) = run(make(MALLOCS, free_us=50_000.0), rules)
     assert f.confidence == pytest.approx(rules.for_kb("memory")["confidence"])
 
-
-@pytest.fixture(scope="module")
-def minimal(tmp_path_factory):
-    script = SHARED / "bench" / "make_min_ascend_pt.py"
-    if not script.is_file():
-        pytest.skip("../shared/bench/make_min_ascend_pt.py not available")
-    out = tmp_path_factory.mktemp("min")
-    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
-    return next(out.glob("*_ascend_pt"))
 
 
 def test_minimal_fixture_in_english(minimal, rules):

@@ -10,12 +10,12 @@ import pytest
 from advisor.fix import rewrites
 from advisor.graph.load import load_graph
 from advisor.knowledge_bases.mish_leakyrelu import MishLeakyReluKB
+from advisor.testing import load_rules
 from tests.scenarios.builder import OpRow, make_profile
 from tests.scenarios.cases_a import (
     ALL_CASES,
     Net,
     activations_case,
-    effective_rules,
     expected_for,
     nchw,
     ops_by_rule,
@@ -94,7 +94,7 @@ def test_mish_fix_on_a_soc_without_native_mish(tmp_path):
     assert "fine-tune or retrain" in f.recommendation and "Ascend310P3" in f.recommendation
     assert f.evidence["native_kernel_on_soc"] is False and "predates" in f.evidence["native_kernel_reason"]
     assert "Upgrading" in f.recommendation
-    rules = effective_rules({"rules": {"mish-leakyrelu": {"leaky_relu_negative_slope": 0.2}}}, tmp_path)
+    rules = load_rules(override={"rules": {"mish-leakyrelu": {"leaky_relu_negative_slope": 0.2}}})
     f2 = _by_rule(run_kb(MishLeakyReluKB, _profile_on(case, "5.1.RC2"), case.net.graph(), rules)[0])[
         "mish-leakyrelu.mish"]
     assert f2.fix.data["params"] == {"alpha": 0.2} and "alpha=0.2" in f2.fix.command
@@ -183,7 +183,7 @@ def test_patterns_are_data_a_rules_file_adds_one(tmp_path):
         "rule": "softsign", "function": "Softsign", "native_op": "Softsign", "native_socs": ["*"],
         "estimate_from": ["Softsign"], "native_cost_factor": 1.0,
         "forms": [{"name": "abs-add-div", "steps": ["Abs", "Add|Adds", "Div|RealDiv"], "links": [[2, "x"]]}]}}}}}
-    rules = effective_rules(overrides, tmp_path)
+    rules = load_rules(override=overrides)
     n = Net("softsign")
     t = nchw(8, 4, 4)
     n.op("x", "Data", outs=[t])
@@ -206,11 +206,11 @@ def test_invalid_pattern_in_a_rules_file_is_rejected(tmp_path):
                                                            "native_cost_factor": 1.0,
                                                            "forms": [{"name": "f", "steps": ["Abs; Add"]}]}}}}}
     with pytest.raises(RulesError):
-        effective_rules(bad, tmp_path)
+        load_rules(override=bad)
 
 
 def test_rule_docs_are_complete():
-    rules = effective_rules().for_kb("mish-leakyrelu")
+    rules = load_rules().for_kb("mish-leakyrelu")
     assert {r.id for r in MishLeakyReluKB.rules} == {f"mish-leakyrelu.{p['rule']}" for p in rules["patterns"].values()}
     for r in MishLeakyReluKB.rules:
         assert r.what and r.why and r.how_to_fix
@@ -311,7 +311,7 @@ def test_swish_without_any_native_kernel_for_the_run_is_not_a_finding():
 
 def test_rules_are_causes_and_confidences_come_from_the_rules(tmp_path):
     assert {r.role for r in MishLeakyReluKB.rules} == {"cause"}
-    rules = effective_rules({"rules": {"mish-leakyrelu": {"confidence": {"replacement": 0.42}}}}, tmp_path)
+    rules = load_rules(override={"rules": {"mish-leakyrelu": {"confidence": {"replacement": 0.42}}}})
     case = activations_case()
     f = _by_rule(run_kb(MishLeakyReluKB, _profile_on(case, "5.1.RC2"), case.net.graph(), rules)[0])
     assert f["mish-leakyrelu.mish"].confidence == pytest.approx(0.42)

@@ -383,16 +383,9 @@ def test_three_hundred_thousand_rows_in_seconds() -> None:
     assert elapsed < 60, f"operator KB took {elapsed:.1f} s on {n} rows"
 
 
-def test_findings_contract_on_the_peer_fixture(tmp_path: Path) -> None:
+def test_findings_contract_on_the_peer_fixture(minimal: Path) -> None:
     """Every finding names its ops and carries a per-op saving with its basis and a fix."""
-    import subprocess
-    import sys
-
-    make = SAMPLES.parent / "bench" / "make_min_ascend_pt.py"
-    if not make.is_file():
-        pytest.skip("../shared/bench/make_min_ascend_pt.py is not available")
-    subprocess.run([sys.executable, str(make), str(tmp_path)], check=True, capture_output=True)
-    findings, _ = run(ingest.load(next(tmp_path.glob("*_ascend_pt")))[0])
+    findings, _ = run(ingest.load(minimal)[0])
     assert {f.rule for f in findings} >= {"operator.block-dim", "operator.ai-core-freq"}
     for f in findings:
         assert f.ops and f.basis and f.fix is not None and f.recommendation, f.rule

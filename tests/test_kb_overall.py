@@ -8,8 +8,6 @@ Real samples: the msinsight Level0 ResNet run where 81.5 ms of a 116 ms step is 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,7 +23,6 @@ from advisor.kb import AnalysisContext
 from advisor.knowledge_bases.overall import OverallKB
 from advisor.model import COMM_COLUMNS, STEPS_COLUMNS, Meta, Profile
 from advisor.platform import resolve_platform
-from advisor.rules import builtin_rules_dir, load_effective_rules
 from advisor.toolkit.time import FREE_TIME_KEY, OTHER_COMM_KEY
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -33,10 +30,6 @@ SAMPLES = SHARED / "samples"
 MSINSIGHT = SAMPLES / "Ascend__msinsight"
 needs_samples = pytest.mark.skipif(not MSINSIGHT.is_dir(), reason="../shared/samples not available")
 
-
-@pytest.fixture(scope="module")
-def rules():
-    return load_effective_rules([builtin_rules_dir()])
 
 
 def run(profile: Profile, rules) -> list[Finding]:
@@ -319,15 +312,6 @@ def test_server_ranks(rules):
         findings = run(load(MSINSIGHT / f"server/src/test/test_data/test_rank_{r}")[0], rules)
         assert top(findings).rule == "overall.uncovered-communication"
 
-
-@pytest.fixture(scope="module")
-def minimal(tmp_path_factory):
-    script = SHARED / "bench" / "make_min_ascend_pt.py"
-    if not script.is_file():
-        pytest.skip("../shared/bench/make_min_ascend_pt.py not available")
-    out = tmp_path_factory.mktemp("min")
-    subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
-    return next(out.glob("*_ascend_pt"))
 
 
 def test_minimal_fixture_free_time_from_overlap_timeline(minimal, rules):

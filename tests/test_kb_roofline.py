@@ -9,6 +9,7 @@ from advisor.analysis import AnalysisOptions, run_analysis
 from advisor.knowledge_bases.roofline import RooflineKB, heavy_ops
 from advisor.model import Profile
 from advisor.platform import resolve_platform
+from advisor.testing import load_rules
 from advisor.toolkit import bound
 from tests.scenarios import cases_b as cases
 
@@ -17,10 +18,6 @@ LLM_LEVEL2 = "Ascend__msinsight/test/st/level2/rank_0_ascend_pt/ASCEND_PROFILER_
 CNN_LEVEL2 = "Ascend__msinsight/test/data/pytorch/text/level2"
 COMPUTE_ADVICE = "Ascend__msprof-analyze/test/ut/advisor/advisor_backend/compute_advice/kernel_details.csv"
 
-
-@pytest.fixture(scope="module")
-def rules():
-    return cases.load_rules()
 
 
 def run(profile: Profile, rules, chip: str = cases.CHIP):
@@ -77,7 +74,7 @@ def test_findings_name_the_ops_with_the_recoverable_time(rules):
 
 def test_bandwidth_is_a_user_setting(rules, tmp_path):
     base = by_rule(run(mixed(), rules)[0], "roofline.memory-bound")
-    faster = cases.load_rules({"platform": {"hbm_gbps": 408.0}}, tmp_path)
+    faster = load_rules(override={"platform": {"hbm_gbps": 408.0}})
     moved = by_rule(run(mixed(), faster)[0], "roofline.memory-bound")
     assert moved.evidence["hbm_gbps"] == 408.0 and "20%" in moved.title
     assert moved.estimated_saving_us > base.estimated_saving_us

@@ -450,16 +450,9 @@ def test_large_profile_in_seconds() -> None:
     assert elapsed < 60, f"schedule KB took {elapsed:.1f} s on {n_ops} ops and {len(frame)} events"
 
 
-def test_findings_contract_on_the_peer_fixture(tmp_path: Path) -> None:
+def test_findings_contract_on_the_peer_fixture(minimal: Path) -> None:
     """Every finding names its ops or events and carries a saving with its basis and a fix."""
-    import subprocess
-    import sys
-
-    make = SAMPLES.parent / "bench" / "make_min_ascend_pt.py"
-    if not make.is_file():
-        pytest.skip("../shared/bench/make_min_ascend_pt.py is not available")
-    subprocess.run([sys.executable, str(make), str(tmp_path)], check=True, capture_output=True)
-    findings, _ = run(ingest.load(next(tmp_path.glob("*_ascend_pt")))[0])
+    findings, _ = run(ingest.load(minimal)[0])
     assert {f.rule for f in findings} == {r.id for r in ScheduleKB.rules} - {"schedule.conjectured-gc"}
     for f in findings:
         assert f.ops or f.evidence.get("events"), f.rule

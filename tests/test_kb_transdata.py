@@ -9,11 +9,11 @@ import pytest
 
 from advisor.graph.load import load_graph
 from advisor.knowledge_bases.transdata import TransDataKB
+from advisor.testing import load_rules
 from tests.scenarios.builder import OpRow, make_profile
 from tests.scenarios.cases_a import (
     ALL_CASES,
     Net,
-    effective_rules,
     expected_for,
     fz,
     hd,
@@ -174,7 +174,7 @@ def test_count_threshold_comes_from_the_rules_file(tmp_path):
     case = transdata_case()
     # everything above the threshold: the overview fires
     assert "transdata.count" in _by_rule(run_kb(TransDataKB, case.net.profile(), case.net.graph())[0])
-    rules = effective_rules({"rules": {"transdata": {"max_count": 50, "max_share": 1.0}}}, tmp_path)
+    rules = load_rules(override={"rules": {"transdata": {"max_count": 50, "max_share": 1.0}}})
     f = _by_rule(run_kb(TransDataKB, case.net.profile(), case.net.graph(), rules)[0])
     assert "transdata.count" not in f
     assert "transdata.roundtrip" in f  # the other rules do not depend on the count
@@ -182,8 +182,7 @@ def test_count_threshold_comes_from_the_rules_file(tmp_path):
 
 def test_saving_fraction_override(tmp_path):
     case = transdata_case()
-    rules = effective_rules({"rules": {"transdata": {"saving_fraction": {"Ops_Not_Support_Heavy_Format": 0.5}}}},
-                            tmp_path)
+    rules = load_rules(override={"rules": {"transdata": {"saving_fraction": {"Ops_Not_Support_Heavy_Format": 0.5}}}})
     f = _by_rule(run_kb(TransDataKB, case.net.profile(), case.net.graph(), rules)[0])
     assert f["transdata.unsupported-format"].estimated_saving_us == pytest.approx(20.5)
 
@@ -218,7 +217,7 @@ def test_rule_docs_are_complete():
     ids = {r.id for r in TransDataKB.rules}
     assert ids == {"transdata.count", "transdata.unsupported-format", "transdata.reshape-interrupts",
                    "transdata.5hd-nz", "transdata.roundtrip"}
-    rules = effective_rules().for_kb("transdata")
+    rules = load_rules().for_kb("transdata")
     for r in TransDataKB.rules:
         assert r.what and r.why and r.how_to_fix
         assert all(k in rules for k in r.thresholds), r.id

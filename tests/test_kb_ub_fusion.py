@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from advisor import ingest
-from advisor.graph.load import load_graph as load_graph_file
 from advisor.graph.model import ModelGraph
 from advisor.ingest.normalize import finalize_ops
 from advisor.knowledge_bases.ub_fusion import UbFusionKB
 from advisor.model import Meta, Profile
+from advisor.testing import load_rules
 from advisor.toolkit.graph_patterns import compile_patterns
 from tests.scenarios import cases_b as cases
 from tests.scenarios.builder import GraphBuilder, desc
@@ -33,19 +33,11 @@ AFTER_UB_MATCH = [GE_DIR + "ge_proto_00026_afterUBMatch.txt", GE_DIR + "ge_proto
 BEFORE_UB_QUANT = GE_DIR + "graph_fusion/pass_fusion_manager/ge_proto_00015_OptimizeQuantGraph_FeGraphFusionAfter.txt"
 
 
-@pytest.fixture(scope="module")
-def rules():
-    return cases.load_rules()
-
 
 def run(profile, graph, rules, chip=cases.CHIP):
     findings, statuses = cases.run_kbs([UbFusionKB], profile, graph, rules, chip)
     assert statuses[0].status == "ok", statuses[0].reason
     return findings, statuses[0]
-
-
-def load_graph(rel: str) -> ModelGraph:
-    return load_graph_file(cases.sample(rel))
 
 
 # --- labeled scenarios ------------------------------------------------------------------------------------
@@ -173,11 +165,11 @@ def test_consecutive_elementwise_run_is_split_into_disjoint_chains(rules):
 
 
 def test_pre_fusion_ge_dump_is_skipped_and_shows_the_chains_when_forced(rules, tmp_path):
-    graph = load_graph(BEFORE_UB_QUANT)
+    graph = cases.sample_graph(BEFORE_UB_QUANT)
     findings, status = run(cases.empty_profile(), graph, rules, "Ascend310")
     assert not [f for f in findings if f.rule == "ub-fusion.unfused-chain"]
     assert any("before UB fusion" in n for n in status.notes)
-    forced = cases.load_rules({"rules": {KB: {"skip_graphs": {"stage_regex": ""}}}}, tmp_path)
+    forced = load_rules(override={"rules": {KB: {"skip_graphs": {"stage_regex": ""}}}})
     findings, _ = run(cases.empty_profile(), graph, forced, "Ascend310")
     patterns = {f.evidence["pattern"]: f for f in findings}
     # INT8 ResNet-50 before UB fusion: every conv still has its AscendDequant/AscendQuant epilogue
@@ -193,7 +185,7 @@ def test_pre_fusion_ge_dump_is_skipped_and_shows_the_chains_when_forced(rules, t
 @pytest.mark.parametrize("rel", OM_JSON, ids=lambda p: p.rsplit("/", 1)[-1])
 def test_real_om_models_are_already_fused(rel, rules):
     """The OM JSON samples were built with fusion on: e.g. ResNet-101 runs Conv+BN+Relu as one Conv2D."""
-    graph = load_graph(rel)
+    graph = cases.sample_graph(rel)
     findings, _ = run(cases.empty_profile(), graph, rules, graph.soc_version or cases.CHIP)
     assert [f for f in findings if f.rule == "ub-fusion.unfused-chain"] == []
     if "resnet-101" in rel:
@@ -204,7 +196,7 @@ def test_real_om_models_are_already_fused(rel, rules):
 @pytest.mark.parametrize("rel", AFTER_UB_MATCH, ids=lambda p: p.rsplit("/", 1)[-1])
 def test_ge_after_ub_match_dumps_are_quiet(rel, rules):
     """afterUBMatch: Conv2D/LeakyRelu/Eltwise share fusion_scope ids -- matched, not missed."""
-    graph = load_graph(rel)
+    graph = cases.sample_graph(rel)
     findings, _ = run(cases.empty_profile(), graph, rules, "Ascend310")
     assert [f for f in findings if f.rule == "ub-fusion.unfused-chain"] == []
     scopes = [d["attrs"].get("fusion_scope") for _, d in graph.g.nodes(data=True) if d["type"] == "LeakyRelu"]

@@ -17,7 +17,16 @@ import advisor
 from advisor.errors import RulesError
 from advisor.findings import FIX_KINDS, Finding, Fix
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
-from advisor.testing import finding, findings_of, installed, make_profile, no_finding, rank_data, run_kb
+from advisor.testing import (
+    finding,
+    findings_of,
+    installed,
+    load_rules,
+    make_profile,
+    no_finding,
+    rank_data,
+    run_kb,
+)
 
 LONG = RuleDoc(id="demo-long.long-op", title="Ops longer than {max_op_us} us", what="w", why="y", how_to_fix="h",
                thresholds=("max_op_us",))
@@ -102,6 +111,20 @@ def test_run_kb_uses_the_rules_file_and_an_override_changes_the_prose(rules_dir)
     assert f.ops == ["slow", "fast"] and f.title == "Ops longer than 50 us"
     with pytest.raises(RulesError):  # overrides are validated against the schema, as a user's are
         run_kb(LongOps, profile, rules=rules_dir, override={"max_op_us": -1})
+
+
+def test_load_rules_takes_an_override_file_or_its_content(rules_dir, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    layer = {"rules": {"demo-long": {"max_op_us": 40}}, "chip": "Ascend910B2"}
+    as_data = load_rules(rules_dir, override=layer)
+    (tmp_path / "over.yaml").write_text(json.dumps(layer), encoding="utf-8")  # JSON is YAML
+    as_file = load_rules(rules_dir, override=tmp_path / "over.yaml")
+    for eff in (as_data, as_file):
+        assert eff.for_kb("demo-long")["max_op_us"] == 40 and eff.platform_overrides["soc"] == "Ascend910B2"
+        assert eff.for_kb("overall") == load_rules().for_kb("overall")
+    with pytest.raises(RulesError, match="max_op_us"):  # validated against the KB's schema, as a user's file is
+        load_rules(rules_dir, override={"rules": {"demo-long": {"max_op_us": -1}}})
+    with pytest.raises(RulesError, match="unknown rules file"):
+        load_rules(override={"rules": {"demo-long": {"max_op_us": 40}}})
 
 
 def test_run_kb_reports_the_status_it_did_not_expect(rules_dir) -> None:  # type: ignore[no-untyped-def]

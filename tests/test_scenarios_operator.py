@@ -14,10 +14,6 @@ from tests.scenarios import cases_b, cases_operator
 ROLES = {r.id: r.role for kb in (RooflineKB, OperatorKB) for r in kb.rules}
 
 
-@pytest.fixture(scope="module")
-def rules():
-    return cases_b.load_rules()
-
 
 @pytest.mark.parametrize("make", cases_operator.SCENARIOS, ids=lambda f: f.__name__)
 def test_each_injected_problem_is_named_on_its_ops(make, rules):

@@ -10,13 +10,14 @@ import pytest
 from advisor import engine, hierarchy
 from advisor.platform import resolve_platform
 from advisor.score import Limits
-from tests.scenarios.cases_a import ALL_CASES, aicpu_case, effective_rules, transdata_case
+from advisor.testing import load_rules
+from tests.scenarios.cases_a import ALL_CASES, aicpu_case, transdata_case
 
 OWN = ("transdata", "aicpu", "mish-leakyrelu")
 
 
 def _root_causes(case, with_graph: bool, repeat: int = 2):
-    rules = effective_rules()
+    rules = load_rules()
     profile = case.net.profile(repeat=repeat)
     infos = [i for i in engine.discover() if getattr(i.cls, "scope", "rank") == "rank"]
     findings, _ = engine.run(infos, profile, case.net.graph() if with_graph else None, rules,

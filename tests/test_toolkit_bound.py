@@ -16,6 +16,7 @@ from advisor.kb import AnalysisContext
 from advisor.knowledge_bases.roofline import RooflineKB
 from advisor.model import Meta, Profile
 from advisor.platform import resolve_platform
+from advisor.testing import load_rules
 from advisor.toolkit import bound
 from tests.scenarios import cases_b as cases
 from tests.scenarios.builder import OpRow, make_profile
@@ -26,10 +27,6 @@ CNN_RANK = "Ascend__msinsight/test/data/pytorch/text/level2/rank0_ascend_pt"
 COMPUTE_ADVICE = "Ascend__msprof-analyze/test/ut/advisor/advisor_backend/compute_advice/kernel_details.csv"
 SANITIZED = "neo-pan__ascend-msprof-skill/tests/fixtures/real_cann_minimal/reports/PROF_001"
 
-
-@pytest.fixture(scope="module")
-def rules():
-    return cases.load_rules()
 
 
 def classify(profile: Profile, rules, chip: str = CHIP) -> pd.DataFrame:
@@ -249,8 +246,8 @@ def test_computed_once_per_rank_and_platform(rules, monkeypatch):
 def test_user_overrides_of_the_bound_rules_reach_every_knowledge_base(tmp_path):
     """--rules my.yaml with rules: {bound: ...} changes the classification the knowledge bases read."""
     sc = cases.roofline_mixed()
-    base = cases.load_rules()
-    lenient = cases.load_rules({"rules": {"bound": {"near_roof": 0.45}}}, tmp_path)  # of the practical roof
+    base = load_rules()
+    lenient = load_rules(override={"rules": {"bound": {"near_roof": 0.45}}})  # of the practical roof
     flagged = {f.ops[0] for f in run([KBInfo(RooflineKB, "t", "", "")], sc.profile, None, base,
                                      resolve_platform(base, CHIP))[0]}
     lenient_flags = {op for f in run([KBInfo(RooflineKB, "t", "", "")], sc.profile, None, lenient,
@@ -263,10 +260,9 @@ def test_rule_values_are_validated(tmp_path):
     from advisor.errors import RulesError
 
     with pytest.raises(RulesError, match="near_roof"):
-        cases.load_rules({"rules": {"bound": {"near_roof": 1.5}}}, tmp_path)
+        load_rules(override={"rules": {"bound": {"near_roof": 1.5}}})
     with pytest.raises(RulesError, match="cube_peak"):
-        cases.load_rules({"rules": {"bound": {"cube_peak": {"FLOAT16": {"peak": "hbm_gbps", "scale": 1}}}}},
-                         tmp_path)
+        load_rules(override={"rules": {"bound": {"cube_peak": {"FLOAT16": {"peak": "hbm_gbps", "scale": 1}}}}})
 
 
 def test_many_rows_are_fast(rules):

@@ -8,10 +8,13 @@ rule must flag. The same expectations hold with and without the graph unless a c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from advisor.graph.model import ModelGraph
 from advisor.model import Profile
+from advisor.rules import EffectiveRules
+from advisor.testing import load_rules
 from tests.scenarios.builder import GraphBuilder, OpRow, desc, make_profile
 
 HOST_TYPES = {"Data", "Const", "NetOutput"}
@@ -311,22 +314,10 @@ ALL_CASES = (transdata_case, aicpu_case, activations_case, clean_case)
 # ---------------------------------------------------------------------------------------------------------
 # running a knowledge base the way the engine does
 # ---------------------------------------------------------------------------------------------------------
-_RULES_CACHE: dict[str, Any] = {}
-
-
-def effective_rules(overrides: dict[str, Any] | None = None, tmp_dir: Any = None) -> Any:
-    """Built-in rules, optionally with ``{"rules": {...}}`` overrides written to ``tmp_dir`` as a --rules file."""
-    import yaml
-
-    from advisor.rules import builtin_rules_dir, load_effective_rules
-
-    if not overrides:
-        if "builtin" not in _RULES_CACHE:
-            _RULES_CACHE["builtin"] = load_effective_rules([builtin_rules_dir()])
-        return _RULES_CACHE["builtin"]
-    path = tmp_dir / "override.yaml"
-    path.write_text(yaml.safe_dump(overrides), encoding="utf-8")
-    return load_effective_rules([builtin_rules_dir()], override_file=path)
+@cache
+def _builtin_rules() -> EffectiveRules:
+    """The built-in rules, loaded once for the scenario runs (which only read them)."""
+    return load_rules()
 
 
 def run_kb(kb_cls: type, profile: Profile | None, graph: ModelGraph | None, rules: Any = None,
@@ -340,7 +331,7 @@ def run_kb(kb_cls: type, profile: Profile | None, graph: ModelGraph | None, rule
     from advisor.model import OPS_COLUMNS, Meta
     from advisor.platform import resolve_platform
 
-    rules = rules or effective_rules()
+    rules = rules or _builtin_rules()
     if profile is None:
         profile = Profile(ops=finalize_ops(pd.DataFrame(columns=OPS_COLUMNS)), meta=Meta(source="<graph only>"))
     findings, statuses = run([KBInfo(kb_cls, "test", "", "")], profile, graph, rules, resolve_platform(rules, chip))

@@ -376,18 +376,12 @@ def sample(rel: str) -> Path:
     return p
 
 
-def load_rules(overrides: dict[str, Any] | None = None, tmp_dir: Path | None = None) -> EffectiveRules:
-    """The built-in rules, with ``overrides`` (an override-file mapping) applied like ``--rules``."""
-    from advisor.rules import builtin_rules_dir, load_effective_rules
+def sample_graph(rel: str) -> ModelGraph:
+    """The model graph of a file under ../shared/samples, read as ``advisor analyze --graph`` reads it (the calling
+    test is skipped when the file is not there)."""
+    from advisor.graph.load import load_graph
 
-    override_file = None
-    if overrides:
-        import yaml
-
-        assert tmp_dir is not None, "overrides need a directory to write the override file to"
-        override_file = tmp_dir / "override.yaml"
-        override_file.write_text(yaml.safe_dump(overrides))
-    return load_effective_rules([builtin_rules_dir()], override_file=override_file)
+    return load_graph(sample(rel))
 
 
 def run_kbs(kbs: list[type[KnowledgeBase]], profile: Profile, graph: ModelGraph | None, rules: EffectiveRules,
