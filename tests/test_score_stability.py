@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from advisor import engine, score
-from advisor.analysis import RankSummary, root_causes, run_analysis
+from advisor.analysis import root_causes, run_analysis
 from advisor.findings import Finding
 from advisor.platform import resolve_platform
+from advisor.rank_summary import RankSummary
 from advisor.rules import builtin_rules_dir, load_effective_rules
 from tests.scenarios.builder import OpRow, make_profile
 
