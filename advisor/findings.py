@@ -64,7 +64,8 @@ class Finding:
     """Findings this root cause explains (filled by the engine, ``advisor.hierarchy``): each with its rule, kb,
     title, severity, ops, the saving it measured on those ops, and its evidence."""
     ranks: list[int] = field(default_factory=list)
-    """For a finding merged over several ranks (same rule and title): the ranks it holds on (``rank`` is None)."""
+    """For a finding merged over several ranks (same rule, same title up to its quantities; ``advisor.hierarchy``):
+    the ranks it holds on (``rank`` is None)."""
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:

@@ -89,8 +89,9 @@ def _with_symptoms(cause: Finding, parts: list[tuple[Finding, list[str], dict[st
     return replace(cause, symptoms=[*cause.symptoms, *records])
 
 
-_QUANTITY = re.compile(r"(?<![\w/.])\d+(?:\.\d+)?")
-"""A number standing alone in a title (a share, a time, a count), not one inside a name such as ``Conv_33``."""
+_QUANTITY = re.compile(r"(?<![\w/.])(?<!rank )(?<!ranks )(?<!stage )(?<!step )\d+(?:\.\d+)?")
+"""A number standing alone in a title (a share, a time, a count), not one inside a name such as ``Conv_33`` nor
+one that names a rank, a stage or a step (``rank 3 arrives last`` and ``rank 2 arrives last`` are two findings)."""
 
 
 def merge_ranks(findings: Sequence[Finding]) -> list[Finding]:

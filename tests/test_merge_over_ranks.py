@@ -1,0 +1,36 @@
+"""One finding per cause over the ranks of a job (advisor.hierarchy.merge_ranks): 16 ranks that each show
+"uncovered communication 62.8 %" .. "63.3 %" are one finding, listed with their ranks; findings that name
+different ranks, or say different things, stay apart."""
+
+from __future__ import annotations
+
+from advisor.findings import Finding
+from advisor.hierarchy import merge_ranks
+
+
+def _f(rule: str, title: str, rank: int, saving: float) -> Finding:
+    return Finding(kb=rule.split(".")[0], rule=rule, title=title, severity="major", ops=[f"op{rank}"],
+                   evidence={}, estimated_saving_us=saving, basis="measured", recommendation="fix it", rank=rank)
+
+
+def test_same_cause_with_different_figures_is_one_finding_over_its_ranks() -> None:
+    found = [_f("overall.uncovered-communication", f"Uncovered communication {62.8 + r / 10:.1f}% of the analyzed "
+                f"time ({17.6 + r / 100:.2f} ms), mostly wait ({69.8 + r / 10:.1f}%)", r, 1000.0 + r)
+             for r in range(4)]
+    (merged,) = merge_ranks(found)
+    assert merged.ranks == [0, 1, 2, 3] and merged.rank is None
+    assert merged.estimated_saving_us == sum(f.estimated_saving_us for f in found)
+    assert merged.title == found[3].title  # the largest rank's figures
+    assert set(merged.evidence["by_rank"]) == {"0", "1", "2", "3"}
+
+
+def test_different_words_or_different_named_ranks_stay_apart() -> None:
+    found = [_f("overall.uncovered-communication", "Uncovered communication 63.0% (17.69 ms), mostly wait (69.9%)",
+                0, 10.0),
+             _f("overall.uncovered-communication", "Uncovered communication 62.5% (17.57 ms), mostly transmit "
+                "(59.5%)", 1, 10.0),
+             _f("cluster.comm-bottleneck", "rank 2 arrives last at 5 collectives", 2, 0.0),
+             _f("cluster.comm-bottleneck", "rank 3 arrives last at 10 collectives", 3, 0.0),
+             _f("aicpu.ops", "1 AI CPU op(s): Conv_33", 0, 5.0),
+             _f("aicpu.ops", "1 AI CPU op(s): Conv_34", 1, 5.0)]
+    assert len(merge_ranks(found)) == 6
