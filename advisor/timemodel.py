@@ -587,6 +587,7 @@ def _overlap_analysis(profile: Profile, iv: _Intervals, bounds: list[tuple[Any, 
     e = s + oa["duration_us"].to_numpy(dtype="float64")
     kinds = {k: union(s[names == k], e[names == k]) for k in
              ("Computing", "Communication", "Communication(Not Overlapped)", "Free")}
+    recorded = bool(bounds)
     if not bounds:
         lo = float(np.nanmin(s))
         hi = float(np.nanmax(e))
@@ -599,6 +600,8 @@ def _overlap_analysis(profile: Profile, iv: _Intervals, bounds: list[tuple[Any, 
         free = _blocks_len(kinds["Free"], lo, hi)
         if compute + uncovered + free <= 0:
             continue
+        if recorded:  # a recorded step is all step time: what no interval covers (its head before the first
+            free = max(free, (hi - lo) - compute - uncovered)  # device task) is device idle, not outside
         out.append(StepTime(
             step=_step_id(step), window_us=compute + uncovered + free, compute_us=compute,
             compute_by_core=_core_split(iv, compute, lo, hi), communication_us=comm,
@@ -634,6 +637,35 @@ def _task_step_bounds(profile: Profile) -> list[tuple[Any, float, float]]:
     lo, hi = frame["lo"].to_numpy(), frame["hi"].to_numpy().copy()
     hi[:-1] = np.minimum(hi[:-1], lo[1:])  # a step's last tasks running into the next step end it
     return [(step, float(a), float(b)) for step, a, b in zip(frame.index, lo, hi, strict=True)]
+
+
+_STEP_MARKER = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def _marker_bounds(profile: Profile, iv: _Intervals) -> list[tuple[Any, float, float]]:
+    """Steps of a trace that records only torch's ``ProfilerStep#N`` ranges (no step table): each range on the
+    host, its end moved to the end of the last device task that starts inside it (the device runs behind the
+    host), and cut at the next step's start."""
+    ev = profile.events
+    if not len(ev) or not {"name", "start_us", "duration_us"} <= set(ev.columns):
+        return []
+    names = ev["name"].astype("string")
+    marks = ev[names.str.match(_STEP_MARKER.pattern).fillna(False).to_numpy(dtype=bool)]
+    marks = marks[marks["start_us"].notna() & marks["duration_us"].notna()].sort_values("start_us")
+    if not len(marks):
+        return []
+    lo = marks["start_us"].to_numpy(dtype="float64")
+    hi = lo + marks["duration_us"].to_numpy(dtype="float64")
+    starts = np.concatenate([iv.compute[0], iv.comm[0]])
+    ends = np.concatenate([iv.compute[1], iv.comm[1]])
+    out: list[tuple[Any, float, float]] = []
+    for i, (a, b) in enumerate(zip(lo, hi, strict=True)):
+        inside = (starts >= a) & (starts < b)
+        end = max(b, float(ends[inside].max())) if inside.any() else b
+        if i + 1 < len(lo):
+            end = min(end, float(lo[i + 1]))
+        out.append((int(_STEP_MARKER.match(str(marks["name"].iloc[i])).group(1)), float(a), end))
+    return out
 
 
 def _app_loop_bounds(profile: Profile) -> list[tuple[Any, float, float]]:
@@ -757,6 +789,9 @@ def build(profile: Profile) -> TimeModel:
             bounds = _task_step_bounds(profile)
             if bounds:
                 steps_source = f"{profile.meta.sources.get('ops', 'device tasks')} step ids"
+        if not bounds and (bounds := _marker_bounds(profile, iv)):
+            steps_source = (f"{profile.meta.sources.get('events', 'timeline')}: ProfilerStep#N ranges (host), "
+                            "extended to the device tasks they launched")
         with_tasks = [(s, lo, hi) for s, lo, hi in bounds if _covers_tasks(iv, lo, hi)]
         if bounds and len(with_tasks) < len(bounds):
             notes.append(f"{len(bounds) - len(with_tasks)} of {len(bounds)} recorded steps hold no device task of "

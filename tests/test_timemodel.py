@@ -193,7 +193,15 @@ def test_cann6_overlap_analysis_and_hccl_json(prof: Path):
             oa[e["name"]] = oa.get(e["name"], 0.0) + float(e["dur"])
     assert t.compute_us == pytest.approx(oa["Computing"], rel=REL)
     assert t.uncovered_communication_us == pytest.approx(oa["Communication(Not Overlapped)"], rel=REL)
-    assert t.free_us == pytest.approx(oa.get("Free", 0.0), rel=REL, abs=1.0)
+    # the window is the recorded iterations (step_trace_*.json "Iteration N"); the part of an iteration before its
+    # first device task is idle device time too, so free = the OA's Free + that head
+    _, trace = _trace_events(next(timeline.glob("step_trace_*.json")))
+    iterations = {e["name"]: float(e["dur"]) for e in trace if str(e.get("name", "")).startswith("Iteration ")
+                  and e.get("ph") == "X"}
+    assert t.window_us == pytest.approx(sum(iterations[f"Iteration {s.step}"] for s in t.steps), rel=REL)
+    assert t.free_us >= oa.get("Free", 0.0) - 1.0
+    assert t.free_us == pytest.approx(t.window_us - oa["Computing"] - oa["Communication(Not Overlapped)"],
+                                      rel=REL, abs=1.0)
     # hccl_*.json: the op-level event on the Communication Kernel thread is the collective
     _, hccl = _trace_events(next(timeline.glob("hccl_*.json")))
     op_level = [e for e in hccl if not e["name"].lower().startswith(("notify", "memcpy", "reduce_inline"))]
@@ -250,3 +258,17 @@ def test_level0_text_cores_from_the_trace():
     """Level0 kernel_details has no Accelerator Core: the trace's device tasks give it, so compute keeps its cores."""
     t = load(MSINSIGHT / "test/data/pytorch/text/level0/rank0_ascend_pt")[0].time
     assert t.compute_by_core["cube"] + t.compute_by_core["mix"] > 0.9 * t.compute_us
+
+
+@needs_samples
+def test_trace_only_export_takes_its_steps_from_profilerstep_ranges():
+    """A torch_npu trace_view.json alone: ``ProfilerStep#N`` is the step (host range, extended to the device tasks
+    it launched), so the head of the step before the first device task is free time, not outside the window."""
+    path = SAMPLES / "Ascend__msprof-analyze/test/ut/advisor/timeline_advice/trace_view.json"
+    t = load(path)[0].time
+    _consistent(t)
+    _, events = _trace_events(path)
+    (step,) = [e for e in events if e.get("name") == "ProfilerStep#1"]
+    assert [s.step for s in t.steps] == [1]
+    assert t.window_us >= float(step["dur"]) - 1e-3
+    assert "ProfilerStep#N" in t.sources["window"]
