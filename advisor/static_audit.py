@@ -98,6 +98,8 @@ def profile_of(graph: ModelGraph, platform: dict[str, Any], rules: EffectiveRule
                                        "runtime ops)")
     meta = Meta(source=str(graph.source), layout=LAYOUT, chip=graph.soc_version)
     meta.read(graph.source)
+    # every time of the report is the cost model's: the time section names it as the source of the device tasks
+    meta.sources["ops"] = f"cost-model estimate of {Path(str(graph.source)).name} on {platform.get('soc')}"
     meta.notes.append(f"static audit of {graph.format} graph {Path(str(graph.source)).name}: no profile was given; "
                       f"every time is {costmodel.basis(platform, cm, graph.format)}. The figures are estimates: "
                       f"{CONFIRM}")
