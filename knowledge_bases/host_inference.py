@@ -33,6 +33,7 @@ from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import pct, severity_for
 from advisor.toolkit.free_time import within_free_time
 from advisor.toolkit.time import FREE_TIME_KEY
+from advisor.units import fmt_us
 
 _THRESHOLDS = ("contexts", "severity", "confidence")
 
@@ -231,7 +232,7 @@ def _sync_copy(ctx: AnalysisContext, api: pd.DataFrame) -> Finding | None:
     family = _calls(api, [name])
     return _free_finding(
         ctx, rule="host-inference.sync-copy",
-        title=f"{int(count)} synchronous copies ({name}): {total:.1f} us ({pct(total / window) if window else '-'} of "
+        title=f"{int(count)} synchronous copies ({name}): {fmt_us(total)} ({pct(total / window) if window else '-'} of "
               "the analyzed time)",
         evidence={"api": name, "calls": int(count), "total_us": total, "avg_us": total / max(count, 1.0),
                   "max_us": worst, "calls_per_execute": round(per_exec, 3) if per_exec else None,
@@ -272,7 +273,7 @@ def _execute_gap(ctx: AnalysisContext, api: pd.DataFrame) -> Finding | None:
     family = _calls(api, [name])
     return _free_finding(
         ctx, rule="host-inference.execute-gap",
-        title=f"{name} takes {gap:.1f} us more than the device work it launches ({pct(share)} of its time)",
+        title=f"{name} takes {fmt_us(gap)} more than the device work it launches ({pct(share)} of its time)",
         evidence={"api": name, "calls": int(count), "execute_us": total, "avg_execute_us": total / max(count, 1.0),
                   "device_busy_us": busy, "device_busy_per_execute_us": busy / max(count, 1.0), "gap_us": gap,
                   "gap_share": share, "sync_wait_calls": int(waits_n), "sync_wait_us": waits_us,
@@ -303,7 +304,7 @@ def _model_load(ctx: AnalysisContext, api: pd.DataFrame) -> Finding | None:
     rows = [[n, int(api.at[n, "count"]), round(float(api.at[n, "total_us"]), 3)] for n in present]
     return _free_finding(
         ctx, rule="host-inference.model-load",
-        title=f"Model loaded {int(count)} times: {total:.1f} us",
+        title=f"Model loaded {int(count)} times: {fmt_us(total)}",
         evidence={"loads": int(count), "load_us": total, "max_loads": int(r["max_loads"]), "source": "api_statistic",
                   "table": table(["api", "calls", "total_us"], rows)},
         estimated_saving_us=min(total * (count - 1) / count, window),
@@ -399,7 +400,7 @@ def _tx_ranges(ctx: AnalysisContext) -> list[Finding]:
         advice, summary = _tx_advice(ctx, kind)
         out.append(_free_finding(
             ctx, rule="host-inference.tx-range",
-            title=f"msproftx range '{name}': {host:.1f} us of host-only time ({pct(host / window)} of the analyzed "
+            title=f"msproftx range '{name}': {fmt_us(host)} of host-only time ({pct(host / window)} of the analyzed "
                   f"time, {kind})",
             evidence={"range": str(name), "kind": kind, "calls": int(row["calls"]), "total_us": float(row["total_us"]),
                       "max_us": float(row["max_us"]), "device_busy_inside_us": float(row["device_us"]),

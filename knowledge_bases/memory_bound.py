@@ -22,6 +22,7 @@ from advisor.platform import has_tool, supports_dtype
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.bound import op_bounds
 from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for
+from advisor.units import fmt_us
 
 _SOC_PARTS = {
     "soc_dstr_ratio": ("DDR stores (Dstr)", "the layer writes its output feature map to DDR: fuse it with its "
@@ -114,7 +115,7 @@ class MemoryBoundKB(KnowledgeBase):
                        round(float(x.saving), 3)] for x in per.head(int(r["max_rows"])).itertuples()]
         return [ctx.finding(
             rule="memory-bound.layers",
-            title=(f"{len(per)} layer(s) memory bound (Memory Bound > {limit:g}): {per['dur'].sum():.1f} us, "
+            title=(f"{len(per)} layer(s) memory bound (Memory Bound > {limit:g}): {fmt_us(float(per['dur'].sum()))}, "
                    f"{pct(share_bound)} of the compute time"),
             severity=severity_for(saving / window, r["severity"]) if window > 0 else "info",
             ops=[str(n) for n in dict.fromkeys(per["name"])],

@@ -25,6 +25,7 @@ from advisor.model import canonical_format, parse_list, parse_shapes
 from advisor.platform import cube_supports, has_tool, is_assumed, supports_dtype
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for
+from advisor.units import fmt_us
 
 _THRESHOLDS = ("conv_types", "transposed_conv_types", "matmul_types", "min_saving_us", "severity", "confidence",
                "contexts")
@@ -203,7 +204,7 @@ def _fp32(ctx: AnalysisContext, cands: pd.DataFrame) -> Finding | None:
             f"the vector unit's {platform.get('fp32_vector_tflops')} TFLOPS ({platform.get('soc')}'s cube has no fp32)")
     return ctx.finding(
         rule="precision.fp32-cube",
-        title=f"{len(rows)} conv/matmul op(s) computed in fp32: {total:.1f} us",
+        title=f"{len(rows)} conv/matmul op(s) computed in fp32: {fmt_us(total)}",
         severity=_severity(ctx, saving),
         ops=list(rows["name"]),
         evidence={"ops": int(len(rows)), "fp32_us": total, "fp16_tflops": platform.get("fp16_tflops"),

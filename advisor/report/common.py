@@ -13,23 +13,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from advisor.units import fmt_us
+
 SEVERITIES = ("critical", "major", "minor", "info")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
 FUSION_RULE_PREFIXES = ("ub-fusion.", "aipp-fusion.", "mish-leakyrelu.")
-
-
-def fmt_us(value: float | None) -> str:
-    """A duration in microseconds, in the unit a person reads fastest."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    sign = "-" if value < 0 else ""
-    v = abs(float(value))
-    if v >= 1_000_000:
-        return f"{sign}{v / 1_000_000:.2f} s"
-    if v >= 1000:
-        return f"{sign}{v / 1000:.2f} ms"
-    return f"{sign}{v:.1f} µs"
 
 
 def fmt_pct(share: float | None, digits: int = 1) -> str:
