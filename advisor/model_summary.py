@@ -64,10 +64,9 @@ def _file(profile: Profile, table: str, prefixes: tuple[str, ...] = ()) -> str |
 
 
 def _split_cores(platform: Mapping[str, Any]) -> bool:
-    """Atlas A2/A3-class chips pair each cube core with two vector cores: there an AI_CORE task runs on a cube core
-    (vector work goes to AI_VECTOR_CORE); on other chips an AI Core does both."""
-    cube, vec = int(platform.get("ai_core_num") or 0), int(platform.get("vector_core_num") or 0)
-    return cube > 0 and vec >= 2 * cube
+    """Atlas A2/A3-class chips have separate cube and vector cores (``split_cores`` in rules/platforms.yaml): there
+    an AI_CORE task runs on a cube core; on other chips an AI Core does both."""
+    return bool(platform.get("split_cores"))
 
 
 def _dtype_peaks(ops: pd.DataFrame, is_cube: np.ndarray, platform: Mapping[str, Any]) -> np.ndarray:

@@ -120,7 +120,7 @@ def test_a_warm_up_step_does_not_make_a_rank_slow(rules):
     p = Profile(ops=empty_ops(), meta=Meta(source="rank1", rank=1), steps=steps(600.0, 300.0, 100.0, n=5),
                 comm=comm([("hcom_allReduce__1_0_1", "g", 1.0, 0.0)], 5))
     p.steps.loc[0, "computing_us"] = 7200.0
-    found = by_rule(analyze([r0, RankSummary.of(p).rank_data()], rules)[0])
+    found = by_rule(analyze([r0, rank_data(p)], rules)[0])
     assert "cluster.slow-rank" not in found
 
 
@@ -134,7 +134,7 @@ def test_an_input_without_steps_is_not_compared_with_ranks(rules):
     """A lone op summary next to two rank directories covers its whole capture: it is not 'the slow rank'."""
     lone = Profile(ops=finalize_ops(pd.DataFrame({"name": ["mm"], "duration_us": [5000.0], "start_us": [0.0],
                                                   "core": ["AI_CORE"]})), meta=Meta(source="op_summary.csv"))
-    cluster = [rank(0, 600.0, 300.0, 100.0), rank(1, 610.0, 290.0, 100.0), RankSummary.of(lone).rank_data()]
+    cluster = [rank(0, 600.0, 300.0, 100.0), rank(1, 610.0, 290.0, 100.0), rank_data(lone)]
     findings, notes = analyze(cluster, rules)
     assert "cluster.slow-rank" not in by_rule(findings)
     assert any("input 2 left out of the comparison" in n for n in notes)
@@ -299,7 +299,7 @@ def test_the_ops_large_packet_ratio_decides_over_its_size(rules):
             p = Profile(ops=empty_ops(), meta=Meta(source=f"rank{r}", rank=r), steps=steps(600.0, 300.0, 100.0),
                         comm=comm([("hcom_allReduce__1_0_1", "g1", 1.0, 10.0)]).assign(large_packet_ratio=ratio),
                         extras={"communication_matrix": _op_matrix(links, r)})
-            out.append(RankSummary.of(p).rank_data())
+            out.append(rank_data(p))
         return out
 
     assert "cluster.slow-link" not in by_rule(analyze(cluster_with(0.0), rules, {"soc": "Ascend910B2"})[0])
@@ -386,7 +386,7 @@ def test_mindspore_pair_with_a_warm_up_step_has_no_slow_rank(rules):
 
 
 def load_ranks(path: Path) -> list[RankData]:
-    return [RankSummary.of(p).rank_data() for p in load(path)]
+    return [rank_data(p) for p in load(path)]
 
 
 @needs_samples
