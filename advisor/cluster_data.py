@@ -23,7 +23,11 @@ the time model's split of the uncovered communication; NaN where the time model 
 
 COLLECTIVE_COLUMNS = ["step", "op", "group", "kind", "start_us", "elapse_us", "transit_us", "wait_us", "idle_us"]
 TRANSPORT_COLUMNS = ["transport", "size_mb", "transit_us"]
-LINK_COLUMNS = ["group", "src", "dst", "transport", "size_mb", "transit_us", "transfers"]
+LINK_COLUMNS = ["group", "src", "dst", "transport", "size_mb", "transit_us", "transfers", "op_size_mb", "op_transit_us",
+                "op_large_packet_ratio"]
+"""Per-link sums, then the link's single-op transfers as tuples (one item per distinct op the matrix details:
+its size, transit time and the op's Large Packet Ratio on that transport from communication.json, NaN where not
+recorded); a matrix with totals only gives its total rows as the transfers."""
 
 GROUP_KINDS = {"dp": ("dp", "dp_cp"), "pp": ("pp",), "tp": ("tp",), "cp": ("cp",), "ep": ("ep", "exp")}
 """Parallel dimension -> group names that carry it in ``profiler_metadata.json`` ``parallel_group_info``
@@ -82,30 +86,61 @@ def transports(comm: pd.DataFrame) -> pd.DataFrame:
     return out[TRANSPORT_COLUMNS]
 
 
-def links(matrix: Any) -> pd.DataFrame:
+def links(matrix: Any, comm: pd.DataFrame | None = None) -> pd.DataFrame:
     """communication_matrix.json (``advisor.ingest.torch_npu.MATRIX_COLUMNS``) -> one row per
     (group, src, dst, transport) with summed size and transit time and the number of transfers (matrix entries)
-    summed. Ranks are numbered within their group.
+    summed, plus the link's single-op transfers (LINK_COLUMNS). Ranks are numbered within their group.
 
-    Newer matrices carry top/middle/bottom/total aggregates per op kind: their ``total`` rows are summed; older
-    ones one entry per op, summed as they are.
+    Newer matrices carry top/middle/bottom/total aggregates per op kind: their ``total`` rows are summed, and the
+    top/middle/bottom entries (single ops, named by ``Op Name``) are the link's transfers, each with the op's
+    Large Packet Ratio on that transport from the rank's communication.json (``comm``) where it records one.
+    Older matrices have one entry per op: summed as they are, and each is a transfer.
     """
     if not isinstance(matrix, pd.DataFrame) or not len(matrix):
         return pd.DataFrame(columns=LINK_COLUMNS)
     m = matrix
     stat = m["stat"].astype(object) if "stat" in m.columns else pd.Series(None, index=m.index, dtype=object)
     is_total = stat == "total"
-    rows = m[is_total] if is_total.any() else m[stat.isna()]
-    rows = rows[rows["transport"].notna() & (rows["size_mb"] > 0) & (rows["transit_us"] > 0)]
+    valid = m["transport"].notna() & (m["size_mb"] > 0) & (m["transit_us"] > 0)
+    rows = m[(is_total if is_total.any() else stat.isna()) & valid]
     if not len(rows):
         return pd.DataFrame(columns=LINK_COLUMNS)
-    out = (rows.assign(group=rows["group"].astype(object).where(rows["group"].notna(), "").astype(str),
-                       transport=rows["transport"].astype(str))
-           .groupby(["group", "src_rank", "dst_rank", "transport"], sort=True)
+    keys = ["group", "src_rank", "dst_rank", "transport"]
+    out = (_link_keys(rows).groupby(keys, sort=True)
            .agg(size_mb=("size_mb", "sum"), transit_us=("transit_us", "sum"), transfers=("size_mb", "size"))
-           .reset_index()
-           .rename(columns={"src_rank": "src", "dst_rank": "dst"}))
+           .reset_index())
+    singles = m[~is_total & valid] if (~is_total & stat.notna() & valid).any() else rows
+    ops = _op_transfers(_link_keys(singles), comm)
+    per = ops.groupby(keys, sort=True).agg(op_size_mb=("size_mb", tuple), op_transit_us=("transit_us", tuple),
+                                          op_large_packet_ratio=("lpr", tuple)).reset_index()
+    out = out.merge(per, on=keys, how="left").rename(columns={"src_rank": "src", "dst_rank": "dst"})
+    for col in ("op_size_mb", "op_transit_us", "op_large_packet_ratio"):
+        out[col] = [v if isinstance(v, tuple) else () for v in out[col]]
     return out[LINK_COLUMNS]
+
+
+def _link_keys(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows.assign(group=rows["group"].astype(object).where(rows["group"].notna(), "").astype(str),
+                       transport=rows["transport"].astype(str))
+
+
+def _op_transfers(rows: pd.DataFrame, comm: pd.DataFrame | None) -> pd.DataFrame:
+    """Distinct single-op transfers of each link (an op can be both the top and the middle entry), with the op's
+    Large Packet Ratio on the transport (communication.json of the same rank and step)."""
+    name = rows["op_name"].astype(object).where(rows["op_name"].notna() & (rows["op_name"].astype(str) != ""),
+                                                rows["op"].astype(object)) if "op_name" in rows.columns \
+        else rows["op"].astype(object)
+    df = rows.assign(op_key=name.astype(str), step_key=rows["step"].astype(str))
+    df = df.drop_duplicates(subset=["step_key", "op_key", "group", "src_rank", "dst_rank", "transport", "size_mb",
+                                    "transit_us"])
+    lpr = pd.Series(np.nan, index=df.index)
+    if isinstance(comm, pd.DataFrame) and len(comm) and "large_packet_ratio" in comm.columns:
+        c = comm[comm["transport"].notna()]
+        keys = zip(c["step"].astype(str), c["op"].astype(str), c["transport"].astype(str), strict=True)
+        ratio = dict(zip(keys, c["large_packet_ratio"].astype("float64"), strict=True))
+        wanted = zip(df["step_key"], df["op_key"], df["transport"], strict=True)
+        lpr = pd.Series([ratio.get(k, np.nan) for k in wanted], index=df.index, dtype="float64")
+    return df.assign(lpr=lpr)
 
 
 def parallel_groups(metadata: Mapping[str, Any] | None, rank: int | None) -> dict[str, Any]:

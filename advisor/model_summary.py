@@ -52,6 +52,37 @@ def memory_bound_ratio(ops: pd.DataFrame) -> tuple[np.ndarray, str]:
     return np.where(np.isnan(given), derived, given), formula
 
 
+def _file(profile: Profile, table: str, prefixes: tuple[str, ...] = ()) -> str | None:
+    """The file a table was read from: the ingest's record (``meta.sources``), else the first file read whose name
+    starts with one of ``prefixes``."""
+    if table in profile.meta.sources:
+        return profile.meta.sources[table]
+    names = [str(path).replace("\\", "/").rsplit("/", 1)[-1] for path in profile.meta.files_read]
+    if table == "ops" and len(names) == 1:  # a single op_summary / kernel_details file
+        return names[0]
+    return next((n for n in names if prefixes and n.startswith(prefixes)), None)
+
+
+def _split_cores(platform: Mapping[str, Any]) -> bool:
+    """Atlas A2/A3-class chips have separate cube and vector cores (``split_cores`` in rules/platforms.yaml): there
+    an AI_CORE task runs on a cube core; on other chips an AI Core does both."""
+    return bool(platform.get("split_cores"))
+
+
+def _dtype_peaks(ops: pd.DataFrame, is_cube: np.ndarray, platform: Mapping[str, Any]) -> np.ndarray:
+    """Each task's peak (TFLOPS) for the unit and dtype it ran (int8 on the cube runs at the int8 rate), so a
+    utilization never exceeds what the chip can do in that dtype."""
+    raw = ops["input_dtypes"] if "input_dtypes" in ops.columns else pd.Series("", index=ops.index)
+    names, inverse = np.unique(raw.astype(object).where(raw.notna(), "").astype(str).to_numpy(), return_inverse=True)
+    firsts = np.array([n.split(";", 1)[0].strip() for n in names], dtype=object)
+    firsts[np.isin(firsts, ("", "nan", "N/A", "None"))] = "FLOAT16"
+    first = pd.Series(firsts[inverse], index=ops.index)
+    codes, pairs = pd.factorize(pd.Series(list(zip(np.asarray(is_cube, dtype=bool), first.to_numpy(), strict=True))))
+    table = np.array([costmodel.cube_tflops(platform, d) if c else costmodel.vector_tflops(platform, d)
+                      for c, d in pairs], dtype="float64")
+    return table[codes]
+
+
 def summarize(profile: Profile, platform: Mapping[str, Any], rules: EffectiveRules) -> dict[str, Any]:
     """The ``model_summary`` object of one rank (see the module doc)."""
     cost_rules = rules.for_kb("costmodel")
@@ -63,6 +94,7 @@ def summarize(profile: Profile, platform: Mapping[str, Any], rules: EffectiveRul
     out: dict[str, Any] = {"source": "estimate (cost model)" if estimated else "profile"}
     if not len(ops):
         return out
+    ops_file = _file(profile, "ops")
     compute = ops["core"].isin(COMPUTE_CORES).to_numpy(dtype=bool)
     dur = ops["duration_us"].to_numpy(dtype="float64")
     flops, nbytes, unit = costmodel.profile_work(ops, cost_rules)
@@ -74,19 +106,33 @@ def summarize(profile: Profile, platform: Mapping[str, Any], rules: EffectiveRul
     vec_peak = costmodel.vector_tflops(platform, "FLOAT16")
     dropped = 0
     if measured:
-        cube_flops, vec_flops, work_source = np.nansum(cube_m[compute]), np.nansum(vec_m[compute]), "cube_fops/vector_fops"
+        cube_w, vec_w = np.nan_to_num(cube_m), np.nan_to_num(vec_m)
+        does_cube, does_vec = compute & (cube_w > 0), compute & (vec_w > 0) & ~(cube_w > 0)
+        cube_flops, vec_flops = float(cube_w[compute].sum()), float(vec_w[compute].sum())
+        vec_util_work = float(vec_w[does_vec].sum())  # a cube task's vector work rides on the cube task's time
+        work_source = "cube_fops/vector_fops"
+        peaks = _dtype_peaks(ops, does_cube, platform)
+        unknown_time = float(np.nansum(dur[compute & ~(cube_w > 0) & ~(vec_w > 0)]))
     else:
+        # a cube-led task (MIX_AIC; AI_CORE on a split-core chip) whose type the cost model only knows as
+        # elementwise (FlashAttention, GroupedMatmul, conv backprop...) does cube work the shapes do not tell
+        core = ops["core"].astype(str).to_numpy()
+        cube_led = (core == "MIX_AIC") | ((core == "AI_CORE") & _split_cores(platform))
+        known = np.isfinite(flops) & (unit != "data") & ~(cube_led & ~is_cube)
         # a shape-based estimate far above what the peak allows in the op's time means the shapes were not understood
         peak = np.where(is_cube, fp16, vec_peak) * 1e6 * float(cost_rules.get("max_pct_of_peak", 1.5))
         understood = ~(np.isfinite(flops) & (flops > peak * np.nan_to_num(dur)))
         if not estimated:
-            dropped = int((compute & ~understood).sum())
-            compute = compute & understood
-        cube_flops = float(np.nansum(np.where(is_cube & compute, flops, 0.0)))
-        vec_flops = float(np.nansum(np.where(~is_cube & compute, flops, 0.0)))
-        work_source = "theoretical, from tensor shapes" if np.isfinite(flops).any() else None
-    cube_time = float(np.nansum(dur[compute & is_cube]))
-    vec_time = float(np.nansum(dur[compute & ~is_cube]))
+            dropped = int((compute & known & ~understood).sum())
+            known = known & understood
+        does_cube, does_vec = compute & known & is_cube, compute & known & ~is_cube
+        cube_flops = float(np.nansum(np.where(does_cube, flops, 0.0)))
+        vec_flops = vec_util_work = float(np.nansum(np.where(does_vec, flops, 0.0)))
+        work_source = "theoretical, from tensor shapes" if (does_cube | does_vec).any() else None
+        peaks = _dtype_peaks(ops, is_cube, platform)
+        unknown_time = float(np.nansum(dur[compute & ~known & (unit != "data")]))
+    cube_time = float(np.nansum(dur[does_cube]))
+    vec_time = float(np.nansum(dur[does_vec]))
     busy = float(profile.busy_time_us())
     if dropped:
         out["work_note"] = (f"{dropped} task(s) left out of work and utilization: their shape-based FLOPs exceed "
@@ -94,27 +140,51 @@ def summarize(profile: Profile, platform: Mapping[str, Any], rules: EffectiveRul
                             "understood)")
     if work_source:
         out["work_source"] = work_source
-        out["cube"] = {"gops": _r(cube_flops / 1e9, 6), "time_us": _r(cube_time),
-                       "utilization": _r(cube_flops / (fp16 * 1e6 * cube_time), 4) if cube_time > 0 and fp16 else None}
-        out["vector"] = {"gops": _r(vec_flops / 1e9, 6), "time_us": _r(vec_time),
-                         "utilization": _r(vec_flops / (vec_peak * 1e6 * vec_time), 4) if vec_time > 0 else None}
+        out["cube"] = {"gops": _r(cube_flops / 1e9, 6), "time_us": _r(cube_time), "tasks": int(does_cube.sum()),
+                       "utilization": _utilization(cube_flops, peaks, dur, does_cube)}
+        out["vector"] = {"gops": _r(vec_flops / 1e9, 6), "time_us": _r(vec_time), "tasks": int(does_vec.sum()),
+                         "utilization": _utilization(vec_util_work, peaks, dur, does_vec)}
         total = cube_flops + vec_flops
-        out["chip_utilization"] = _r(total / ((fp16 + vec_peak) * 1e6 * busy), 4) if busy > 0 and fp16 else None
-        out["utilization_basis"] = (f"work / (peak x busy time); peaks {fp16:g} TFLOPS cube (fp16), {vec_peak:g} "
-                                    f"TFLOPS vector (fp16) of {platform.get('soc')}")
+        rates = _mean_peak(peaks, dur, does_cube, fp16) + _mean_peak(peaks, dur, does_vec, vec_peak)
+        out["chip_utilization"] = _r(total / (rates * 1e6 * busy), 4) if busy > 0 and rates > 0 else None
+        out["utilization_basis"] = (f"work / (peak x time of the tasks doing it), the peak of each task's unit and "
+                                    f"dtype; chip: work / ((cube + vector peak at the tasks' dtypes) x busy time); "
+                                    f"peaks {fp16:g} TFLOPS cube (fp16), {vec_peak:g} TFLOPS vector (fp16) of "
+                                    f"{platform.get('soc')}")
+        out["work_unknown_time_us"] = _r(unknown_time)
+        out["work_file"] = ops_file
     out["average_block_dim"] = _block_dim(ops, compute, dur)
     out["memory"] = _memory(ops, compute, nbytes)
     out["memory_bound"] = _memory_bound(ops, compute, dur, threshold)
+    for key in ("average_block_dim", "memory", "memory_bound"):
+        if out[key] is not None:
+            out[key]["file"] = ops_file
     l2 = _l2(profile)
     if l2:
+        l2["file"] = _file(profile, "l2_cache", ("l2_cache",))
         out["l2_cache"] = l2
     host = _host(profile, busy, execute_apis)
     if host:
+        host["file"] = _file(profile, "api", ("api_statistic", "acl_statistic"))
         out["host"] = host
     return out
 
 
+def _mean_peak(peaks: np.ndarray, dur: np.ndarray, rows: np.ndarray, default: float) -> float:
+    """A unit's peak at the dtypes its tasks ran, weighted by their time (``default`` when no task used it)."""
+    t = float(np.nansum(dur[rows]))
+    return float(np.nansum(peaks[rows] * dur[rows])) / t if t > 0 else default
+
+
+def _utilization(work: float, peaks: np.ndarray, dur: np.ndarray, rows: np.ndarray) -> float | None:
+    """Work over what the unit could have done in the tasks' time at each task's dtype peak."""
+    capacity = float(np.nansum(peaks[rows] * dur[rows])) * 1e6
+    return _r(work / capacity, 4) if capacity > 0 else None
+
+
 def _block_dim(ops: pd.DataFrame, compute: np.ndarray, dur: np.ndarray) -> dict[str, Any] | None:
+    """Block Dim of the compute tasks: weighted by task time (the parallelism the device spent its time at) and the
+    plain mean over tasks."""
     bd = ops["block_dim"].to_numpy(dtype="float64")
     ok = compute & np.isfinite(bd) & (bd > 0)
     if not ok.any():
@@ -126,24 +196,29 @@ def _block_dim(ops: pd.DataFrame, compute: np.ndarray, dur: np.ndarray) -> dict[
 
 
 def _memory(ops: pd.DataFrame, compute: np.ndarray, nbytes: np.ndarray) -> dict[str, Any] | None:
-    real, source = None, None
+    """Measured against theoretical traffic; the redundancy only over the tasks that have both."""
+    real, source = np.full(len(ops), np.nan), None
     if "soc_ddr_total_bytes" in ops.columns and ops["soc_ddr_total_bytes"].notna().any():
-        real, source = float(ops["soc_ddr_total_bytes"].sum()), "DDR Total(byte) (SoC JOB summary)"
+        real, source = ops["soc_ddr_total_bytes"].to_numpy(dtype="float64"), "DDR Total(byte) (SoC JOB summary)"
     else:
         rd, wr = ops["main_mem_read_bw"].to_numpy(dtype="float64"), ops["main_mem_write_bw"].to_numpy(dtype="float64")
         t = ops["aicore_time_us"].to_numpy(dtype="float64")
-        traffic = (np.nan_to_num(rd) + np.nan_to_num(wr)) * 1e3 * t  # GB/s x us = 1e3 bytes
         ok = compute & np.isfinite(t) & (np.isfinite(rd) | np.isfinite(wr))
         if ok.any():
-            real, source = float(np.nansum(traffic[ok])), "(main_mem_read_bw + main_mem_write_bw) x aicore_time"
-    theo_ok = compute & np.isfinite(nbytes)
-    theoretical = float(np.nansum(nbytes[theo_ok])) if theo_ok.any() else None
-    if real is None and theoretical is None:
+            real = np.where(ok, (np.nan_to_num(rd) + np.nan_to_num(wr)) * 1e3 * t, np.nan)  # GB/s x us = 1e3 bytes
+            source = "(main_mem_read_bw + main_mem_write_bw) x aicore_time"
+    has_real, has_theo = np.isfinite(real), compute & np.isfinite(nbytes)
+    if not has_real.any() and not has_theo.any():
         return None
-    out: dict[str, Any] = {"real_bytes": _r(real, 0), "real_source": source, "theoretical_bytes": _r(theoretical, 0),
-                           "theoretical_source": "input + output tensor bytes of each op" if theoretical else None}
-    if real is not None and theoretical:
-        out["redundancy"] = _r(real / theoretical, 3)
+    out: dict[str, Any] = {
+        "real_bytes": _r(float(real[has_real].sum()), 0) if has_real.any() else None, "real_source": source,
+        "theoretical_bytes": _r(float(nbytes[has_theo].sum()), 0) if has_theo.any() else None,
+        "theoretical_source": "input + output tensor bytes of each op" if has_theo.any() else None}
+    both = has_real & has_theo
+    theo_both = float(nbytes[both].sum()) if both.any() else 0.0
+    if theo_both > 0:
+        out["redundancy"] = _r(float(real[both].sum()) / theo_both, 3)
+        out["redundancy_tasks"] = int(both.sum())
     return out
 
 

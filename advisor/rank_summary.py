@@ -65,7 +65,7 @@ class RankSummary:
         metadata = profile.extras.get("profiler_metadata")
         return cls(profile.meta, len(ops), profile.device_time_us(), busy, by_type, by_core,
                    profile.steps, join_ops, cluster_data.collectives(profile.comm),
-                   cluster_data.links(profile.extras.get("communication_matrix")),
+                   cluster_data.links(profile.extras.get("communication_matrix"), profile.comm),
                    set(profile.available), profile.time,
                    {"profiler_metadata": metadata} if metadata else {},
                    _model_summary(profile, platform, rules),

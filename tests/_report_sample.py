@@ -17,6 +17,7 @@ from advisor.hierarchy import rank as rank_findings
 from advisor.rank_summary import RankSummary
 from advisor.report.build import build_report
 from advisor.rules import builtin_rules_dir
+from advisor.testing import load_rules
 from tests.scenarios.builder import OpRow, make_profile
 
 
@@ -97,8 +98,10 @@ def sample_findings(n_transdata: int = 4, with_mish: bool = True) -> list[Findin
 
 
 def sample_report(scale: float = 1.0, n_transdata: int = 4, with_mish: bool = True,
-                  path: str = "/data/PROF_000001_sample", layout: str = "scenario") -> dict[str, Any]:
-    """A report dict through ``build_report`` with statuses ok / skipped / failed and a skipped file."""
+                  path: str = "/data/PROF_000001_sample", layout: str = "scenario",
+                  with_model_summary: bool = False) -> dict[str, Any]:
+    """A report dict through ``build_report`` with statuses ok / skipped / failed and a skipped file (and the
+    model summary of its ops when ``with_model_summary``)."""
     profile = make_profile(sample_ops(scale, extra_transdata=n_transdata - 4), chip="Ascend310P3",
                            cann_version="7.0.0")
     profile.meta.layout = layout
@@ -120,5 +123,6 @@ def sample_report(scale: float = 1.0, n_transdata: int = 4, with_mish: bool = Tr
                 "roofline": ["roofline.memory-bound-low-bandwidth", "roofline.compute-bound-low-util"],
                 "transdata": ["transdata.format-roundtrip", "transdata.count"],
                 "ub-fusion": ["ub-fusion.conv-relu-not-fused"]}
-    return build_report(Path(path), [RankSummary.of(profile)], None, None, rank_findings(findings), statuses, [],
+    rules = load_rules() if with_model_summary else None
+    return build_report(Path(path), [RankSummary.of(profile, platform, rules)], None, None, rank_findings(findings), statuses, [],
                         result_score, platform, kb_rules=kb_rules)

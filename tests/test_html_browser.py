@@ -66,7 +66,7 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 @pytest.fixture(scope="module")
 def report_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("html") / "report.html"
-    path.write_text(render(sample_report(), "html"), encoding="utf-8")
+    path.write_text(render(sample_report(with_model_summary=True), "html"), encoding="utf-8")
     return path
 
 
@@ -84,6 +84,8 @@ def test_report_renders_in_chromium(driver: object, report_file: Path) -> None:
                driver.find_element(By.ID, "core-chart")):
         assert el.is_displayed()
         assert el.size["width"] > 200 and el.size["height"] > 100
+    summary = driver.find_element(By.ID, "model-summary")  # work, utilization, block dim, each with its source
+    assert summary.is_displayed() and "cube work" in summary.text and "Block Dim" in summary.text
     svg = roofline.find_element(By.TAG_NAME, "svg")
     assert svg.is_displayed() and svg.size["width"] > 300 and svg.size["height"] > 200
     rows = findings.find_elements(By.CSS_SELECTOR, "tbody tr")

@@ -32,6 +32,7 @@ from advisor.report.common import (
     time_rows,
     time_sources,
 )
+from advisor.report.summary_rows import model_summary_rows
 
 MAX_DETAILED = 200
 """Findings beyond this rank appear in the table only (keeps very large reports quick to open)."""
@@ -105,6 +106,7 @@ def render(report: dict[str, Any], **_: Any) -> str:
         "time_sources": time_sources(report.get("time")),
         "time_svg": Markup(charts.time_chart(report["time"], platform=report.get("platform"))) if (report.get("time") or {}).get("window_us") else None,
         "roofline_points": len(points),
+        "model_summary": model_summary_rows(report.get("model_summary")),
         "platform": platform,
         "findings": findings,
         "views": _finding_views(findings),

@@ -23,6 +23,7 @@ from advisor.report.common import (
     time_rows,
     time_sources,
 )
+from advisor.report.summary_rows import model_summary_rows
 
 MAX_CHARS = 60_000
 SEVERITY_ICON = {"critical": "🔴", "major": "🟠", "minor": "🟡", "info": "🔵"}
@@ -105,6 +106,15 @@ def _time_section(report: Mapping[str, Any]) -> str:
                       for label, us, share, detail in rows], ["l", "r", "r", "l"])
     sources = time_sources(report.get("time"))
     return "### Time\n\n" + table + ("\n\n_Sources: " + cell("; ".join(sources), 2000) + "_" if sources else "")
+
+
+def _model_summary_section(report: Mapping[str, Any]) -> str:
+    """The model summary (work, utilization, block dim, memory traffic, L2 hit rate), each row with its source."""
+    rows, caption = model_summary_rows(report.get("model_summary"))
+    if not rows:
+        return ""
+    table = md_table(["", "value", "source"], [[r.label, _Raw(cell(r.value, 400)), _Raw(cell(r.source, 300))] for r in rows])
+    return "### Model summary\n\n" + table + (f"\n\n_{cell(caption, 400)}_" if caption else "")
 
 
 def _severity_counts(findings: Sequence[Mapping[str, Any]]) -> dict[str, int]:
@@ -238,7 +248,8 @@ def _footer(report: Mapping[str, Any]) -> str:
 def render(report: dict[str, Any], max_chars: int = MAX_CHARS, top: int = 25, **_: Any) -> str:
     """The report as Markdown, strictly shorter than ``max_chars``."""
     findings = report["findings"]
-    head = "\n\n".join(p for p in [_score_line(report), _key_numbers(report), _time_section(report)] if p)
+    head = "\n\n".join(p for p in [_score_line(report), _key_numbers(report), _time_section(report),
+                                       _model_summary_section(report)] if p)
     if findings:
         table = "### Top findings\n\n" + _findings_table(findings, top)
     else:

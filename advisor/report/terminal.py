@@ -13,6 +13,7 @@ from rich.text import Text
 
 from advisor.escaping import deep, terminal
 from advisor.report.common import symptom_lines, time_rows, time_sources
+from advisor.report.summary_rows import model_summary_rows
 
 _SEVERITY_STYLE = {"critical": "bold red", "major": "red", "minor": "yellow", "info": "cyan"}
 
@@ -36,6 +37,9 @@ def build(report: dict[str, Any], top: int = 20) -> Group:
     time_table = _time_table(report.get("time"), report.get("platform"))
     if time_table is not None:
         parts.append(time_table)
+    summary_table = _model_summary_table(report.get("model_summary"))
+    if summary_table is not None:
+        parts.append(summary_table)
     findings = report["findings"]
     if findings:
         parts.append(_findings_table(findings, top))
@@ -156,6 +160,24 @@ def _time_table(time: dict[str, Any] | None, platform: dict[str, Any] | None) ->
     sources = time_sources(time)
     if sources:
         t.caption = "sources: " + "; ".join(sources)
+        t.caption_justify = "left"
+    return t
+
+
+def _model_summary_table(ms: dict[str, Any] | None) -> Table | None:
+    """What the model does on the chip (work, utilization, block dim, traffic, L2), each with its source."""
+    rows, caption = model_summary_rows(ms)
+    if not rows:
+        return None
+    t = Table(box=box.SIMPLE_HEAD, title="Model summary", title_justify="left", expand=True)
+    t.add_column("", no_wrap=True)
+    t.add_column("value (source)", ratio=1, overflow="fold")
+    for row in rows:
+        cell = Text(row.value)
+        cell.append(f"\n{row.source}", style="dim")
+        t.add_row(Text(row.label), cell)
+    if caption:
+        t.caption = caption
         t.caption_justify = "left"
     return t
 
