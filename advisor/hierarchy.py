@@ -109,20 +109,21 @@ def merge_ranks(findings: Sequence[Finding]) -> list[Finding]:
     for key in order:
         group = groups[key]
         ranks = sorted({r for f in group for r in ([f.rank] if f.rank is not None else f.ranks)})
-        if len(group) == 1 or len(ranks) < 2:
+        if len(group) == 1 or len({f.rank for f in group}) < len(group):  # one input's findings stay apart
             out.extend(group)
             continue
         first = max(group, key=lambda f: f.estimated_saving_us)
         ops = list(dict.fromkeys(op for f in group for op in f.ops))
         evidence = dict(first.evidence)
         evidence["by_rank"] = {str(f.rank): {"estimated_saving_us": round(f.estimated_saving_us, 3),
-                                             "ops": len(f.ops)} for f in group}
+                                             "ops": len(f.ops)} for f in group if f.rank is not None}
         symptoms = [{**s, "rank": f.rank} if f.rank is not None and "rank" not in s else s
                     for f in group for s in f.symptoms]
         out.append(replace(first, rank=None, ranks=ranks, ops=ops, saving_by_op={}, evidence=evidence,
                            estimated_saving_us=sum(f.estimated_saving_us for f in group), symptoms=symptoms,
                            severity=min((f.severity for f in group), key=SEVERITIES.index),
-                           basis=first.basis + f"; summed over ranks {', '.join(map(str, ranks))}"))
+                           basis=first.basis + f"; summed over {len(group)} inputs"
+                           + (f" (ranks {', '.join(map(str, ranks))})" if ranks else "")))
     return out
 
 

@@ -34,3 +34,12 @@ def test_different_words_or_different_named_ranks_stay_apart() -> None:
              _f("aicpu.ops", "1 AI CPU op(s): Conv_33", 0, 5.0),
              _f("aicpu.ops", "1 AI CPU op(s): Conv_34", 1, 5.0)]
     assert len(merge_ranks(found)) == 6
+
+
+def test_findings_of_one_input_are_never_merged_and_an_input_without_rank_id_is_merged() -> None:
+    one_rank = [_f("schedule.fusible-ops", "Host bound sequence repeated 12x: A -> B", 0, 5.0),
+                _f("schedule.fusible-ops", "Host bound sequence repeated 27x: A -> B", 0, 7.0)]
+    assert len(merge_ranks(one_rank)) == 2
+    unnamed = _f("aicpu.ops", "2 AI CPU op(s): 64-bit integer tensors", 0, 130.5)
+    (merged,) = merge_ranks([unnamed, Finding(**{**unnamed.__dict__, "rank": None})])
+    assert merged.ranks == [0] and merged.estimated_saving_us == 261.0
