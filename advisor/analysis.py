@@ -252,8 +252,10 @@ def root_causes(findings: list[Finding], infos: Sequence[engine.KBInfo], rules: 
     roles = {r.id: r.role for i in infos for r in i.cls.rules}
     levels = {i.id: rules.for_kb(i.cls.rules_file).get("severity") for i in infos
               if i.cls.rules_file and rules.has(i.cls.rules_file)}
+    explains = {r.id: r.explains for i in infos for r in i.cls.rules if r.explains}
     findings = hierarchy.absorb(findings, roles, limits)
     findings = hierarchy.merge_ranks(findings)
+    findings = hierarchy.explain_waiting(findings, explains)
     findings = hierarchy.reseverity(findings, {r: lim.window_us for r, lim in limits.items()},
                                     {k: v for k, v in levels.items() if isinstance(v, dict)})
     return hierarchy.rank(findings)

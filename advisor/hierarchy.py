@@ -145,7 +145,53 @@ def reseverity(findings: Sequence[Finding], windows: Mapping[int | None, float],
     return out
 
 
-__all__ = ["CAUSE", "SYMPTOM", "absorb", "merge_ranks", "reseverity"]
+def explain_waiting(findings: Sequence[Finding], explains: Mapping[str, Sequence[str]]) -> list[Finding]:
+    """Cluster causes take the waiting they cause out of the per-rank findings they explain (``RuleDoc.explains``):
+    ranks that idle in collectives because stage 1 computes 170 ms more per step are one cause, not two. Largest
+    cause first, each explains up to its own saving of the waiting part of those findings (``evidence
+    ["sync_recoverable_us"]`` as a share of the finding's saving, so a finding merged over ranks keeps its ratio);
+    the explained finding keeps the rest of its saving (transfers to hide, unexplained waiting) or, with nothing
+    left, becomes a symptom of the cause."""
+    causes = sorted((f for f in findings if explains.get(f.rule) and f.estimated_saving_us > 0),
+                    key=lambda f: -f.estimated_saving_us)
+    if not causes:
+        return list(findings)
+    current = {id(f): f for f in findings}
+    listed: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for cause in causes:
+        budget = cause.estimated_saving_us
+        for key, f in list(current.items()):
+            if budget <= 0 or f.rule not in explains[cause.rule] or f.estimated_saving_us <= 0:
+                continue
+            waiting = _waiting_part(f)
+            moved = min(budget, waiting)
+            if moved <= 0:
+                continue
+            budget -= moved
+            listed[id(cause)].append({**_symptom_record(f, list(f.ops), moved), "explained_us": round(moved, 3)})
+            left = f.estimated_saving_us - moved
+            if left <= 1e-6:
+                del current[key]
+            else:
+                current[key] = replace(f, estimated_saving_us=left, saving_by_op={}, evidence={
+                    **f.evidence, "explained_by": {cause.rule: round(moved, 3)}},
+                    basis=f.basis + f"; {moved:.1f} us of its waiting is explained by {cause.rule}")
+    return [replace(f, symptoms=[*f.symptoms, *listed[key]]) if key in listed else f
+            for key, f in current.items()]
+
+
+def _waiting_part(f: Finding) -> float:
+    """The part of ``f``'s saving that is waiting for peers (its ``sync_recoverable_us`` evidence, as a share)."""
+    sync = f.evidence.get("sync_recoverable_us")
+    if not isinstance(sync, (int, float)) or sync <= 0:
+        return 0.0
+    by_rank = f.evidence.get("by_rank") or {}
+    own = float(by_rank[max(by_rank, key=lambda r: by_rank[r]["estimated_saving_us"])]["estimated_saving_us"]) \
+        if by_rank else f.estimated_saving_us
+    return f.estimated_saving_us * min(1.0, float(sync) / own) if own > 0 else 0.0
+
+
+__all__ = ["CAUSE", "SYMPTOM", "absorb", "explain_waiting", "merge_ranks", "reseverity"]
 
 
 def rank(findings: Sequence[Finding]) -> list[Finding]:

@@ -40,7 +40,9 @@ class RuleDoc:
     effect (:meth:`render`). ``needs`` says which data the rule uses (``ops``, ``graph``, ``metrics``...).
     ``role``: ``cause`` (something to change: a decomposed activation, a TransData site...) or ``symptom`` (how
     ops behave: bound class, fusible sequence, idle device); a symptom is folded under the cause that names the
-    same ops (``advisor.hierarchy``).
+    same ops (``advisor.hierarchy``). ``explains``: for a cluster-scope cause that makes other ranks wait (a slow
+    stage, a slow rank, a pipeline bubble), the rule ids of the per-rank findings whose waiting it explains: their
+    saving's waiting part (``evidence["sync_recoverable_us"]``) is moved under the cause, so it is counted once.
     """
 
     id: str
@@ -52,6 +54,7 @@ class RuleDoc:
     needs: tuple[str, ...] = ("ops",)
     example: str = ""
     role: str = "cause"
+    explains: tuple[str, ...] = ()
 
     def render(self, values: Mapping[str, Any]) -> RuleDoc:
         """A copy whose prose cites the effective threshold values instead of ``{key}`` placeholders."""

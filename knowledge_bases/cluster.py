@@ -258,6 +258,7 @@ class ClusterKB(KnowledgeBase):
                        "loading, CPU binding, a noisy neighbour); waiting: look at the neighbour stage's rank.",
             thresholds=("slow_rank", "severity"),
             needs=("steps", "comm"),
+            explains=("overall.uncovered-communication",),
         ),
         RuleDoc(
             id="cluster.stage-imbalance",
@@ -266,13 +267,15 @@ class ClusterKB(KnowledgeBase):
                  "compute exceeds the fastest's by stage_imbalance.min_spread_share of the mean step: the other "
                  "stages wait for it (in p2p transfers or pipeline bubbles). Saving: the slowest stage's compute "
                  "above the mean of the stages, per step x steps (what balancing the layers would take off the "
-                 "step).",
+                 "step) x the ranks compared (every rank's step shortens, and the cluster's analyzed window is "
+                 "the sum of the ranks' windows).",
             why="A pipeline runs at the pace of its slowest stage; the others idle in every micro-batch.",
             how_to_fix="Move layers from the slow stage to the others (Megatron/MindSpeed: an uneven layer split such "
                        "as --num-layer-list, or --decoder-first/last-pipeline-num-layers), remembering that the "
                        "first stage also carries the embedding and the last the loss/head.",
             thresholds=("stage_imbalance", "severity"),
             needs=("steps",),
+            explains=("overall.uncovered-communication",),
         ),
         RuleDoc(
             id="cluster.comm-bottleneck",
@@ -307,6 +310,7 @@ class ClusterKB(KnowledgeBase):
                        "and last stages also carry the embedding and the loss/head).",
             thresholds=("pipeline_bubble", "severity"),
             needs=("steps",),
+            explains=("overall.uncovered-communication",),
         ),
         RuleDoc(
             id="cluster.slow-link",
@@ -544,20 +548,22 @@ class ClusterKB(KnowledgeBase):
             return []
         per_step = float(per_stage.at[slow_pp, "compute_us"] - per_stage["compute_us"].mean())
         n = int(per_stage.at[slow_pp, "steps"])
+        n_ranks = int(len(ranks))
+        saving = max(0.0, per_step) * n * n_ranks
         others = per_stage.drop(index=slow_pp)
         rows = [[int(pp), [_i(r) for r in row.ranks], _r(row.compute_us)] for pp, row in per_stage.iterrows()]
         return [ctx.finding(
             rule="cluster.stage-imbalance",
             title=f"Pipeline stage {int(slow_pp)} computes {float(per_stage.at[slow_pp, 'compute_us']) / 1000:.1f} ms "
                   f"per step vs {float(others['compute_us'].mean()) / 1000:.1f} ms on the other stages",
-            severity=self._severity(ctx, max(0.0, per_step) * n),
+            severity=self._severity(ctx, saving),
             ops=[], evidence={"pipeline_stage": int(slow_pp), "ranks": [_i(r) for r in per_stage.at[slow_pp, "ranks"]],
                               "spread_share": round(spread / mean_step, 4), "mean_step_us": round(mean_step, 3),
                               "source": "per-step compute (step_trace_time Computing / time model)",
                               "table": table(["pp", "ranks", "compute_per_step_us"], rows)},
-            estimated_saving_us=max(0.0, per_step) * n,
+            estimated_saving_us=saving,
             basis=f"stage {int(slow_pp)}'s compute above the mean of the stages ({per_step / 1000:.3f} ms per step "
-                  f"x {n} steps)",
+                  f"x {n} steps) x {n_ranks} ranks, whose steps all shorten",
             recommendation=f"Stage {int(slow_pp)} has more work than the others, which wait for it every "
                            "micro-batch: move layers from it to the other stages (an uneven layer split, e.g. "
                            "MindSpeed --num-layer-list); the first stage also runs the embedding and the last the "

@@ -43,3 +43,28 @@ def test_findings_of_one_input_are_never_merged_and_an_input_without_rank_id_is_
     unnamed = _f("aicpu.ops", "2 AI CPU op(s): 64-bit integer tensors", 0, 130.5)
     (merged,) = merge_ranks([unnamed, Finding(**{**unnamed.__dict__, "rank": None})])
     assert merged.ranks == [0] and merged.estimated_saving_us == 261.0
+
+
+def test_a_cluster_cause_takes_the_waiting_it_explains_out_of_the_per_rank_finding() -> None:
+    """Stage 1 computes 100 us more per step: the 4 ranks' waiting in collectives is that cause, counted once."""
+    from advisor.hierarchy import explain_waiting
+
+    waits = [Finding(kb="overall", rule="overall.uncovered-communication", title="Uncovered communication 50%",
+                     severity="critical", ops=[f"allreduce{r}"], evidence={"sync_recoverable_us": 150.0},
+                     estimated_saving_us=200.0, basis="measured", recommendation="balance", rank=r)
+             for r in range(4)]
+    (merged,) = merge_ranks(waits)
+    stage = Finding(kb="cluster", rule="cluster.stage-imbalance", title="Pipeline stage 1 computes more",
+                    severity="major", ops=[], evidence={}, estimated_saving_us=400.0, basis="x 4 ranks",
+                    recommendation="move layers")
+    out = {f.rule: f for f in explain_waiting([merged, stage], {"cluster.stage-imbalance":
+                                                                ("overall.uncovered-communication",)})}
+    assert out["overall.uncovered-communication"].estimated_saving_us == 800.0 - 400.0
+    (sym,) = out["cluster.stage-imbalance"].symptoms
+    assert sym["rule"] == "overall.uncovered-communication" and sym["explained_us"] == 400.0
+    assert out["cluster.stage-imbalance"].estimated_saving_us == 400.0  # the cause keeps its own saving
+    # a cause larger than the waiting takes all of it; what is not waiting (transfers to hide) stays a finding
+    big = {f.rule: f for f in explain_waiting([merged, Finding(**{**stage.__dict__, "estimated_saving_us": 2000.0})],
+                                              {"cluster.stage-imbalance": ("overall.uncovered-communication",)})}
+    assert big["cluster.stage-imbalance"].symptoms[0]["explained_us"] == 600.0
+    assert big["overall.uncovered-communication"].estimated_saving_us == 200.0
