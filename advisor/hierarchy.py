@@ -23,6 +23,7 @@ from typing import Any
 
 from advisor.findings import SEVERITIES, Finding
 from advisor.score import Limits, per_op_savings
+from advisor.units import fmt_us
 
 CAUSE = "cause"
 SYMPTOM = "symptom"
@@ -175,7 +176,7 @@ def explain_waiting(findings: Sequence[Finding], explains: Mapping[str, Sequence
             else:
                 current[key] = replace(f, estimated_saving_us=left, saving_by_op={}, evidence={
                     **f.evidence, "explained_by": {cause.rule: round(moved, 3)}},
-                    basis=f.basis + f"; {moved:.1f} us of its waiting is explained by {cause.rule}")
+                    basis=f.basis + f"; {fmt_us(moved)} of its waiting is explained by {cause.rule}")
     return [replace(f, symptoms=[*f.symptoms, *listed[key]]) if key in listed else f
             for key, f in current.items()]
 
