@@ -19,7 +19,7 @@ from advisor.errors import InputError
 from advisor.findings import Finding
 from advisor.graph.model import ModelGraph
 from advisor.ingest.sanitize import require_analyzable
-from advisor.model import OPS_COLUMNS, Profile, empty_frame
+from advisor.model import OPS_COLUMNS, Meta, Profile, empty_frame
 from advisor.platform import resolve_platform
 from advisor.rank_summary import RankSummary
 from advisor.report.build import build_report, cluster_section
@@ -36,6 +36,8 @@ class AnalysisOptions:
     pyproject: Path | None = None
     ecosystem: Path | None = None
     chip: str | None = None
+    cann: str | None = None
+    """The CANN release the advice targets (``--cann``): overrides the one the profile or graph records."""
     time_limit_s: float | None = None
     extra_kbs: list[engine.KBInfo] = field(default_factory=list)
     scheduler: str | None = None
@@ -110,21 +112,33 @@ class RankResult:
 
 
 def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo], rules: EffectiveRules,
-                 chip: str | None, time_limit_s: float | None) -> RankResult:
+                 chip: str | None, time_limit_s: float | None, cann: str | None = None) -> RankResult:
     """Read one rank and run the knowledge bases on it (runs on a Dask worker for multi-rank input)."""
     from advisor import ingest
 
     if src.layout == "static-audit":
         from advisor import static_audit
 
-        return static_audit.analyze(src, graph, infos, rules, chip, time_limit_s)
+        return static_audit.analyze(src, graph, infos, rules, chip, time_limit_s, cann)
     profile = ingest.read_source(src)
     require_analyzable(profile, graph)
     ingest.context.refine_with_graph(profile.meta, graph)
+    target_cann(profile.meta, cann)
     hint = chip or profile.meta.chip or (graph.soc_version if graph is not None else None)
     platform = resolve_platform(rules, hint)
     findings, statuses = engine.run(infos, profile, graph, rules, platform, time_limit_s)
     return RankResult(RankSummary.of(profile, platform, rules), findings, statuses, platform)
+
+
+def target_cann(meta: Meta, cann: str | None) -> None:
+    """``--cann``: the release the advice is for (a model profiled on 8.0 and deployed on 8.1 gets 8.1's native
+    kernels and ATC options); the recorded one stays in the notes."""
+    if not cann:
+        return
+    recorded = meta.cann_version
+    meta.cann_version = cann
+    meta.notes.append(f"advice targets CANN {cann} (--cann)" + (f"; the input records CANN {recorded}"
+                                                                 if recorded and recorded != cann else ""))
 
 
 def _analyze_rank_job(args: tuple[Any, Any]) -> RankResult:
@@ -132,7 +146,7 @@ def _analyze_rank_job(args: tuple[Any, Any]) -> RankResult:
     (graph, options, rules, infos), src = args
     if infos is None:
         infos = select_kbs(options)  # on a worker: entry points are loaded there
-    return analyze_rank(src, graph, infos, rules, options.chip, options.time_limit_s)
+    return analyze_rank(src, graph, infos, rules, options.chip, options.time_limit_s, options.cann)
 
 
 def _parallel_ok(options: AnalysisOptions) -> bool:
@@ -211,7 +225,7 @@ def _analyze_ranks(path: Path, sources: list[Any], graph: ModelGraph | None, inf
     skipped and reported, unless no rank could be read."""
     if len(sources) == 1 and not options.scheduler:
         progress("reading profile")
-        return [analyze_rank(sources[0], graph, infos, rules, options.chip, options.time_limit_s)], []
+        return [analyze_rank(sources[0], graph, infos, rules, options.chip, options.time_limit_s, options.cann)], []
     mode = executor.plan(len(sources), workers, options.scheduler, _parallel_ok(options))
     if mode == executor.REMOTE:  # the workers see the profile at the same absolute path (shared storage)
         sources = [type(s)(s.root.resolve(), s.layout, s.rank) for s in sources]

@@ -120,15 +120,16 @@ def profile_of(graph: ModelGraph, platform: dict[str, Any], rules: EffectiveRule
 
 
 def analyze(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo], rules: EffectiveRules,
-            chip: str | None, time_limit_s: float | None) -> RankResult:
+            chip: str | None, time_limit_s: float | None, cann: str | None = None) -> RankResult:
     """Estimate the graph's ops, run the graph-capable rules on them, label the findings as estimates."""
-    from advisor.analysis import RankResult
+    from advisor.analysis import RankResult, target_cann
     from advisor.rank_summary import RankSummary
 
     if graph is None:
         raise InputError(src.root, "a static audit needs a model graph")
     platform = resolve_platform(rules, chip or graph.soc_version)
     profile = profile_of(graph, platform, rules)
+    target_cann(profile.meta, cann)
     keep, skipped = select(infos)
     findings, statuses = engine.run(keep, profile, graph, rules, platform, time_limit_s)
     factor = float(rules.for_kb("costmodel").get("static_confidence_factor", 1.0))

@@ -82,6 +82,9 @@ def _files_read(report: dict) -> list[str]:
 @click.option("--ecosystem", type=click.Path(path_type=Path, exists=True, dir_okay=False),
               help="A MindStudio ecosystem.json: run its legacy knowledge bases too.")
 @click.option("--chip", help="SoC to use for peaks when the profile does not say (e.g. Ascend310P3, Ascend910B2).")
+@click.option("--cann", metavar="VERSION",
+              help="CANN release the advice targets (e.g. 8.1.RC1): native kernels, fusion passes and ATC options "
+                   "of that release; overrides the version the profile or graph records.")
 @click.option("--fail-under", type=click.FloatRange(0, 100), help="Exit 1 when the score is below this value.")
 @click.option("--fail-on", type=click.Choice(["critical", "major", "minor", "info"]), default="major",
               show_default=True, help="JUnit: a rule's test case fails at this severity or worse.")
@@ -96,7 +99,7 @@ def _files_read(report: dict) -> list[str]:
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | str | None, only: tuple[str, ...],
             skip: tuple[str, ...], rules_file: Path | None, ecosystem: Path | None, chip: str | None,
-            fail_under: float | None, fail_on: str, example: bool, scheduler: str | None, workers: int | None,
+            cann: str | None, fail_under: float | None, fail_on: str, example: bool, scheduler: str | None, workers: int | None,
             quiet: bool) -> None:
     """Analyze a profile: PROF_xxx, *_ascend_pt, *_ascend_ms, a MindSpore profiler/ dir, a JOB dir, a parent of
     several ranks, or a single op_summary/kernel_details CSV, msprof/torch_npu .db or trace JSON.
@@ -115,7 +118,7 @@ def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | st
     if scheduler is not None and workers is not None:
         raise UsageError("--workers sizes the local Dask cluster: it cannot be used with --scheduler")
     options = AnalysisOptions(only=only, skip=skip, rules_file=rules_file, ecosystem=ecosystem, chip=chip,
-                              scheduler=scheduler)
+                              cann=cann, scheduler=scheduler)
     if out is None and fmt not in _STDOUT_FORMATS:
         out = "reports/"
     # checked (and made absolute) before the analysis: fail fast, and nothing run later can move it
