@@ -148,7 +148,8 @@ def test_minimal_fixture_in_english(minimal, rules):
     f = run(load(minimal)[0], rules)
     assert len(f) == 1 and apis(f[0]) == {"AscendCL@aclMallocMemInner"}
     assert f[0].evidence["allocator_us"] == pytest.approx(12_000.0)
-    assert f[0].estimated_saving_us == pytest.approx(3_000.0)  # the device is idle for only 3 ms of the window
+    # 12 ms of allocator calls x recoverable_fraction 0.9, inside the 38.7 ms the device idles in ProfilerStep#1
+    assert f[0].estimated_saving_us == pytest.approx(0.9 * 12_000.0)
     for text in (f[0].title, f[0].recommendation, f[0].basis):
         assert not CJK.search(text) and text.isascii()
 
