@@ -70,7 +70,9 @@ class OperatorKB(KnowledgeBase):
              "profile's multi-core time uses). An op whose blocks fill only part of its last wave (used / (waves x "
              "cores) < 1; mix ops: the better of the cube and vector parts) is reported when a task lasts at least "
              "{block_dim.min_duration_us} us and its first output is large enough to split over every core "
-             "({block_dim.min_elements_per_core} elements per core).",
+             "({block_dim.min_elements_per_core} elements per core); an op without an output shape only when its "
+             "blocks fill at least {block_dim.min_used_without_shapes} of its last wave (its parallelism is "
+             "unknown: few blocks usually mean a small op, not a bad tiling).",
         why="Cores without a block idle for the whole op: 20 blocks on 24 cores leave a sixth of the chip unused. "
             "Per task the saving is its time x the idle share x {block_dim.realism} (tiling and per-core overheads "
             "keep part of it), and never more than the time the op spends below the chip's roof (shared "
@@ -101,7 +103,8 @@ class OperatorKB(KnowledgeBase):
         used = task_occupancy(ops, counts, families["cube_cores"], families["vector_cores"])
         dur = _col(ops, "duration_us")
         elements = cat_map(ops["output_shapes"], _first_elements, np.nan, "float64")
-        big_enough = ~(elements < primary * float(cfg["min_elements_per_core"]))
+        big_enough = np.where(np.isfinite(elements), elements >= primary * float(cfg["min_elements_per_core"]),
+                              np.nan_to_num(used) >= float(cfg["min_used_without_shapes"]))
         flagged = (cube | vec) & np.isfinite(used) & (used < 1.0 - 1e-9) & (dur >= float(cfg["min_duration_us"])) \
             & big_enough
         if not flagged.any():
