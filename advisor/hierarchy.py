@@ -98,7 +98,9 @@ one that names a rank, a stage or a step (``rank 3 arrives last`` and ``rank 2 a
 def merge_ranks(findings: Sequence[Finding]) -> list[Finding]:
     """Findings of several ranks with the same rule and the same title up to its quantities become one, listing
     the ranks: 16 ranks with "uncovered communication 62.8 %" .. "63.3 %" are one cause, shown with the largest
-    rank's figures and the saving summed over the ranks (the window it is measured against is their sum too)."""
+    rank's figures and the saving summed over the ranks (the window it is measured against is their sum too).
+    Findings of different ranks whose titles differ in a word but whose advice is the same up to its quantities
+    ("host-bound" on one rank, "moderately host-bound" on the other) are the same cause too."""
     groups: dict[tuple[str, str], list[Finding]] = defaultdict(list)
     order: list[tuple[str, str]] = []
     for f in findings:
@@ -106,6 +108,7 @@ def merge_ranks(findings: Sequence[Finding]) -> list[Finding]:
         if key not in groups:
             order.append(key)
         groups[key].append(f)
+    order = _join_same_advice(groups, order)
     out: list[Finding] = []
     for key in order:
         group = groups[key]
@@ -144,6 +147,25 @@ def reseverity(findings: Sequence[Finding], windows: Mapping[int | None, float],
         sev = next((s for s in ("critical", "major", "minor") if share >= float(lv.get(s, 2.0))), "info")
         out.append(f if sev == f.severity else replace(f, severity=sev))
     return out
+
+
+def _join_same_advice(groups: dict[tuple[str, str], list[Finding]],
+                      order: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Groups of one rule with the same advice (recommendation up to its quantities) and no rank in common are
+    joined into the first of them; the keys left, in order."""
+    first_of: dict[tuple[str, str], tuple[str, str]] = {}
+    kept: list[tuple[str, str]] = []
+    for key in order:
+        group = groups[key]
+        advice = (key[0], _QUANTITY.sub("#", group[0].recommendation))
+        into = first_of.get(advice)
+        if into is not None and not {f.rank for f in groups[into]} & {f.rank for f in group}:
+            groups[into].extend(group)
+            del groups[key]
+            continue
+        first_of.setdefault(advice, key)
+        kept.append(key)
+    return kept
 
 
 def explain_waiting(findings: Sequence[Finding], explains: Mapping[str, Sequence[str]]) -> list[Finding]:

@@ -8,9 +8,10 @@ from advisor.findings import Finding
 from advisor.hierarchy import merge_ranks
 
 
-def _f(rule: str, title: str, rank: int, saving: float) -> Finding:
+def _f(rule: str, title: str, rank: int, saving: float, advice: str | None = None) -> Finding:
     return Finding(kb=rule.split(".")[0], rule=rule, title=title, severity="major", ops=[f"op{rank}"],
-                   evidence={}, estimated_saving_us=saving, basis="measured", recommendation="fix it", rank=rank)
+                   evidence={}, estimated_saving_us=saving, basis="measured",
+                   recommendation=advice or f"advice for {title}", rank=rank)
 
 
 def test_same_cause_with_different_figures_is_one_finding_over_its_ranks() -> None:
@@ -68,3 +69,13 @@ def test_a_cluster_cause_takes_the_waiting_it_explains_out_of_the_per_rank_findi
                                               {"cluster.stage-imbalance": ("overall.uncovered-communication",)})}
     assert big["cluster.stage-imbalance"].symptoms[0]["explained_us"] == 600.0
     assert big["overall.uncovered-communication"].estimated_saving_us == 200.0
+
+
+def test_ranks_whose_titles_differ_in_a_word_but_share_the_advice_are_one_finding() -> None:
+    advice = "The device waits for the host 20.2% of the time: find what the host does between device tasks."
+    found = [_f("overall.free-time", "Device idle 20.2% of the analyzed time (26.68 ms): host-bound", 0, 13484.0,
+                advice),
+             _f("overall.free-time", "Device idle 18.8% of the analyzed time (25.74 ms): moderately host-bound", 1,
+                12086.0, advice.replace("20.2", "18.8"))]
+    (merged,) = merge_ranks(found)
+    assert merged.ranks == [0, 1] and merged.estimated_saving_us == 13484.0 + 12086.0
