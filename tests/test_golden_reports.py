@@ -1,0 +1,39 @@
+"""Speed work changes no result (issue 18.4): every shared sample and the built-in example still give the findings
+(rule, title, severity, ops, saving as the report rounds it), the score and the ``time`` section committed in
+``tests/data/golden/`` -- generated from ``main``'s code with ``python -m tests.golden --update`` (see its
+docstring: run it from a worktree of ``main``, never from the branch under test)."""
+
+from __future__ import annotations
+
+import difflib
+
+import pytest
+
+from tests import golden
+
+NAMES = [n for n in golden.names() if (golden.GOLDEN / golden.golden_name(n)).is_file()]
+
+
+def test_every_sample_has_a_golden() -> None:
+    if not golden.SAMPLES.is_dir():
+        pytest.skip("../shared/samples not present")
+    missing = [n for n in golden.names() if not (golden.GOLDEN / golden.golden_name(n)).is_file()]
+    assert missing == [], f"no golden for {missing}: python -m tests.golden --update (from main)"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_report_matches_its_golden(name: str) -> None:
+    want = (golden.GOLDEN / golden.golden_name(name)).read_text("utf-8")
+    have = golden.dump(golden.fresh_digest(name))
+    if have != want:
+        diff = "\n".join(list(difflib.unified_diff(want.splitlines(), have.splitlines(), "golden", "fresh",
+                                                   lineterm=""))[:60])
+        pytest.fail(f"{name}: the report changed\n{diff}")
+
+
+def test_the_digest_sees_a_changed_saving() -> None:
+    """The comparison is not vacuous: a saving moved in its last reported decimal is a difference."""
+    report = {"score": 50, "time": {"window_us": 10.0}, "findings": [{"rule": "r", "estimated_saving_us": 1.234}]}
+    moved = {**report, "findings": [{"rule": "r", "estimated_saving_us": 1.235}]}
+    assert golden.dump(golden.digest(report)) != golden.dump(golden.digest(moved))
+    assert golden.dump(golden.digest(report)) == golden.dump(golden.digest(dict(report)))
