@@ -11,7 +11,8 @@ Only a top-level array is handled here; callers fall back to a token parser for 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 import numpy as np
@@ -24,6 +25,8 @@ MAX_ELEMENT_BYTES = 256 << 20
 unclosed string or bracket) and reading on would hold the rest of a multi-GB file in memory."""
 
 _QUOTE, _BACKSLASH = 0x22, 0x5C
+_AT_START = re.compile(rb"[ \t\r\n]*")
+_AFTER_ELEMENT = re.compile(rb"[ \t\r\n]*,[ \t\r\n]*")
 _OPEN = (0x7B, 0x5B)  # { [
 _CLOSE = (0x7D, 0x5D)  # } ]
 
@@ -86,10 +89,20 @@ def _element_spans(buf: bytes, depth0: int) -> tuple[list[tuple[int, int]], int,
     return spans, rest, close_at
 
 
-def iter_array_batches(f: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[list[object]]:
-    """Yield the elements of the top-level JSON array in ``f`` (positioned at the ``[``), one block at a time.
+Decoder = Callable[[bytes], list[object]]
+"""Parses one ``[...]`` chunk of complete elements (``orjson.loads``, or a ``msgspec`` decoder that keeps only
+the fields a reader needs); must reject any text that is not valid JSON."""
 
-    Raises StreamError when the array is cut short or an element is not valid JSON.
+
+def iter_array_batches(f: BinaryIO, block_bytes: int = BLOCK_BYTES,
+                       decode: Decoder = orjson.loads) -> Iterator[list[object]]:
+    """Yield the elements of the top-level JSON array in ``f`` (positioned at the ``[``), one block at a time,
+    parsed by ``decode``.
+
+    A block is first cut after its last ``},`` and parsed as it is: a cut that is not between two elements leaves
+    an unclosed string or bracket, which any JSON parser rejects, and only then are the element boundaries
+    located exactly (vectorized, see :func:`_element_spans`). Raises StreamError when the array is cut short or
+    an element is not valid JSON.
     """
     offset = f.tell()
     head = f.read(1)
@@ -98,19 +111,31 @@ def iter_array_batches(f: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[
     offset += 1
     carry = b""
     eof = False
+    after_element = False  # the next element is due after a comma
     while True:
         block = b"" if eof else f.read(block_bytes)
         eof = eof or len(block) < block_bytes
         buf = carry + block
+        if not eof:
+            fast = _fast_cut(buf, decode, after_element)
+            if fast is not None:
+                parsed, rest = fast
+                after_element = True
+                yield parsed
+                offset += rest
+                carry = buf[rest:]
+                continue
         spans, rest, close_at = _element_spans(buf, 1)
         if spans:
             first, last = spans[0][0], spans[-1][1]
+            chunk = b"[" + buf[first:last] + b"]"
             try:
-                parsed = orjson.loads(b"[" + buf[first:last] + b"]")
-            except orjson.JSONDecodeError as e:
-                raise StreamError(f"invalid JSON ({e.msg})", offset + first + max(e.pos - 1, 0)) from None
+                parsed = decode(chunk)
+            except Exception:  # noqa: BLE001 - any decoder's error: orjson says where the JSON breaks
+                parsed = _reparse(chunk, offset + first)
             if len(parsed) != len(spans):  # something between elements that is not a comma
                 raise StreamError("invalid JSON between array elements", offset + first)
+            after_element = True
             yield parsed
         tail = buf[rest:]
         if close_at >= 0:
@@ -127,3 +152,28 @@ def iter_array_batches(f: BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[
         if len(carry) > MAX_ELEMENT_BYTES:
             raise StreamError(f"an element longer than {MAX_ELEMENT_BYTES >> 20} MB (unclosed string or bracket?)",
                               offset)
+
+
+def _fast_cut(buf: bytes, decode: Decoder, after_element: bool) -> tuple[list[object], int] | None:
+    """(elements, end offset) of ``buf`` cut after its last ``},``, or None when that cut does not parse.
+
+    ``buf`` starts right after the array's ``[`` or, ``after_element``, right after an element (one comma due)."""
+    cut = buf.rfind(b"},")
+    if cut < 0:
+        return None
+    lead = (_AFTER_ELEMENT if after_element else _AT_START).match(buf)
+    start = lead.end() if lead else cut
+    if start >= cut:
+        return None
+    try:
+        return decode(b"[" + buf[start:cut + 1] + b"]"), cut + 1
+    except Exception:  # noqa: BLE001 - a cut inside a string or a nested value: locate the elements exactly
+        return None
+
+
+def _reparse(chunk: bytes, offset: int) -> list[object]:
+    """``chunk`` through orjson: its error names the position; JSON that ``decode`` alone refused is returned."""
+    try:
+        return orjson.loads(chunk)
+    except orjson.JSONDecodeError as e:
+        raise StreamError(f"invalid JSON ({e.msg})", offset + max(e.pos - 1, 0)) from None

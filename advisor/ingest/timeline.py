@@ -37,13 +37,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import msgspec
 import numpy as np
+import orjson
 import pandas as pd
 
 from advisor.errors import InputError
 from advisor.ingest.jsonstream import StreamError, iter_array_batches
 from advisor.ingest.normalize import finalize_ops
-from advisor.ingest.timebase import ns_of, us_from_ns
+from advisor.ingest.timebase import ns_of, ns_of_many, us_from_ns
 from advisor.model import EVENTS_COLUMNS, STEPS_COLUMNS, Meta, Profile, empty_frame
 
 try:  # the C backend is ~10x faster; pure-python fallback keeps the reader working everywhere
@@ -54,6 +56,8 @@ except ImportError:  # pragma: no cover - depends on how ijson was built
 from ijson.common import JSONError
 
 DEVICE_PROCESS = "Ascend Hardware"
+TRACE_BLOCK_BYTES = 1 << 20
+"""Bytes parsed at a time: the block's events (fields projected, ``args`` raw) take a few times its size."""
 MAX_ARGS = 16
 """Events whose args hold more entries than this keep ``args=None`` (the table stays light)."""
 _VOLATILE_ARGS = frozenset({"Sequence number", "connection_id", "id", "item_id"})
@@ -87,8 +91,32 @@ class TraceTables:
 # ---------------------------------------------------------------------------------------------------------
 # streaming
 # ---------------------------------------------------------------------------------------------------------
-def _events(f: BinaryIO, path: Path) -> Iterator[dict[str, Any]]:
-    """Yield trace events one at a time from a list or a ``{"traceEvents": [...]}`` document."""
+class TraceEvent(msgspec.Struct, gc=False):
+    """The fields of a trace event that any table keeps; the decoder skips every other key without building it,
+    and ``args`` stays raw JSON (``msgspec.Raw``) until a kept row needs it as a dict."""
+
+    ph: Any = None
+    pid: Any = None
+    tid: Any = None
+    name: Any = None
+    cat: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: msgspec.Raw = None  # type: ignore[assignment] - None when absent; a dict when built from ijson
+
+
+_DECODER = msgspec.json.Decoder(list[TraceEvent | list | str | int | float | bool | None])
+_TOKEN_BATCH = 8192
+
+
+def _as_event(d: dict[str, Any]) -> TraceEvent:
+    return TraceEvent(d.get("ph"), d.get("pid"), d.get("tid"), d.get("name"), d.get("cat"), d.get("ts"),
+                      d.get("dur"), d.get("args"))
+
+
+def _batches(f: BinaryIO, path: Path) -> Iterator[list[TraceEvent]]:
+    """Yield trace events a block at a time from a list or a ``{"traceEvents": [...]}`` document (elements that
+    are not objects are left out)."""
     head = f.read(4096)
     stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not stripped:
@@ -100,14 +128,26 @@ def _events(f: BinaryIO, path: Path) -> Iterator[dict[str, Any]]:
     if first == b"[":
         f.seek(head.index(b"["))
         try:
-            for batch in iter_array_batches(f):
-                yield from batch
+            for batch in iter_array_batches(f, TRACE_BLOCK_BYTES, _DECODER.decode):
+                if set(map(type, batch)) == {TraceEvent}:
+                    yield batch  # type: ignore[misc]
+                else:  # bare values (skipped), or dicts from the fallback parser
+                    yield [e if type(e) is TraceEvent else _as_event(e) for e in batch
+                           if type(e) is TraceEvent or type(e) is dict]
         except StreamError as e:
             if e.truncated:
                 raise InputError(path, f"truncated JSON ({e} at byte {e.offset})") from None
             raise InputError(path, f"{e} near byte {e.offset}") from None
     elif first == b"{":  # {"traceEvents": [...]}: rare for Ascend traces, token-streamed
-        yield from _ijson.items(f, "traceEvents.item", use_float=True)
+        batch: list[TraceEvent] = []
+        for d in _ijson.items(f, "traceEvents.item", use_float=True):
+            if type(d) is dict:
+                batch.append(_as_event(d))
+                if len(batch) >= _TOKEN_BATCH:
+                    yield batch
+                    batch = []
+        if batch:
+            yield batch
     else:
         raise InputError(path, "not a trace: expected a JSON list of trace events or {\"traceEvents\": [...]}")
 
@@ -197,135 +237,223 @@ def _late_device_rows(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:  # noqa: C901 - one inlined loop over millions of events: a helper call per event costs more than the branches
+_MISSING_ARGS = object()
+_ARGS_CACHE_LIMIT = 1 << 16
+
+
+def _float_or_nan(v: Any) -> float:
+    """``dur`` as written (a number or decimal text); NaN when absent or not a number."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _raw_args(a: Any) -> Any:
+    """An event's ``args`` as parsed JSON (``msgspec.Raw`` from the block decoder, already a dict from ijson)."""
+    if a is None or type(a) is dict:
+        return a
+    raw = a if type(a) is bytes else bytes(a)
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:  # valid JSON orjson does not take (integers beyond 64 bits)
+        return msgspec.json.decode(raw)
+
+
+class _TraceReader:
+    """Accumulates the tables of one trace, a decoded block at a time.
+
+    Per block the work is vectorized where it can be: fields are pulled out of the decoded events with list
+    comprehensions, time stamps parsed by :func:`ns_of_many`, and ``args`` decoded only for the rows kept. Process
+    metadata (``M`` events) takes effect at its position in the file, as it would event by event.
+    """
+
+    def __init__(self, device_ops: bool) -> None:
+        self.device_ops = device_ops
+        self.proc: dict[Any, str] = {}
+        self.threads: dict[tuple[Any, Any], str] = {}
+        self.device_pids: set[Any] = set()  # pids already known to be the device process
+        self.x = _Columns(_X_FIELDS)
+        self.dev = _Columns(_DEV_FIELDS)
+        self.cnt = _Columns(("pid", "name", "key", "ts", "value"))
+        # pids, tids and model ids repeat on every event: keep one object per distinct value (not one per row)
+        self.canon = {}.setdefault
+        # events with the same args share one dict (one per distinct call stack, not per event)
+        self.share_args = {}.setdefault
+        self.args_by_raw: dict[bytes, Any] = {b"": None, b"{}": None}
+        self.skipped_phases: dict[str, int] = {}
+        self.n_dropped_device = 0
+
+    def take(self, events: list[TraceEvent]) -> None:
+        phs = [e.ph for e in events]
+        lo = 0
+        for i in [i for i, p in enumerate(phs) if p == "M"]:
+            if i > lo:
+                self._segment(events[lo:i], phs[lo:i])
+            self._metadata(events[i])
+            lo = i + 1
+        if lo < len(events):
+            self._segment(events[lo:] if lo else events, phs[lo:] if lo else phs)
+
+    def _metadata(self, ev: TraceEvent) -> None:
+        margs = _raw_args(ev.args)
+        label = margs.get("name") if type(margs) is dict else None
+        if type(label) is not str:
+            return
+        if ev.name == "process_name":
+            self.proc[ev.pid] = label
+            if label == DEVICE_PROCESS:
+                self.device_pids.add(ev.pid)
+        elif ev.name == "thread_name":
+            self.threads[(ev.pid, ev.tid)] = label
+
+    def _segment(self, events: list[TraceEvent], phs: list[Any]) -> None:
+        """A run of events without process metadata."""
+        n_x = phs.count("X")
+        if n_x < len(phs):
+            for ph in phs:
+                if ph != "X" and ph != "C":
+                    key = str(ph)
+                    self.skipped_phases[key] = self.skipped_phases.get(key, 0) + 1
+            for e, ph in zip(events, phs, strict=True):
+                if ph == "C":
+                    self._counter(e)
+            if not n_x:
+                return
+            events = [e for e, ph in zip(events, phs, strict=True) if ph == "X"]
+        canon = self.canon
+        pids = [canon(e.pid, e.pid) for e in events]
+        if self.device_pids:
+            device = self.device_pids
+            on_dev = [i for i, p in enumerate(pids) if p in device and not self._is_step(events[i].args)]
+            if on_dev:
+                if self.device_ops:
+                    self._device_rows([events[i] for i in on_dev], [pids[i] for i in on_dev])
+                else:
+                    self.n_dropped_device += len(on_dev)
+                drop = set(on_dev)
+                keep = [i for i in range(len(events)) if i not in drop]
+                events = [events[i] for i in keep]
+                pids = [pids[i] for i in keep]
+        if events:
+            self._host_rows(events, pids)
+
+    @staticmethod
+    def _is_step(a: Any) -> bool:
+        """msprof writes its step-trace events into the device process: args with an ``Iteration ID``."""
+        if a is None:
+            return False
+        if type(a) is not dict:
+            if b"Iteration ID" not in bytes(a):
+                return False
+            a = _raw_args(a)
+        return type(a) is dict and "Iteration ID" in a
+
+    def _host_rows(self, events: list[TraceEvent], pids: list[Any]) -> None:
+        canon, intern, cols = self.canon, _intern, self.x.cols
+        cols["pid"].extend(pids)
+        cols["tid"].extend([canon(e.tid, e.tid) for e in events])
+        cols["name"].extend([intern(v) if type(v) is str else str(v) for v in [e.name for e in events]])
+        cols["cat"].extend([intern(v) if type(v) is str else None for v in [e.cat for e in events]])
+        cols["ts"].frombytes(ns_of_many([e.ts for e in events]).tobytes())
+        cols["dur"].extend([v if type(v) is float else _float_or_nan(v) for v in [e.dur for e in events]])
+        args = [e.args for e in events]
+        if set(map(type, args)) <= {msgspec.Raw, type(None)}:  # from the block decoder: look raw args up first
+            keys = [b"" if a is None else bytes(a) for a in args]
+            get = self.args_by_raw.get
+            args = [get(k, _MISSING_ARGS) for k in keys]
+            for i in [i for i, a in enumerate(args) if a is _MISSING_ARGS]:
+                args[i] = self._args(keys[i])
+            cols["args"].extend(args)
+        else:
+            cols["args"].extend([self._args(a) for a in args])
+
+    def _args(self, a: Any) -> dict[str, Any] | None:
+        """A kept row's args: volatile keys dropped, strings interned, equal dicts shared; None when empty or
+        longer than :data:`MAX_ARGS`."""
+        if a is None:
+            return None
+        raw = None
+        if type(a) is not dict:
+            raw = bytes(a)
+            hit = self.args_by_raw.get(raw, _MISSING_ARGS)
+            if hit is not _MISSING_ARGS:
+                return hit
+            a = _raw_args(raw) if raw else None
+        out = None
+        if type(a) is dict and a and len(a) <= MAX_ARGS:
+            for k in _VOLATILE_ARGS.intersection(a):
+                del a[k]
+            for k, v in a.items():
+                if type(v) is str:
+                    a[k] = _intern(v)
+            try:
+                out = self.share_args(tuple(a.items()), a)
+            except TypeError:  # an unhashable value (list, nested dict): keep this event's own
+                out = a
+        if raw is not None:
+            if len(self.args_by_raw) >= _ARGS_CACHE_LIMIT:
+                self.args_by_raw = {b"": None, b"{}": None}
+            self.args_by_raw[raw] = out
+        return out
+
+    def _device_rows(self, events: list[TraceEvent], pids: list[Any]) -> None:
+        canon, intern, cols = self.canon, _intern, self.dev.cols
+        cols["pid"].extend(pids)
+        cols["tid"].extend([canon(e.tid, e.tid) for e in events])
+        cols["name"].extend([intern(v) if type(v) is str else str(v) for v in [e.name for e in events]])
+        cols["ts"].frombytes(ns_of_many([e.ts for e in events]).tobytes())
+        cols["dur"].extend([v if type(v) is float else _float_or_nan(v) for v in [e.dur for e in events]])
+        core, typ, stream, task, model, cycles = (cols[n].append for n in _DEV_FIELDS[5:])
+        for e in events:
+            args = _raw_args(e.args)
+            if type(args) is not dict or not args:
+                core(None), typ(None), stream(None), task(None), model(None), cycles(None)
+                continue
+            v = args.get("Task Type")
+            core(intern(v) if type(v) is str else None)
+            v = args.get("type")
+            if v is None:
+                v = args.get("Op Type")
+            typ(intern(v) if type(v) is str else None)
+            v = args.get("Stream Id")
+            stream(args.get("Physic Stream Id") if v is None else v)
+            task(args.get("Task Id"))
+            v = args.get("Model Id")
+            model(canon(v, v))
+            cycles(args.get("Total Cycle"))
+
+    def _counter(self, ev: TraceEvent) -> None:
+        args = _raw_args(ev.args)
+        if type(args) is not dict:
+            return
+        cols = self.cnt.cols
+        name = ev.name
+        name = _intern(name) if type(name) is str else str(name)
+        ts = ns_of(ev.ts)
+        for key, value in args.items():
+            if type(value) is not float and type(value) is not int:
+                value = _num(value) if type(value) is str else math.nan
+                if math.isnan(value):
+                    continue
+            cols["pid"].append(ev.pid)
+            cols["name"].append(name)
+            cols["key"].append(_intern(str(key)))
+            cols["ts"].append(ts)
+            cols["value"].append(float(value))
+
+
+def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:
     """Stream one trace file into tables (see the module doc for what goes where)."""
     path = Path(path)
-    proc: dict[Any, str] = {}
-    threads: dict[tuple[Any, Any], str] = {}
-    device_pids: set[Any] = set()  # pids already known to be the device process
-
-    x = _Columns(_X_FIELDS)
-    dev = _Columns(_DEV_FIELDS)
-    cnt = _Columns(("pid", "name", "key", "ts", "value"))
-    # the loop below runs once per event (millions): bound methods, no helper calls on the common path
-    x_pid, x_tid, x_name, x_cat, x_ts, x_dur, x_args = (x.cols[n].append for n in _X_FIELDS)
-    d_pid, d_tid, d_name, d_ts, d_dur, d_core, d_type, d_stream, d_task, d_model, d_cycles = (
-        dev.cols[n].append for n in _DEV_FIELDS)
-    c_pid, c_name, c_key, c_ts, c_value = (cnt.cols[n].append for n in ("pid", "name", "key", "ts", "value"))
-    intern = _intern
-    nan = math.nan
-    # pids, tids and model ids repeat on every event: keep one object per distinct value (not one per row)
-    canon_values: dict[Any, Any] = {}
-    canon = canon_values.setdefault
-    shared_args: dict[tuple[Any, ...], dict[str, Any]] = {}
-    share_args = shared_args.setdefault
-    skipped_phases: dict[str, int] = {}
-    n_dropped_device = 0
-
+    reader = _TraceReader(device_ops)
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed in finally; the error message needs its position
     except OSError as e:
         raise InputError(path, f"cannot be read ({e.strerror})") from None
     try:
-        for ev in _events(f, path):
-            if type(ev) is not dict:
-                continue
-            ph = ev.get("ph")
-            if ph == "X":
-                pid = ev.get("pid")
-                pid = canon(pid, pid)
-                args = ev.get("args")
-                if type(args) is not dict or not args:
-                    args = None
-                if pid in device_pids and (args is None or "Iteration ID" not in args):
-                    if not device_ops:
-                        n_dropped_device += 1
-                        continue
-                    name = ev.get("name")
-                    d_pid(pid)
-                    tid = ev.get("tid")
-                    d_tid(canon(tid, tid))
-                    d_name(intern(name) if type(name) is str else str(name))
-                    d_ts(ns_of(ev.get("ts")))
-                    try:
-                        d_dur(float(ev["dur"]))
-                    except (KeyError, TypeError, ValueError):
-                        d_dur(nan)
-                    if args is None:
-                        d_core(None), d_type(None), d_stream(None), d_task(None), d_model(None), d_cycles(None)
-                    else:
-                        v = args.get("Task Type")
-                        d_core(intern(v) if type(v) is str else None)
-                        v = args.get("type")
-                        if v is None:
-                            v = args.get("Op Type")
-                        d_type(intern(v) if type(v) is str else None)
-                        v = args.get("Stream Id")
-                        d_stream(args.get("Physic Stream Id") if v is None else v)
-                        d_task(args.get("Task Id"))
-                        v = args.get("Model Id")
-                        d_model(canon(v, v))
-                        d_cycles(args.get("Total Cycle"))
-                    continue
-                name = ev.get("name")
-                x_pid(pid)
-                tid = ev.get("tid")
-                x_tid(canon(tid, tid))
-                x_name(intern(name) if type(name) is str else str(name))
-                cat = ev.get("cat")
-                x_cat(intern(cat) if type(cat) is str else None)
-                x_ts(ns_of(ev.get("ts")))
-                try:
-                    x_dur(float(ev["dur"]))
-                except (KeyError, TypeError, ValueError):
-                    x_dur(nan)
-                if args is not None:
-                    if len(args) > MAX_ARGS:
-                        args = None
-                    else:
-                        for k in _VOLATILE_ARGS.intersection(args):
-                            del args[k]
-                        for k, v in args.items():
-                            if type(v) is str:
-                                args[k] = intern(v)
-                        # events with the same args share one dict (one per distinct call stack, not per event)
-                        try:  # noqa: SIM105 - a hot loop: suppress() costs a context manager per event
-                            args = share_args(tuple(args.items()), args)
-                        except TypeError:  # an unhashable value (list, nested dict): keep this event's own
-                            pass
-                x_args(args)
-            elif ph == "C":
-                args = ev.get("args")
-                if type(args) is not dict:
-                    continue
-                pid = ev.get("pid")
-                name = ev.get("name")
-                name = intern(name) if type(name) is str else str(name)
-                ts = ns_of(ev.get("ts"))
-                for key, value in args.items():
-                    if type(value) is not float and type(value) is not int:
-                        value = _num(value) if type(value) is str else nan
-                        if math.isnan(value):
-                            continue
-                    c_pid(pid)
-                    c_name(name)
-                    c_key(intern(str(key)))
-                    c_ts(ts)
-                    c_value(float(value))
-            elif ph == "M":
-                margs = ev.get("args")
-                label = margs.get("name") if type(margs) is dict else None
-                if type(label) is not str:
-                    continue
-                if ev.get("name") == "process_name":
-                    proc[ev.get("pid")] = label
-                    if label == DEVICE_PROCESS:
-                        device_pids.add(ev.get("pid"))
-                elif ev.get("name") == "thread_name":
-                    threads[(ev.get("pid"), ev.get("tid"))] = label
-            else:
-                key = str(ph)
-                skipped_phases[key] = skipped_phases.get(key, 0) + 1
+        for batch in _batches(f, path):
+            reader.take(batch)
     except JSONError as e:
         raise _json_error(path, f, e) from None
     except TypeError as e:  # an unhashable pid/tid (a list or object where a number belongs)
@@ -335,6 +463,9 @@ def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:  # n
             from None
     finally:
         f.close()
+    x, dev, cnt = reader.x, reader.dev, reader.cnt
+    proc, threads, skipped_phases = reader.proc, reader.threads, reader.skipped_phases
+    n_dropped_device = reader.n_dropped_device
 
     meta.read(path)
     if skipped_phases:
