@@ -7,6 +7,7 @@ This is the only place that strings the stages together; each stage lives in its
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from advisor import consistency, engine, executor, hierarchy, safeload, score
+from advisor import consistency, engine, executor, hierarchy, safeload, score, stagetimes
 from advisor.errors import InputError
 from advisor.findings import Finding
 from advisor.graph.model import ModelGraph
@@ -126,7 +127,10 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
     target_cann(profile.meta, cann)
     hint = chip or profile.meta.chip or (graph.soc_version if graph is not None else None)
     platform = resolve_platform(rules, hint)
-    findings, statuses = engine.run(infos, profile, graph, rules, platform, time_limit_s)
+    with stagetimes.stage("knowledge bases"):
+        findings, statuses = engine.run(infos, profile, graph, rules, platform, time_limit_s)
+    for s in statuses:
+        stagetimes.add(f"kb {s.id}", s.seconds or 0.0)
     return RankResult(RankSummary.of(profile, platform, rules), findings, statuses, platform)
 
 
@@ -200,6 +204,7 @@ def run_analysis(path: Path | None, graph_path: Path | None = None, options: Ana
     findings += findings_c
     statuses += statuses_c + engine.load_failures(found, options.only)
 
+    t_report = time.perf_counter()  # stage "score and report": waivers, score, root causes, the report dict
     findings, waived = score.apply_waivers(findings, rules.waivers)
     limits = {s.meta.rank: s.limits() for s in summaries}
     findings = score.bound_savings(findings, limits)
@@ -209,6 +214,7 @@ def run_analysis(path: Path | None, graph_path: Path | None = None, options: Ana
     kb_rules = {i.id: [r.id for r in i.cls.rules] for i in infos}
     report = build_report(path, summaries, graph, join_info, findings, statuses, waived, result_score, platform,
                           kb_rules=kb_rules, cluster=cluster, skipped=skipped)
+    stagetimes.add("score and report", time.perf_counter() - t_report)
     if os.environ.get("ADVISOR_SELF_CHECK") == "1":  # the test suite checks every report it produces
         bad = consistency.problems(report)
         if bad:

@@ -15,6 +15,7 @@ from advisor.escaping import terminal_line
 from advisor.output import check_output, output_target, write_atomic
 from advisor.report import EXTENSIONS, render
 from advisor.rules import find_pyproject
+from advisor.stagetimes import stage
 
 _STDOUT_FORMATS = ("terminal", "json", "markdown")
 EXIT_KB_FAILED = 3
@@ -128,18 +129,20 @@ def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | st
         result = run_analysis(path, graph_path, options, progress, workers=workers)
     report = result.report
 
-    if fmt == "terminal" and target is None:
-        from advisor.report.terminal import print_report
+    with stage("render"):
+        if fmt == "terminal" and target is None:
+            from advisor.report.terminal import print_report
 
-        print_report(report, Console())
-    else:
-        text = render(report, fmt, fail_on=fail_on, fail_under=fail_under) if fmt == "junit" else render(report, fmt)
-        if target is None:
-            click.echo(text, nl=False)
+            print_report(report, Console())
         else:
-            check_output(target, _files_read(report))
-            write_atomic(target, text)
-            click.echo(f"advisor: wrote {terminal_line(target)}", err=True)
+            text = (render(report, fmt, fail_on=fail_on, fail_under=fail_under) if fmt == "junit"
+                    else render(report, fmt))
+            if target is None:
+                click.echo(text, nl=False)
+            else:
+                check_output(target, _files_read(report))
+                write_atomic(target, text)
+                click.echo(f"advisor: wrote {terminal_line(target)}", err=True)
 
     skipped_ranks = report["input"].get("ranks_skipped") or []
     if skipped_ranks:

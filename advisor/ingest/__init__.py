@@ -35,6 +35,7 @@ from advisor.ingest import context
 from advisor.ingest.detect import RankSource, detect
 from advisor.ingest.sanitize import sanitize
 from advisor.model import Meta, Profile
+from advisor.stagetimes import stage
 from advisor.util import paused_gc
 
 _READERS = {
@@ -93,15 +94,17 @@ def read_source(src: RankSource) -> Profile:
         return read_runs(src, read_source)
     module = importlib.import_module(_READERS[src.layout])
     meta = Meta(source=str(src.root), layout=src.layout, rank=src.rank)
-    with paused_gc():
+    with stage("read"), paused_gc():
         profile: Profile = module.read(src.root, meta)
-    sanitize(profile)
+    with stage("sanitize"):
+        sanitize(profile)
     if not len(profile.ops) and not len(profile.op_stats) and not len(profile.steps):
         skipped = "; ".join(f"{s.path}: {s.reason}" for s in meta.files_skipped[:3])
         raise InputError(src.root, f"no profile data could be read (layout {src.layout})"
                          + (f"; {skipped}" if skipped else ""))
-    context.apply(profile)
-    profile.time  # noqa: B018 - the time model is built here, once, from the tables as read
+    with stage("model"):
+        context.apply(profile)
+        profile.time  # noqa: B018 - the time model is built here, once, from the tables as read
     return profile
 
 
