@@ -748,28 +748,33 @@ def _sequence_matches(ev: pd.DataFrame, cfg: Mapping[str, Any]) -> dict[str, dic
     if not len(top):
         return matches
     # one string per thread, threads separated by a token no pattern matches
-    tokens = [f"-{op}-" for op in top["op"]]
-    tid_change = np.r_[False, top["tid"].to_numpy()[1:] != top["tid"].to_numpy()[:-1]]
-    tokens = [("-|-" + t) if ch else t for t, ch in zip(tokens, tid_change, strict=True)]
-    offsets = np.cumsum([0] + [len(t) for t in tokens])
+    top_ops = top["op"].tolist()
+    tids = top["tid"].to_numpy()
+    tid_change = np.r_[False, tids[1:] != tids[:-1]]
+    tokens = [f"-{op}-" for op in top_ops]
+    for k in np.flatnonzero(tid_change).tolist():
+        tokens[k] = "-|-" + tokens[k]
+    offsets = np.cumsum([0, *map(len, tokens)])
     text = "".join(tokens)
     own = offsets[:-1] + np.where(tid_change, 3, 0)  # where each op's own "-op-" begins
     top_rows = top["row"].to_numpy(dtype=np.int64)
-    top_ops = top["op"].to_numpy(dtype=object)
     for spec in cfg["rules"]:
         api = str(spec["api"])
         for pattern in spec["patterns"]:
-            for m in compile_pattern(pattern).finditer(text):
-                if m.end() == m.start():
-                    continue
-                i = int(np.searchsorted(own, m.start(), side="left"))
-                j = int(np.searchsorted(own, m.end(), side="left"))
-                rec = matches.setdefault(api, {"count": 0, "rows": [], "sequences": {}, "note": spec.get("note"),
-                                               "snippet": spec.get("snippet")})
-                rec["count"] += 1
+            spans = [m.span() for m in compile_pattern(pattern).finditer(text) if m.end() != m.start()]
+            if not spans:
+                continue
+            bounds = np.asarray(spans, dtype=np.int64)
+            first = np.searchsorted(own, bounds[:, 0], side="left").tolist()
+            last = np.searchsorted(own, bounds[:, 1], side="left").tolist()
+            rec = matches.setdefault(api, {"count": 0, "rows": [], "sequences": {}, "note": spec.get("note"),
+                                           "snippet": spec.get("snippet")})
+            rec["count"] += len(spans)
+            seqs = rec["sequences"]
+            for i, j in zip(first, last, strict=True):
                 rec["rows"].extend(top_rows[i:j].tolist())
                 seq = "-".join(top_ops[i:j])
-                rec["sequences"][seq] = rec["sequences"].get(seq, 0) + 1
+                seqs[seq] = seqs.get(seq, 0) + 1
     return matches
 
 
