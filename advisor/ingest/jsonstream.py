@@ -97,7 +97,15 @@ the fields a reader needs); must reject any text that is not valid JSON."""
 def iter_array_batches(f: BinaryIO, block_bytes: int = BLOCK_BYTES,
                        decode: Decoder = orjson.loads) -> Iterator[list[object]]:
     """Yield the elements of the top-level JSON array in ``f`` (positioned at the ``[``), one block at a time,
-    parsed by ``decode``.
+    parsed by ``decode`` (see :func:`iter_array_chunks`)."""
+    for parsed, _ in iter_array_chunks(f, block_bytes, decode):
+        yield parsed
+
+
+def iter_array_chunks(f: BinaryIO, block_bytes: int = BLOCK_BYTES,
+                      decode: Decoder = orjson.loads) -> Iterator[tuple[list[object], bytes]]:
+    """Yield (elements, their JSON text) for the top-level JSON array in ``f`` (positioned at the ``[``), one
+    block at a time, parsed by ``decode``: the text lets a reader skip work no element of the block needs.
 
     A block is first cut after its last ``},`` and parsed as it is: a cut that is not between two elements leaves
     an unclosed string or bracket, which any JSON parser rejects, and only then are the element boundaries
@@ -121,7 +129,7 @@ def iter_array_batches(f: BinaryIO, block_bytes: int = BLOCK_BYTES,
             if fast is not None:
                 parsed, rest = fast
                 after_element = True
-                yield parsed
+                yield parsed, buf[:rest]
                 offset += rest
                 carry = buf[rest:]
                 continue
@@ -136,7 +144,7 @@ def iter_array_batches(f: BinaryIO, block_bytes: int = BLOCK_BYTES,
             if len(parsed) != len(spans):  # something between elements that is not a comma
                 raise StreamError("invalid JSON between array elements", offset + first)
             after_element = True
-            yield parsed
+            yield parsed, chunk
         tail = buf[rest:]
         if close_at >= 0:
             after = buf[close_at + 1:] + (b"" if eof else f.read(4096))

@@ -43,7 +43,7 @@ import orjson
 import pandas as pd
 
 from advisor.errors import InputError
-from advisor.ingest.jsonstream import StreamError, iter_array_batches
+from advisor.ingest.jsonstream import StreamError, iter_array_chunks
 from advisor.ingest.normalize import finalize_ops
 from advisor.ingest.timebase import ns_of, ns_of_many, us_from_ns
 from advisor.model import EVENTS_COLUMNS, STEPS_COLUMNS, Meta, Profile, empty_frame
@@ -105,6 +105,7 @@ class TraceEvent(msgspec.Struct, gc=False):
     args: msgspec.Raw = None  # type: ignore[assignment] - None when absent; a dict when built from ijson
 
 
+_ITERATION_KEY = b"Iteration ID"
 _DECODER = msgspec.json.Decoder(list[TraceEvent | list | str | int | float | bool | None])
 _TOKEN_BATCH = 8192
 
@@ -114,9 +115,10 @@ def _as_event(d: dict[str, Any]) -> TraceEvent:
                       d.get("dur"), d.get("args"))
 
 
-def _batches(f: BinaryIO, path: Path) -> Iterator[list[TraceEvent]]:
+def _batches(f: BinaryIO, path: Path) -> Iterator[tuple[list[TraceEvent], bool]]:
     """Yield trace events a block at a time from a list or a ``{"traceEvents": [...]}`` document (elements that
-    are not objects are left out)."""
+    are not objects are left out), each block with whether its text holds an ``Iteration ID`` (msprof step
+    trace) at all."""
     head = f.read(4096)
     stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not stripped:
@@ -128,12 +130,13 @@ def _batches(f: BinaryIO, path: Path) -> Iterator[list[TraceEvent]]:
     if first == b"[":
         f.seek(head.index(b"["))
         try:
-            for batch in iter_array_batches(f, TRACE_BLOCK_BYTES, _DECODER.decode):
+            for batch, text in iter_array_chunks(f, TRACE_BLOCK_BYTES, _DECODER.decode):
+                steps = _ITERATION_KEY in text
                 if set(map(type, batch)) == {TraceEvent}:
-                    yield batch  # type: ignore[misc]
+                    yield batch, steps  # type: ignore[misc]
                 else:  # bare values (skipped), or dicts from the fallback parser
                     yield [e if type(e) is TraceEvent else _as_event(e) for e in batch
-                           if type(e) is TraceEvent or type(e) is dict]
+                           if type(e) is TraceEvent or type(e) is dict], steps
         except StreamError as e:
             if e.truncated:
                 raise InputError(path, f"truncated JSON ({e} at byte {e.offset})") from None
@@ -144,10 +147,10 @@ def _batches(f: BinaryIO, path: Path) -> Iterator[list[TraceEvent]]:
             if type(d) is dict:
                 batch.append(_as_event(d))
                 if len(batch) >= _TOKEN_BATCH:
-                    yield batch
+                    yield batch, True
                     batch = []
         if batch:
-            yield batch
+            yield batch, True
     else:
         raise InputError(path, "not a trace: expected a JSON list of trace events or {\"traceEvents\": [...]}")
 
@@ -283,8 +286,13 @@ class _TraceReader:
         self.args_by_raw: dict[bytes, Any] = {b"": None, b"{}": None}
         self.skipped_phases: dict[str, int] = {}
         self.n_dropped_device = 0
+        self.block_steps = True
+        self.saw_steps = False
+        """Some kept row has an ``Iteration ID`` arg (else no step table is looked for)."""
 
-    def take(self, events: list[TraceEvent]) -> None:
+    def take(self, events: list[TraceEvent], steps: bool = True) -> None:
+        """One block of events; ``steps`` False when its text has no ``Iteration ID`` (no step-trace rows)."""
+        self.block_steps = steps
         phs = [e.ph for e in events]
         lo = 0
         for i in [i for i, p in enumerate(phs) if p == "M"]:
@@ -325,7 +333,9 @@ class _TraceReader:
         pids = [canon(e.pid, e.pid) for e in events]
         if self.device_pids:
             device = self.device_pids
-            on_dev = [i for i, p in enumerate(pids) if p in device and not self._is_step(events[i].args)]
+            on_dev = [i for i, p in enumerate(pids) if p in device]
+            if self.block_steps:
+                on_dev = [i for i in on_dev if not self._is_step(events[i].args)]
             if on_dev:
                 if self.device_ops:
                     self._device_rows([events[i] for i in on_dev], [pids[i] for i in on_dev])
@@ -391,6 +401,8 @@ class _TraceReader:
                 out = self.share_args(tuple(a.items()), a)
             except TypeError:  # an unhashable value (list, nested dict): keep this event's own
                 out = a
+            if "Iteration ID" in a:
+                self.saw_steps = True
         if raw is not None:
             if len(self.args_by_raw) >= _ARGS_CACHE_LIMIT:
                 self.args_by_raw = {b"": None, b"{}": None}
@@ -452,8 +464,8 @@ def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:
     except OSError as e:
         raise InputError(path, f"cannot be read ({e.strerror})") from None
     try:
-        for batch in _batches(f, path):
-            reader.take(batch)
+        for batch, steps in _batches(f, path):
+            reader.take(batch, steps)
     except JSONError as e:
         raise _json_error(path, f, e) from None
     except TypeError as e:  # an unhashable pid/tid (a list or object where a number belongs)
@@ -463,7 +475,7 @@ def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:
             from None
     finally:
         f.close()
-    x, dev, cnt = reader.x, reader.dev, reader.cnt
+    x, dev, cnt, saw_steps = reader.x, reader.dev, reader.cnt, reader.saw_steps
     proc, threads, skipped_phases = reader.proc, reader.threads, reader.skipped_phases
     n_dropped_device = reader.n_dropped_device
 
@@ -472,7 +484,7 @@ def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:
         meta.notes.append(f"{path.name}: skipped " + ", ".join(f"{n} '{p}' events" for p, n in
                                                               sorted(skipped_phases.items())) + " (flows/other)")
     return _assemble(x, dev, cnt, proc, threads, device_ops=device_ops, n_dropped=n_dropped_device, meta=meta,
-                     path=path)
+                     path=path, saw_steps=saw_steps)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -494,7 +506,7 @@ def _thread_names(frame: pd.DataFrame, threads: dict[tuple[Any, Any], str]) -> p
 
 def _assemble(x: _Columns, dev: _Columns, cnt: _Columns, proc: dict[Any, str],
               threads: dict[tuple[Any, Any], str], *, device_ops: bool, n_dropped: int, meta: Meta,
-              path: Path) -> TraceTables:
+              path: Path, saw_steps: bool = True) -> TraceTables:
     xf = x.frame(meta)
     late_device = np.zeros(len(xf), dtype=bool)
     if len(xf):
@@ -528,7 +540,7 @@ def _assemble(x: _Columns, dev: _Columns, cnt: _Columns, proc: dict[Any, str],
     if not device_ops and n_dropped:
         meta.notes.append(f"{path.name}: {n_dropped} '{DEVICE_PROCESS}' task events not read (device_ops=False)")
 
-    steps = _steps_frame(xf)
+    steps = _steps_frame(xf) if saw_steps else empty_frame(STEPS_COLUMNS + STEP_EXTRA_COLUMNS)
     events = _events_frame(xf)
     counters = _counters_frame(cnt, proc, meta)
     return TraceTables(ops=ops, events=events, counters=counters, steps=steps, process_names=dict(proc),
