@@ -174,8 +174,8 @@ def read_columns(
             n_rows += batch.num_rows
             for canonical, col in wanted.items():
                 arr = batch.column(col)
-                if canonical in text:
-                    text_chunks[canonical].append(arr)
+                if canonical in text:  # dictionary-encoded per block: the raw text of a block is dropped at once
+                    text_chunks[canonical].append(arr.dictionary_encode())
                 elif canonical in stamps:
                     num_chunks[canonical].append(timebase.us_from_text(meta, arr))  # type: ignore[arg-type]
                 else:
@@ -198,9 +198,11 @@ def read_columns(
     data: dict[str, object] = {}
     for canonical in wanted:
         if canonical in text:
-            # dictionary-encoded: a million-row column repeats a few hundred strings (categorical, not objects)
-            data[canonical] = (pa.chunked_array(text_chunks.pop(canonical), type=pa.string()).dictionary_encode()
-                               .to_pandas())
+            # dictionary-encoded: a million-row column repeats a few hundred strings (categorical, not objects);
+            # categories in order of first appearance, as one dictionary_encode of the whole column gives them
+            chunks = text_chunks.pop(canonical)
+            dict_type = pa.dictionary(pa.int32(), pa.string())
+            data[canonical] = pa.chunked_array(chunks, type=dict_type).unify_dictionaries().to_pandas()
         else:
             chunks = num_chunks.pop(canonical)
             data[canonical] = np.concatenate(chunks) if chunks else np.empty(0)

@@ -7,6 +7,8 @@ dtypes, derives the unified metrics on split-core chips, and makes repeated stri
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -67,6 +69,25 @@ def clean_text(series: pd.Series) -> pd.Series:
     return s.mask(s.isin(["N/A", "", "NA"]))
 
 
+def _clean_categorical(series: pd.Series, case: Callable[[str], str] | None) -> pd.Series:
+    """:func:`clean_text` (then ``case``) of a categorical column, returned as the categorical that
+    ``.astype("category")`` of the cleaned text would give (sorted ``string`` categories), without making the
+    per-row text."""
+    cleaned = clean_text(pd.Series(series.cat.categories.astype(str), dtype=object))
+    if case is not None:
+        cleaned = cleaned.str.upper() if case is str.upper else cleaned.str.lower()
+    values = cleaned.to_numpy(dtype=object, na_value=None)
+    keep = np.array([v is not None for v in values], dtype=bool)
+    uniq = sorted(set(values[keep].tolist()))
+    position = {v: i for i, v in enumerate(uniq)}
+    remap = np.array([position[v] if k else -1 for v, k in zip(values.tolist(), keep.tolist(), strict=True)] + [-1],
+                     dtype=np.int32)
+    codes = series.cat.codes.to_numpy()
+    new_codes = remap[np.where(codes >= 0, codes, len(values))]
+    categories = pd.Index(uniq, dtype="string")
+    return pd.Series(pd.Categorical.from_codes(new_codes, dtype=pd.CategoricalDtype(categories)), index=series.index)
+
+
 def finalize_ops(df: pd.DataFrame, *, categorical: bool = True) -> pd.DataFrame:
     """Complete and type a canonical-named ops table (see module doc). Returns a new frame."""
     df = df.copy() if not df.columns.is_unique else df
@@ -77,9 +98,15 @@ def finalize_ops(df: pd.DataFrame, *, categorical: bool = True) -> pd.DataFrame:
                 else pd.Series(pd.NA, index=df.index, dtype="string")
 
     for col in _STRING_COLUMNS:
-        df[col] = clean_text(df[col])
-    df["core"] = df["core"].str.upper()
-    df["op_state"] = df["op_state"].str.lower()
+        case = str.upper if col == "core" else str.lower if col == "op_state" else None
+        if categorical and isinstance(df[col].dtype, pd.CategoricalDtype):
+            df[col] = _clean_categorical(df[col], case)  # per distinct value: a million rows, a few hundred names
+        else:
+            df[col] = clean_text(df[col])
+            if case is str.upper:
+                df[col] = df[col].str.upper()
+            elif case is str.lower:
+                df[col] = df[col].str.lower()
 
     for col in ["start_us", "duration_us", "wait_us", *_NUMERIC_TASK_COLUMNS]:
         df[col] = to_number(df[col])
