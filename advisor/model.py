@@ -343,3 +343,15 @@ HEAVY_FORMATS = frozenset(
     {"NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ", "NC1HWC0_C04", "FRACTAL_Z_C04", "NDC1HWC0", "FRACTAL_Z_3D", "C1HWNCOC0"}
 )
 """Private ('heavy') formats FE uses on AI Core; conversions to/from them are TransData ops."""
+
+
+def label_mask(series: pd.Series, keep: Any) -> np.ndarray:
+    """``keep(str(value))`` for every row, False where the value is missing (as ``series.astype(str).isin(...)``
+    gives it), decided once per category of a categorical column: no per-row text for millions of events."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        hit = np.array([bool(keep(str(c))) for c in series.cat.categories] + [False], dtype=bool)
+        codes = series.cat.codes.to_numpy()
+        return hit[np.where(codes >= 0, codes, len(hit) - 1)]
+    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    hit = np.array([bool(keep(str(u))) for u in uniques] + [False], dtype=bool)
+    return hit[np.where(codes >= 0, codes, len(hit) - 1)]

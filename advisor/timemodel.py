@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.intervals import overlap, union
-from advisor.model import Profile
+from advisor.model import Profile, label_mask
 
 COMPUTE_KEYS: tuple[str, ...] = ("cube", "vector", "mix", "ai_cpu", "other")
 UNCOVERED_KEYS: tuple[str, ...] = ("wait", "transmit", "idle")
@@ -307,7 +307,7 @@ def _hccl_events(profile: Profile) -> tuple[pd.DataFrame, pd.DataFrame]:
     ev = profile.events
     if not len(ev):
         return ev, ev
-    hccl = ev[ev["process"].astype(str).isin(HCCL_PROCESSES).to_numpy()]
+    hccl = ev[label_mask(ev["process"], set(HCCL_PROCESSES).__contains__)]
     if not len(hccl):
         return hccl, hccl
     is_task = _matches(_labels(hccl["name"]), _COMM_TASK)
@@ -579,7 +579,7 @@ def _overlap_analysis(profile: Profile, iv: _Intervals, bounds: list[tuple[Any, 
     ev = profile.events
     if not len(ev):
         return None
-    oa = ev[ev["process"].astype(str).to_numpy() == OVERLAP_PROCESS]
+    oa = ev[label_mask(ev["process"], OVERLAP_PROCESS.__eq__)]
     if not len(oa):
         return None
     names = oa["name"].astype(str).to_numpy()

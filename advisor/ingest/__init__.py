@@ -36,7 +36,7 @@ from advisor.ingest.detect import RankSource, detect
 from advisor.ingest.sanitize import sanitize
 from advisor.model import Meta, Profile
 from advisor.stagetimes import stage
-from advisor.util import paused_gc
+from advisor.util import paused_gc, release_memory
 
 _READERS = {
     "msprof-cann6": "advisor.ingest.msprof",
@@ -96,6 +96,7 @@ def read_source(src: RankSource) -> Profile:
     meta = Meta(source=str(src.root), layout=src.layout, rank=src.rank)
     with stage("read"), paused_gc():
         profile: Profile = module.read(src.root, meta)
+        release_memory()
     with stage("sanitize"):
         sanitize(profile)
     if not len(profile.ops) and not len(profile.op_stats) and not len(profile.steps):

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from advisor.model import Meta, Profile
+from advisor.model import Meta, Profile, label_mask
 
 if TYPE_CHECKING:
     from advisor.graph.model import ModelGraph
@@ -71,7 +71,7 @@ def _api_names(profile: Profile) -> list[str]:
     names = _names(profile.api["name"]) if "name" in profile.api.columns else []
     ev = profile.events
     if len(ev):
-        cann = ev.loc[ev["process"].astype(str).isin(["CANN", "AscendCL", "Runtime"]).to_numpy(), "name"]
+        cann = ev.loc[label_mask(ev["process"], {"CANN", "AscendCL", "Runtime"}.__contains__), "name"]
         names += [n.split("@", 1)[-1] for n in _names(cann)]
     return names
 

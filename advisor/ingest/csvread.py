@@ -179,7 +179,9 @@ def read_columns(
                 elif canonical in stamps:
                     num_chunks[canonical].append(timebase.us_from_text(meta, arr))  # type: ignore[arg-type]
                 else:
-                    num_chunks[canonical].append(_to_float64(pa.chunked_array([arr], type=pa.string())))
+                    # copied out of Arrow's pool at once: its allocator keeps freed blocks, so views kept until the
+                    # end would leave the whole column's Arrow buffers resident beside the final numpy column
+                    num_chunks[canonical].append(np.array(_to_float64(pa.chunked_array([arr], type=pa.string()))))
     except pa.ArrowInvalid as e:
         raise InputError(path, _arrow_reason(path, str(e), len(header))) from None
 
@@ -207,7 +209,7 @@ def read_columns(
             chunks = num_chunks.pop(canonical)
             data[canonical] = np.concatenate(chunks) if chunks else np.empty(0)
     pa.default_memory_pool().release_unused()  # hand the raw text buffers back to the OS now, not at exit
-    frame = pd.DataFrame(data, index=pd.RangeIndex(n_rows))
+    frame = pd.DataFrame(data, index=pd.RangeIndex(n_rows), copy=False)  # no consolidating copy of every column
     return frame, notes
 
 

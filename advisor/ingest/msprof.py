@@ -39,6 +39,7 @@ from advisor.model import (
     Profile,
     empty_frame,
 )
+from advisor.util import release_memory
 
 _EXPORT_TS = re.compile(r"_(\d{14,17})$")
 _SLICE = re.compile(r"_slice_(\d+)")
@@ -121,7 +122,10 @@ def read_ops_files(paths: list[Path], meta: Meta) -> pd.DataFrame:
         frames.append(_read_ops_csv(p, meta))
         meta.read(p)
     raw = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    del frames
     ops = finalize_ops(raw)
+    del raw
+    release_memory()
     for col in _EXTRA_TEXT_OPS:
         if col in ops.columns:
             ops[col] = clean_text(ops[col]).astype("category")

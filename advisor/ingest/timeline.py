@@ -47,6 +47,7 @@ from advisor.ingest.jsonstream import StreamError, iter_array_chunks
 from advisor.ingest.normalize import finalize_ops
 from advisor.ingest.timebase import ns_of, ns_of_many, us_from_ns
 from advisor.model import EVENTS_COLUMNS, STEPS_COLUMNS, Meta, Profile, empty_frame
+from advisor.util import release_memory
 
 try:  # the C backend is ~10x faster; pure-python fallback keeps the reader working everywhere
     import ijson.backends.yajl2_c as _ijson
@@ -475,6 +476,7 @@ def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:
             from None
     finally:
         f.close()
+    release_memory()  # the blocks' parsed events, before the tables are built
     x, dev, cnt, saw_steps = reader.x, reader.dev, reader.cnt, reader.saw_steps
     proc, threads, skipped_phases = reader.proc, reader.threads, reader.skipped_phases
     n_dropped_device = reader.n_dropped_device
