@@ -37,3 +37,24 @@ def test_the_digest_sees_a_changed_saving() -> None:
     moved = {**report, "findings": [{"rule": "r", "estimated_saving_us": 1.235}]}
     assert golden.dump(golden.digest(report)) != golden.dump(golden.digest(moved))
     assert golden.dump(golden.digest(report)) == golden.dump(golden.digest(dict(report)))
+
+
+def test_numbers_read_by_the_csv_reader_equal_the_trimmed_text_path(tmp_path) -> None:
+    """A numeric column parsed by the CSV reader (plain cells) or, after a cell it refuses, as trimmed text gives the
+    same float64 values: the fast path may not change a digit."""
+    import numpy as np
+
+    from advisor.ingest.csvread import read_columns, sniff_header
+
+    values = ["0.123", "12.5", "1e-3", "7", "N/A", "", "0.30000000000000004", "123456.789012"]
+    clean = tmp_path / "clean.csv"
+    odd = tmp_path / "odd.csv"
+    clean.write_text("Name,Ratio\n" + "".join(f"op{i},{v}\n" for i, v in enumerate(values)), encoding="utf-8")
+    odd.write_text("Name,Ratio\n" + "".join(f"op{i},{v}\n" for i, v in enumerate(values)) + "opx,\"0.5\t\"\n",
+                   encoding="utf-8")
+    a, _ = read_columns(clean, sniff_header(clean), {"name": 0, "mac_ratio": 1}, text={"name"})
+    b, _ = read_columns(odd, sniff_header(odd), {"name": 0, "mac_ratio": 1}, text={"name"})
+    want = np.array([0.123, 12.5, 1e-3, 7.0, np.nan, np.nan, 0.30000000000000004, 123456.789012])
+    np.testing.assert_array_equal(a["mac_ratio"].to_numpy(), want)
+    np.testing.assert_array_equal(b["mac_ratio"].to_numpy()[:-1], want)
+    assert b["mac_ratio"].iloc[-1] == 0.5

@@ -152,38 +152,22 @@ def read_columns(
         return "skip"
 
     include = list(dict.fromkeys(wanted.values()))
-    # streamed block by block: each block's text cells are converted and dropped before the next is read, so the
-    # peak is the converted columns plus one block of text, not the whole file as text
-    text_chunks: dict[str, list[pa.Array]] = {c: [] for c in wanted if c in text}
-    num_chunks: dict[str, list[np.ndarray]] = {c: [] for c in wanted if c not in text}
-    n_rows = 0
-    try:
-        reader = pa_csv.open_csv(
-            path,
-            read_options=pa_csv.ReadOptions(column_names=names, skip_rows=1, block_size=_BLOCK_SIZE),
-            parse_options=pa_csv.ParseOptions(newlines_in_values=multiline, invalid_row_handler=on_invalid),
-            convert_options=pa_csv.ConvertOptions(
-                include_columns=include,
-                column_types=dict.fromkeys(include, pa.string()),
-                null_values=NULL_CELLS,
-                strings_can_be_null=True,
-                quoted_strings_can_be_null=True,
-            ),
-        )
-        for batch in reader:
-            n_rows += batch.num_rows
-            for canonical, col in wanted.items():
-                arr = batch.column(col)
-                if canonical in text:  # dictionary-encoded per block: the raw text of a block is dropped at once
-                    text_chunks[canonical].append(arr.dictionary_encode())
-                elif canonical in stamps:
-                    num_chunks[canonical].append(timebase.us_from_text(meta, arr))  # type: ignore[arg-type]
-                else:
-                    # copied out of Arrow's pool at once: its allocator keeps freed blocks, so views kept until the
-                    # end would leave the whole column's Arrow buffers resident beside the final numpy column
-                    num_chunks[canonical].append(np.array(_to_float64(pa.chunked_array([arr], type=pa.string()))))
-    except pa.ArrowInvalid as e:
-        raise InputError(path, _arrow_reason(path, str(e), len(header))) from None
+    # numbers parsed by the CSV reader itself where every cell is a plain number (the common case); a column with
+    # TABs, quotes, percent signs... makes the reader fail, and the file is read again as text, trimmed and cast
+    users: dict[str, set[str]] = {}
+    for canonical, col in wanted.items():
+        users.setdefault(col, set()).add(canonical)
+    numeric = {col for col, cs in users.items() if not any(c in text or c in stamps for c in cs)}
+    for typed in (numeric, set()):
+        bad_rows.clear()
+        try:
+            n_rows, text_chunks, num_chunks = _stream(path, names, include, wanted, text, stamps, typed, meta,
+                                                      multiline, on_invalid)
+            break
+        except pa.ArrowInvalid as e:
+            if typed and "conversion error" in str(e):
+                continue
+            raise InputError(path, _arrow_reason(path, str(e), len(header))) from None
 
     notes: list[str] = []
     if bad_rows:
@@ -211,6 +195,45 @@ def read_columns(
     pa.default_memory_pool().release_unused()  # hand the raw text buffers back to the OS now, not at exit
     frame = pd.DataFrame(data, index=pd.RangeIndex(n_rows), copy=False)  # no consolidating copy of every column
     return frame, notes
+
+
+def _stream(path: Path, names: list[str], include: list[str], wanted: dict[str, str], text: Collection[str],
+            stamps: Collection[str], typed: Collection[str], meta: Meta | None, multiline: bool,
+            on_invalid: Callable[[pa_csv.InvalidRow], str]) -> tuple[int, dict[str, list[pa.Array]], dict[str, list[np.ndarray]]]:
+    """One streamed pass over the CSV: ``typed`` raw columns parsed as float64 by the reader, the rest as text.
+
+    Block by block: each block's text cells are converted and dropped before the next is read, so the peak is the
+    converted columns plus one block of text, not the whole file as text."""
+    text_chunks: dict[str, list[pa.Array]] = {c: [] for c in wanted if c in text}
+    num_chunks: dict[str, list[np.ndarray]] = {c: [] for c in wanted if c not in text}
+    n_rows = 0
+    reader = pa_csv.open_csv(
+        path,
+        read_options=pa_csv.ReadOptions(column_names=names, skip_rows=1, block_size=_BLOCK_SIZE),
+        parse_options=pa_csv.ParseOptions(newlines_in_values=multiline, invalid_row_handler=on_invalid),
+        convert_options=pa_csv.ConvertOptions(
+            include_columns=include,
+            column_types={c: pa.float64() if c in typed else pa.string() for c in include},
+            null_values=NULL_CELLS,
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=True,
+        ),
+    )
+    for batch in reader:
+        n_rows += batch.num_rows
+        for canonical, col in wanted.items():
+            arr = batch.column(col)
+            if canonical in text:  # dictionary-encoded per block: the raw text of a block is dropped at once
+                text_chunks[canonical].append(arr.dictionary_encode())
+            elif canonical in stamps:
+                num_chunks[canonical].append(timebase.us_from_text(meta, arr))  # type: ignore[arg-type]
+            elif col in typed:
+                num_chunks[canonical].append(np.array(arr.to_numpy(zero_copy_only=False), dtype="float64"))
+            else:
+                # copied out of Arrow's pool at once: its allocator keeps freed blocks, so views kept until the
+                # end would leave the whole column's Arrow buffers resident beside the final numpy column
+                num_chunks[canonical].append(np.array(_to_float64(pa.chunked_array([arr], type=pa.string()))))
+    return n_rows, text_chunks, num_chunks
 
 
 def _to_float64(arr: pa.ChunkedArray) -> np.ndarray:
