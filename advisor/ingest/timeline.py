@@ -32,6 +32,7 @@ import math
 import re
 import sys
 from array import array
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -296,7 +297,7 @@ class _TraceReader:
         self.block_steps = steps
         phs = [e.ph for e in events]
         lo = 0
-        for i in [i for i, p in enumerate(phs) if p == "M"]:
+        for i in ([i for i, p in enumerate(phs) if p == "M"] if "M" in phs else ()):
             if i > lo:
                 self._segment(events[lo:i], phs[lo:i])
             self._metadata(events[i])
@@ -320,18 +321,22 @@ class _TraceReader:
         """A run of events without process metadata."""
         n_x = phs.count("X")
         if n_x < len(phs):
-            for ph in phs:
+            try:
+                counts = Counter(phs)
+                if not all(type(k) is str for k in counts):  # 1, 1.0 and True are one key: count by the text
+                    raise TypeError
+            except TypeError:  # also an unhashable "ph" (a list or object)
+                counts = Counter(ph if type(ph) is str else str(ph) for ph in phs)
+            for ph, n in counts.items():
                 if ph != "X" and ph != "C":
-                    key = str(ph)
-                    self.skipped_phases[key] = self.skipped_phases.get(key, 0) + 1
-            for e, ph in zip(events, phs, strict=True):
-                if ph == "C":
+                    self.skipped_phases[ph] = self.skipped_phases.get(ph, 0) + n
+            if "C" in counts:
+                for e in [e for e, ph in zip(events, phs, strict=True) if ph == "C"]:
                     self._counter(e)
             if not n_x:
                 return
             events = [e for e, ph in zip(events, phs, strict=True) if ph == "X"]
-        canon = self.canon
-        pids = [canon(e.pid, e.pid) for e in events]
+        pids = [e.pid for e in events]
         if self.device_pids:
             device = self.device_pids
             on_dev = [i for i, p in enumerate(pids) if p in device]
@@ -362,7 +367,7 @@ class _TraceReader:
 
     def _host_rows(self, events: list[TraceEvent], pids: list[Any]) -> None:
         canon, intern, cols = self.canon, _intern, self.x.cols
-        cols["pid"].extend(pids)
+        cols["pid"].extend([canon(p, p) for p in pids])
         cols["tid"].extend([canon(e.tid, e.tid) for e in events])
         cols["name"].extend([intern(v) if type(v) is str else str(v) for v in [e.name for e in events]])
         cols["cat"].extend([intern(v) if type(v) is str else None for v in [e.cat for e in events]])
@@ -412,7 +417,7 @@ class _TraceReader:
 
     def _device_rows(self, events: list[TraceEvent], pids: list[Any]) -> None:
         canon, intern, cols = self.canon, _intern, self.dev.cols
-        cols["pid"].extend(pids)
+        cols["pid"].extend([canon(p, p) for p in pids])
         cols["tid"].extend([canon(e.tid, e.tid) for e in events])
         cols["name"].extend([intern(v) if type(v) is str else str(v) for v in [e.name for e in events]])
         cols["ts"].frombytes(ns_of_many([e.ts for e in events]).tobytes())
