@@ -36,7 +36,7 @@ from advisor.ingest.detect import RankSource, detect
 from advisor.ingest.sanitize import sanitize
 from advisor.model import Meta, Profile
 from advisor.stagetimes import stage
-from advisor.util import paused_gc, release_memory
+from advisor.util import paused_gc, release_memory, tune_allocator
 
 _READERS = {
     "msprof-cann6": "advisor.ingest.msprof",
@@ -93,6 +93,7 @@ def read_source(src: RankSource) -> Profile:
 
         return read_runs(src, read_source)
     module = importlib.import_module(_READERS[src.layout])
+    tune_allocator()  # before the first large column of this process
     meta = Meta(source=str(src.root), layout=src.layout, rank=src.rank)
     with stage("read"), paused_gc():
         profile: Profile = module.read(src.root, meta)
