@@ -131,7 +131,9 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
         findings, statuses = engine.run(infos, profile, graph, rules, platform, time_limit_s)
     for s in statuses:
         stagetimes.add(f"kb {s.id}", s.seconds or 0.0)
-    return RankResult(RankSummary.of(profile, platform, rules), findings, statuses, platform)
+    with stagetimes.stage("rank summary"):
+        summary = RankSummary.of(profile, platform, rules)
+    return RankResult(summary, findings, statuses, platform)
 
 
 def target_cann(meta: Meta, cann: str | None) -> None:

@@ -73,14 +73,19 @@ def _dtype_peaks(ops: pd.DataFrame, is_cube: np.ndarray, platform: Mapping[str, 
     """Each task's peak (TFLOPS) for the unit and dtype it ran (int8 on the cube runs at the int8 rate), so a
     utilization never exceeds what the chip can do in that dtype."""
     raw = ops["input_dtypes"] if "input_dtypes" in ops.columns else pd.Series("", index=ops.index)
-    names, inverse = np.unique(raw.astype(object).where(raw.notna(), "").astype(str).to_numpy(), return_inverse=True)
+    # per distinct dtype list (a categorical's categories; a million tasks carry a few dozen), mapped to the rows
+    if isinstance(raw.dtype, pd.CategoricalDtype):
+        names = np.array([str(c) for c in raw.cat.categories] + [""], dtype=object)
+        codes = raw.cat.codes.to_numpy()
+        inverse = np.where(codes >= 0, codes, len(names) - 1)
+    else:
+        names, inverse = np.unique(raw.astype(object).where(raw.notna(), "").astype(str).to_numpy(),
+                                   return_inverse=True)
     firsts = np.array([n.split(";", 1)[0].strip() for n in names], dtype=object)
     firsts[np.isin(firsts, ("", "nan", "N/A", "None"))] = "FLOAT16"
-    first = pd.Series(firsts[inverse], index=ops.index)
-    codes, pairs = pd.factorize(pd.Series(list(zip(np.asarray(is_cube, dtype=bool), first.to_numpy(), strict=True))))
-    table = np.array([costmodel.cube_tflops(platform, d) if c else costmodel.vector_tflops(platform, d)
-                      for c, d in pairs], dtype="float64")
-    return table[codes]
+    cube = np.array([costmodel.cube_tflops(platform, d) for d in firsts], dtype="float64")
+    vector = np.array([costmodel.vector_tflops(platform, d) for d in firsts], dtype="float64")
+    return np.where(np.asarray(is_cube, dtype=bool), cube[inverse], vector[inverse])
 
 
 def summarize(profile: Profile, platform: Mapping[str, Any], rules: EffectiveRules) -> dict[str, Any]:

@@ -170,7 +170,7 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, {ram}, Python {platform.python_version()}, load average {load}"
 
 
-STAGES = ["start-up", "read", "sanitize", "model", "knowledge bases", "score and report", "render"]
+STAGES = ["start-up", "read", "sanitize", "model", "knowledge bases", "rank summary", "score and report", "render"]
 
 
 def _fmt_table(head: list[str], rows: list[list[str]], markdown: bool) -> str:
