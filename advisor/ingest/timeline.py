@@ -35,6 +35,7 @@ from array import array
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import compress
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -339,18 +340,19 @@ class _TraceReader:
         pids = [e.pid for e in events]
         if self.device_pids:
             device = self.device_pids
-            on_dev = [i for i, p in enumerate(pids) if p in device]
-            if self.block_steps:
-                on_dev = [i for i in on_dev if not self._is_step(events[i].args)]
-            if on_dev:
+            on_dev = [p in device for p in pids]
+            if self.block_steps and True in on_dev:
+                is_step = self._is_step
+                on_dev = [d and not is_step(e.args) for d, e in zip(on_dev, events, strict=True)]
+            n_dev = on_dev.count(True)
+            if n_dev:
                 if self.device_ops:
-                    self._device_rows([events[i] for i in on_dev], [pids[i] for i in on_dev])
+                    self._device_rows(list(compress(events, on_dev)), list(compress(pids, on_dev)))
                 else:
-                    self.n_dropped_device += len(on_dev)
-                drop = set(on_dev)
-                keep = [i for i in range(len(events)) if i not in drop]
-                events = [events[i] for i in keep]
-                pids = [pids[i] for i in keep]
+                    self.n_dropped_device += n_dev
+                keep = [not d for d in on_dev]
+                events = list(compress(events, keep))
+                pids = list(compress(pids, keep))
         if events:
             self._host_rows(events, pids)
 
