@@ -144,8 +144,9 @@ def run_advisor(profile: Path) -> dict[str, object]:
 def run_peer(profile: Path) -> dict[str, float]:
     script = SHARED_BENCH / "peer_msprof_analyze.sh"
     out = Path(tempfile.mkdtemp(prefix="peer_"))
+    # run from the output directory: the peer writes operator_tuning_file_*.cfg into its working directory
     proc = subprocess.run(["bash", str(script), str(profile.parent if profile.name.startswith("PROF_") else profile),
-                           str(out)], capture_output=True, text=True)
+                           str(out)], capture_output=True, text=True, cwd=out)
     shutil.rmtree(out, ignore_errors=True)
     m = re.search(r"wall_s=([\d.]+) max_rss_kb=(\d+)", proc.stdout)
     if not m:
