@@ -202,12 +202,13 @@ def report(rows: list[dict[str, object]], markdown: bool) -> str:
     head2 = ["layout", "kernels", *STAGES]
     body2 = [[str(r["layout"]), f"{r['size']:,}", *(f"{r['advisor']['stages'].get(s, 0.0):.2f}" for s in STAGES)]
              for r in rows]
-    out += ["Seconds per stage (advisor):", _fmt_table(head2, body2, markdown), ""]
+    gap = [""] if markdown else []
+    out += ["Seconds per stage (advisor):", *gap, _fmt_table(head2, body2, markdown), ""]
     top = sorted(kb_names, key=lambda k: -max(r["advisor"]["stages"].get(k, 0.0) for r in rows))[:8]
     head3 = ["layout", "kernels", *(k[3:] for k in top)]
     body3 = [[str(r["layout"]), f"{r['size']:,}", *(f"{r['advisor']['stages'].get(k, 0.0):.2f}" for k in top)]
              for r in rows]
-    out += ["Seconds per knowledge base (the slowest eight):", _fmt_table(head3, body3, markdown)]
+    out += ["Seconds per knowledge base (the slowest eight):", *gap, _fmt_table(head3, body3, markdown), *gap]
     return "\n".join(out)
 
 
@@ -226,7 +227,7 @@ def main() -> None:
     if args.smoke:
         DATA = Path(tempfile.mkdtemp(prefix="advisor_bench_"))
         args.no_peer = True
-    print(f"Machine: {machine()}", flush=True)
+    print(f"Machine: {machine()}" + ("\n" if args.markdown else ""), flush=True)
     rows: list[dict[str, object]] = []
     for layout in args.layouts:
         for n in args.sizes:
