@@ -180,25 +180,27 @@ def explain_waiting(findings: Sequence[Finding], explains: Mapping[str, Sequence
     if not causes:
         return list(findings)
     current = {id(f): f for f in findings}
+    waiting = {id(f): _waiting_part(f) for f in findings}  # what is left to explain of each finding's waiting
     listed: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for cause in causes:
         budget = cause.estimated_saving_us
         for key, f in list(current.items()):
             if budget <= 0 or f.rule not in explains[cause.rule] or f.estimated_saving_us <= 0:
                 continue
-            waiting = _waiting_part(f)
-            moved = min(budget, waiting)
+            moved = min(budget, waiting[key], f.estimated_saving_us)
             if moved <= 0:
                 continue
             budget -= moved
+            waiting[key] -= moved
             listed[id(cause)].append({**_symptom_record(f, list(f.ops), moved), "explained_us": round(moved, 3)})
             left = f.estimated_saving_us - moved
             if left <= 1e-6:
                 del current[key]
             else:
-                current[key] = replace(f, estimated_saving_us=left, saving_by_op={}, evidence={
-                    **f.evidence, "explained_by": {cause.rule: round(moved, 3)}},
-                    basis=f.basis + f"; {fmt_us(moved)} of its waiting is explained by {cause.rule}")
+                explained = {**(f.evidence.get("explained_by") or {}), cause.rule: round(moved, 3)}
+                current[key] = replace(f, estimated_saving_us=left, saving_by_op={},
+                                       evidence={**f.evidence, "explained_by": explained},
+                                       basis=f.basis + f"; {fmt_us(moved)} of its waiting is explained by {cause.rule}")
     return [replace(f, symptoms=[*f.symptoms, *listed[key]]) if key in listed else f
             for key, f in current.items()]
 

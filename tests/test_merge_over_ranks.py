@@ -79,3 +79,20 @@ def test_ranks_whose_titles_differ_in_a_word_but_share_the_advice_are_one_findin
                 12086.0, advice.replace("20.2", "18.8"))]
     (merged,) = merge_ranks(found)
     assert merged.ranks == [0, 1] and merged.estimated_saving_us == 13484.0 + 12086.0
+
+
+def test_two_cluster_causes_never_explain_more_waiting_than_there_is() -> None:
+    from advisor.hierarchy import explain_waiting
+
+    wait = Finding(kb="overall", rule="overall.uncovered-communication", title="Uncovered communication 50%",
+                   severity="critical", ops=["allreduce"], evidence={"sync_recoverable_us": 600.0},
+                   estimated_saving_us=800.0, basis="measured", recommendation="balance", rank=0)
+    causes = [Finding(kb="cluster", rule=rule, title=rule, severity="major", ops=[], evidence={},
+                      estimated_saving_us=400.0, basis="b", recommendation="r")
+              for rule in ("cluster.stage-imbalance", "cluster.slow-rank")]
+    explains = {c.rule: ("overall.uncovered-communication",) for c in causes}
+    out = {f.rule: f for f in explain_waiting([wait, *causes], explains)}
+    moved = [s["explained_us"] for c in causes for s in out[c.rule].symptoms]
+    assert sum(moved) == 600.0  # the waiting, not the 800 us the two causes could claim
+    assert out["overall.uncovered-communication"].estimated_saving_us == 200.0
+    assert set(out["overall.uncovered-communication"].evidence["explained_by"]) == {c.rule for c in causes}
