@@ -176,6 +176,7 @@ def _read_launch(launch: Path, index: int, meta: Meta,
     blocks = _read_blocks(launch, meta, metric_sets)
     if blocks is None:
         return row, None
+    blocks = blocks.copy()  # one consolidated block before the two inserts (the merged metric CSVs leave many)
     blocks.insert(0, "launch", index)
     blocks.insert(1, "name", row["name"])
     row.update(aggregate_blocks(blocks, str(row["core"] or ""), float(row["duration_us"])))
@@ -219,6 +220,7 @@ def _read_blocks(launch: Path, meta: Meta, metric_sets: set[str]) -> pd.DataFram
         merged = merged.merge(frame[["block_id", "sub_block_id", *new]], on=["block_id", "sub_block_id"], how="outer")
     if merged is None:
         return None
+    merged = merged.copy()  # consolidated: the outer merges leave a fragmented frame
     merged["sub_block_id"] = merged["sub_block_id"].astype(object)
     merged.insert(2, "side", [_row_side(s) for s in merged["sub_block_id"]])
     return merged.sort_values(["block_id", "sub_block_id"], kind="stable", na_position="first").reset_index(drop=True)
