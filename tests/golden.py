@@ -26,6 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from advisor.examples.regenerate import relativize
+
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "data" / "golden"
 SAMPLES = Path(os.environ.get("ADVISOR_SHARED_SAMPLES", REPO.parent / "shared" / "samples"))
@@ -72,18 +74,6 @@ def digest(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _strip_paths(value: Any, prefixes: tuple[str, ...]) -> Any:
-    if isinstance(value, str):
-        for p in prefixes:
-            value = value.replace(p, "")
-        return value
-    if isinstance(value, list):
-        return [_strip_paths(v, prefixes) for v in value]
-    if isinstance(value, dict):
-        return {k: _strip_paths(v, prefixes) for k, v in value.items()}
-    return value
-
-
 def fresh_digest(rel: str) -> dict[str, Any]:
     """Analyze one shared sample (or the built-in example) as ``advisor analyze`` would, with the built-in rules."""
     from advisor.analysis import AnalysisOptions, run_analysis
@@ -96,7 +86,7 @@ def fresh_digest(rel: str) -> dict[str, Any]:
         neutral = Path(tmp) / "pyproject.toml"
         neutral.write_text("", encoding="utf-8")
         report = run_analysis(SAMPLES / rel, options=AnalysisOptions(pyproject=neutral), workers=1).report
-    return _strip_paths(digest(report), (str(SAMPLES) + os.sep,))
+    return relativize(digest(report), (str(SAMPLES) + os.sep,))
 
 
 def dump(data: dict[str, Any]) -> str:

@@ -28,15 +28,16 @@ PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 """Paths inside the report are written relative to this directory (the repo root, or site-packages)."""
 
 
-def _relativize(value: Any, prefixes: tuple[str, ...]) -> Any:
+def relativize(value: Any, prefixes: tuple[str, ...]) -> Any:
+    """``value`` with every string's path ``prefixes`` removed (reports that do not depend on where they ran)."""
     if isinstance(value, str):
         for p in prefixes:
             value = value.replace(p, "")
         return value
     if isinstance(value, list):
-        return [_relativize(v, prefixes) for v in value]
+        return [relativize(v, prefixes) for v in value]
     if isinstance(value, dict):
-        return {k: _relativize(v, prefixes) for k, v in value.items()}
+        return {k: relativize(v, prefixes) for k, v in value.items()}
     return value
 
 
@@ -44,7 +45,7 @@ def stabilize(report: dict[str, Any], generated_at: str) -> dict[str, Any]:
     """The report without what changes from run to run or machine to machine."""
     root = str(PACKAGE_PARENT)
     prefixes = (root + os.sep, root + "/") if os.sep != "/" else (root + "/",)
-    out = _relativize(report, prefixes)
+    out = relativize(report, prefixes)
     out["generated_at"] = generated_at
     for kb in out.get("knowledge_bases", []):
         if "seconds" in kb:
