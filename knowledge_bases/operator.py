@@ -333,13 +333,9 @@ class OperatorKB(KnowledgeBase):
             return
         ga = g[bad].assign(axes=[_axes_text(x) for x in found if x])
         frac = float(cfg["affinity_saving_fraction"])
-        by_op = self._bounded(ctx, {str(k): float(v) * frac
-                                    for k, v in ga.groupby("name")["total_us"].sum().items()})
+        ga, by_op = self._affinity_savings(ctx, ga, frac)
         if not by_op:
             return
-        ga = ga[ga["name"].isin(list(by_op))]
-        ga = ga.assign(saving_us=ga["name"].map(by_op) * ga["total_us"] / ga.groupby("name")["total_us"]
-                       .transform("sum")).sort_values("saving_us", ascending=False, kind="stable")
         total = float(sum(by_op.values()))
         rows = _rows(ga, ["name", "type", "input_shapes", "input_dtypes", "axes", "count", "total_us", "saving_us"])
         first = next(x for x in found if x)[0]
@@ -404,13 +400,9 @@ class OperatorKB(KnowledgeBase):
             return
         ga = g[bad].assign(unaligned=[w for w in why if w])
         frac = float(cfg["affinity_saving_fraction"])
-        by_op = self._bounded(ctx, {str(k): float(v) * frac
-                                    for k, v in ga.groupby("name")["total_us"].sum().items()})
+        ga, by_op = self._affinity_savings(ctx, ga, frac)
         if not by_op:
             return
-        ga = ga[ga["name"].isin(list(by_op))]
-        ga = ga.assign(saving_us=ga["name"].map(by_op) * ga["total_us"] / ga.groupby("name")["total_us"]
-                       .transform("sum")).sort_values("saving_us", ascending=False, kind="stable")
         total = float(sum(by_op.values()))
         rows = _rows(ga, ["name", "type", "input_shapes", "unaligned", "count", "total_us", "saving_us"])
         yield ctx.finding(
@@ -433,6 +425,19 @@ class OperatorKB(KnowledgeBase):
         )
 
     # -----------------------------------------------------------------------------------------------------
+    def _affinity_savings(self, ctx: AnalysisContext, groups: pd.DataFrame,
+                          frac: float) -> tuple[pd.DataFrame, dict[str, float]]:
+        """A shape-affinity saving: ``frac`` of each op's time, bounded by what the shared classification says it
+        can recover (:meth:`_bounded`), and split back over the op's shape groups by time, largest first."""
+        by_op = self._bounded(ctx, {str(k): float(v) * frac
+                                    for k, v in groups.groupby("name")["total_us"].sum().items()})
+        if not by_op:
+            return groups.iloc[:0], by_op
+        kept = groups[groups["name"].isin(list(by_op))]
+        kept = kept.assign(saving_us=kept["name"].map(by_op) * kept["total_us"] / kept.groupby("name")["total_us"]
+                           .transform("sum")).sort_values("saving_us", ascending=False, kind="stable")
+        return kept, by_op
+
     def _bounded(self, ctx: AnalysisContext, by_op: Mapping[str, float], kind: str = "recoverable") -> dict[str, float]:
         """Savings per op capped by the shared classification's ``kind`` limit (:meth:`limits`; ops it could not
         classify keep their estimate); ops left with nothing are dropped, largest first."""

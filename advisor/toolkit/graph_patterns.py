@@ -6,7 +6,6 @@ profile summary are needed by several knowledge bases and must behave the same i
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 from collections import Counter
@@ -20,22 +19,13 @@ import numpy as np
 import pandas as pd
 from networkx.algorithms import isomorphism
 
+from advisor.costmodel import numel
 from advisor.graph.model import ModelGraph
 from advisor.model import dtype_bytes
 
 # ---------------------------------------------------------------------------------------------------------
-# tensors
+# tensors (``numel``, the element count of a shape, is the cost model's: ``advisor.costmodel.numel``)
 # ---------------------------------------------------------------------------------------------------------
-
-
-def numel(shape: Sequence[int] | None) -> int | None:
-    """Element count of a shape; None when unknown or dynamic (a -1/-2 dim)."""
-    if shape is None:
-        return None
-    dims = list(shape)
-    if any((not isinstance(d, (int, np.integer))) or d < 0 for d in dims):
-        return None
-    return int(math.prod(dims)) if dims else 1
 
 
 def desc_bytes(desc: Mapping[str, Any] | None) -> float | None:
