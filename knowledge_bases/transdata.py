@@ -36,6 +36,7 @@ from advisor.toolkit.common import (
     node_shapes,
     node_type,
     prev_index,
+    reach,
     row_keys,
     severity_for,
     stream_order,
@@ -556,26 +557,17 @@ def _graph_neighbour(graph: ModelGraph, cand: str | None, exit_: bool, fm: Forma
 def _graph_sandwiched(graph: ModelGraph, start: str, exit_: bool, fm: Formats, max_hops: int) -> bool:
     """Within ``max_hops`` ops past ``start`` (downstream for exits, upstream for entries), does the tensor
     meet a private format again: a conversion into (out of) one, or an op taking (giving) one?"""
-    step = graph.data_successors if exit_ else graph.data_predecessors
-    frontier, seen = [start], {start}
-    for _ in range(max(1, max_hops)):
-        nxt: list[str] = []
-        for n in frontier:
-            for m in step(n):
-                if m in seen:
-                    continue
-                seen.add(m)
-                mtype = node_type(graph, m)
-                if fm.is_conversion(mtype, m):
-                    s, d = _conv_formats(graph, m)
-                    if fm.family(d if exit_ else s):
-                        return True
-                    continue
-                if _heavy_formats(graph, m, "in" if exit_ else "out", fm):
-                    return True
-                if mtype not in fm.boundary:
-                    nxt.append(m)
-        frontier = nxt
+    def goes_on(m: str) -> bool:  # conversions and format boundaries end the walk
+        mtype = node_type(graph, m)
+        return not fm.is_conversion(mtype, m) and mtype not in fm.boundary
+
+    for m in reach(graph, start, "down" if exit_ else "up", max_hops, goes_on):
+        if fm.is_conversion(node_type(graph, m), m):
+            s, d = _conv_formats(graph, m)
+            if fm.family(d if exit_ else s):
+                return True
+        elif _heavy_formats(graph, m, "in" if exit_ else "out", fm):
+            return True
     return False
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -262,14 +262,13 @@ def node_type(graph: ModelGraph, name: str) -> str:
     return str(graph.node(name).get("type", "")) if name in graph.g else ""
 
 
-def walk(graph: ModelGraph, start: str, direction: str, skip_types: Iterable[str], max_hops: int) -> list[str]:
-    """Nearest data producers (``direction="up"``) or consumers (``"down"``) of ``start`` whose type is not in
-    ``skip_types``, walking through skipped ops for at most ``max_hops`` hops. Sorted, de-duplicated."""
-    skip = set(skip_types)
+def reach(graph: ModelGraph, start: str, direction: str, max_hops: int,
+          expand: Callable[[str], bool]) -> Iterator[str]:
+    """Every op met breadth-first from ``start`` along data edges (``direction`` ``"up"``: producers, ``"down"``:
+    consumers), each once, for at most ``max_hops`` hops; the walk goes on only through the ops ``expand``
+    accepts. A caller may stop early (a search) or collect (a walk)."""
     step = graph.data_predecessors if direction == "up" else graph.data_successors
-    found: list[str] = []
-    frontier = [start]
-    seen = {start}
+    frontier, seen = [start], {start}
     for _ in range(max(1, max_hops)):
         nxt: list[str] = []
         for n in frontier:
@@ -277,13 +276,20 @@ def walk(graph: ModelGraph, start: str, direction: str, skip_types: Iterable[str
                 if m in seen:
                     continue
                 seen.add(m)
-                if node_type(graph, m) in skip:
+                yield m
+                if expand(m):
                     nxt.append(m)
-                else:
-                    found.append(m)
         frontier = nxt
         if not frontier:
-            break
+            return
+
+
+def walk(graph: ModelGraph, start: str, direction: str, skip_types: Iterable[str], max_hops: int) -> list[str]:
+    """Nearest data producers (``direction="up"``) or consumers (``"down"``) of ``start`` whose type is not in
+    ``skip_types``, walking through skipped ops for at most ``max_hops`` hops. Sorted, de-duplicated."""
+    skip = set(skip_types)
+    found = [m for m in reach(graph, start, direction, max_hops, lambda m: node_type(graph, m) in skip)
+             if node_type(graph, m) not in skip]
     return sorted(dict.fromkeys(found), key=lambda n: (graph.node(n).get("id") or 0, n))
 
 
