@@ -11,7 +11,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 from click.testing import CliRunner
@@ -72,3 +72,24 @@ def minimal(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("min")
     subprocess.run([sys.executable, str(script), str(out)], check=True, capture_output=True)
     return next(out.glob("*_ascend_pt"))
+
+
+@pytest.fixture(scope="session")
+def insert_op_pb2(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``domi.InsertNewOps`` and friends, compiled once from metadef's insert_op.proto (``../shared/reference``) with
+    grpc_tools' protoc (in the test extra), as ATC parses aipp.cfg."""
+    import importlib
+
+    from grpc_tools import protoc
+
+    proto = SHARED / "reference" / "metadef_insert_op.proto"
+    if not proto.exists():
+        pytest.skip("../shared/reference/metadef_insert_op.proto not available")
+    out = tmp_path_factory.mktemp("proto")
+    (out / "insert_op.proto").write_text(proto.read_text(encoding="utf-8"), encoding="utf-8")
+    assert protoc.main(["protoc", f"-I{out}", f"--python_out={out}", str(out / "insert_op.proto")]) == 0
+    sys.path.insert(0, str(out))
+    try:
+        return importlib.import_module("insert_op_pb2")
+    finally:
+        sys.path.remove(str(out))

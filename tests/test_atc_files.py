@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -192,35 +191,17 @@ def test_aipp_from_onnx_initializers_and_the_rewrite_reproduce_the_model(tmp_pat
     assert np.abs(before - after).max() < 1e-4
 
 
-def compile_insert_op(tmp_path: Path) -> None:
-    """insert_op_pb2 in ``tmp_path``, compiled from metadef's insert_op.proto (skips without it or grpc_tools)."""
-    proto = REFERENCE / "metadef_insert_op.proto"
-    if not proto.exists():
-        pytest.skip("../shared/reference is not available")
-    import grpc_tools  # noqa: F401 - in the test extra (protoc)
-    (tmp_path / "insert_op.proto").write_text(proto.read_text(encoding="utf-8"), encoding="utf-8")
-    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp_path}", f"--python_out={tmp_path}",
-                    str(tmp_path / "insert_op.proto")], check=True)
+def test_aipp_cfg_with_todo_and_onnx_constants_parses_with_insert_op_proto(tmp_path: Path, insert_op_pb2) -> None:
+    from google.protobuf import text_format
 
-
-def test_aipp_cfg_with_todo_and_onnx_constants_parses_with_insert_op_proto(tmp_path: Path) -> None:
-    compile_insert_op(tmp_path)
     path = tmp_path / "pre.onnx"
     onnx.save(preprocessing_model(), str(path))
-    sys.path.insert(0, str(tmp_path))
-    try:
-        import insert_op_pb2  # type: ignore[import-not-found]
-        from google.protobuf import text_format
-
-        for report in (run_analysis(None, path).report, _example_report()):
-            cfg = build(report, tmp_path / "out")
-            msg = text_format.Parse(cfg.files["aipp.cfg"], insert_op_pb2.InsertNewOps())
-            assert len(msg.aipp_op) == 1 and msg.aipp_op[0].aipp_mode == msg.aipp_op[0].static
-        onnx_op = text_format.Parse(build(run_analysis(None, path).report, tmp_path / "o2").files["aipp.cfg"],
-                                    insert_op_pb2.InsertNewOps()).aipp_op[0]
-    finally:
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop("insert_op_pb2", None)
+    for report in (run_analysis(None, path).report, _example_report()):
+        cfg = build(report, tmp_path / "out")
+        msg = text_format.Parse(cfg.files["aipp.cfg"], insert_op_pb2.InsertNewOps())
+        assert len(msg.aipp_op) == 1 and msg.aipp_op[0].aipp_mode == msg.aipp_op[0].static
+    onnx_op = text_format.Parse(build(run_analysis(None, path).report, tmp_path / "o2").files["aipp.cfg"],
+                                insert_op_pb2.InsertNewOps()).aipp_op[0]
     assert onnx_op.mean_chn_0 == 123 and list(onnx_op.var_reci_chn_0) == pytest.approx([1 / (255 * 0.229)])
 
 

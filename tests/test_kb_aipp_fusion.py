@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
 
 import pytest
 
@@ -113,22 +111,6 @@ def test_yuv_camera_gets_colour_space_conversion(rules, tmp_path):
     assert [p[f"matrix_r0c{c}"] for c in range(3)] == [csc[f"matrix_r2c{c}"] for c in range(3)]
     assert [p[f"matrix_r2c{c}"] for c in range(3)] == [csc[f"matrix_r0c{c}"] for c in range(3)]
     assert p["input_bias_1"] == csc["input_bias_1"]
-
-
-@pytest.fixture(scope="module")
-def insert_op_pb2(tmp_path_factory):
-    """domi.InsertNewOps compiled from the saved metadef insert_op.proto."""
-    protoc = pytest.importorskip("grpc_tools.protoc")
-    if not INSERT_OP_PROTO.exists():
-        pytest.skip("../shared/reference/metadef_insert_op.proto not available")
-    out = tmp_path_factory.mktemp("proto")
-    (out / "insert_op.proto").write_text(INSERT_OP_PROTO.read_text(encoding="utf-8"), encoding="utf-8")
-    assert protoc.main(["protoc", f"-I{out}", f"--python_out={out}", str(out / "insert_op.proto")]) == 0
-    sys.path.insert(0, str(out))
-    try:
-        return importlib.import_module("insert_op_pb2")
-    finally:
-        sys.path.remove(str(out))
 
 
 @pytest.mark.parametrize("source", ["RGB888_U8", "YUV420SP_U8"])
