@@ -12,6 +12,7 @@ formats) are kept as canonical strings -- tensors separated by ``;``, dims by ``
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -321,6 +322,16 @@ def dtype_bytes(dtype: str) -> float | None:
     if key.startswith("DT_") and key not in DTYPE_BYTES:
         key = key[3:]
     return DTYPE_BYTES.get(key)
+
+
+_MINDSPORE_FULL_NAME = re.compile(r"(.+)-op\d+")
+
+
+def mindspore_op_type(name: object) -> str | None:
+    """The op type a MindSpore full op name carries (``Default/net/conv1-Conv2d/Conv2D-op12`` -> ``Conv2D``: the
+    last scope component without its ``-op<N>`` id); None for a name without that suffix."""
+    m = _MINDSPORE_FULL_NAME.fullmatch(str(name).rsplit("/", 1)[-1])
+    return m.group(1) if m else None
 
 
 def canonical_dtype(dtype: str) -> str:

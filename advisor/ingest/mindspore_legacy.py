@@ -65,6 +65,7 @@ from advisor.model import (
     canonical_dtype,
     canonical_format,
     empty_frame,
+    mindspore_op_type,
 )
 
 SYSCNT_PER_US = 100.0
@@ -170,9 +171,8 @@ def tensor_strings(info: Any) -> dict[str, str | None]:
 
 
 def _type_from_name(name: str) -> str:
-    """``Default/net/Conv2D-op12`` -> ``Conv2D`` (MindSpore full names end in ``<Type>-op<N>``)."""
-    last = str(name).rsplit("/", 1)[-1]
-    return re.sub(r"-op\d+$", "", last)
+    """``Default/net/Conv2D-op12`` -> ``Conv2D``; a name without the ``-op<N>`` suffix is its own last component."""
+    return mindspore_op_type(name) or str(name).rsplit("/", 1)[-1]
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from advisor.model import (
     Meta,
     Profile,
     empty_frame,
+    mindspore_op_type,
 )
 from advisor.util import release_memory
 
@@ -561,10 +562,6 @@ def _trace_ops(traces: Traces, meta: Meta, source: str) -> pd.DataFrame:
     return types_from_full_names(ops, meta, source)
 
 
-_FULL_NAME_TYPE = re.compile(r"(?:^|/)([A-Za-z][A-Za-z0-9_]*)-op\d+$")
-"""MindSpore's full op names end in ``<scope>/<OpType>-op<id>`` (``Default/.../conv1-Conv2d/Conv2D-op12``)."""
-
-
 def types_from_full_names(ops: pd.DataFrame, meta: Meta, source: str) -> pd.DataFrame:
     """Op types for the compute tasks of a timeline that records none (MindSpore's CANN <= 6 task_time JSON) from
     the framework's full op names; tasks whose names do not follow the convention keep no type."""
@@ -573,7 +570,7 @@ def types_from_full_names(ops: pd.DataFrame, meta: Meta, source: str) -> pd.Data
     missing = ops["type"].isna().to_numpy() & ops["core"].isin(COMPUTE_CORES).to_numpy()
     if not missing.any():
         return ops
-    derived = ops["name"].astype("string").str.extract(_FULL_NAME_TYPE, expand=False)
+    derived = ops["name"].map(mindspore_op_type).astype("string")
     fill = missing & derived.notna().to_numpy()
     if not fill.any():
         return ops
