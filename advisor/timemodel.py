@@ -649,22 +649,22 @@ def _marker_bounds(profile: Profile, iv: _Intervals) -> list[tuple[Any, float, f
     ev = profile.events
     if not len(ev) or not {"name", "start_us", "duration_us"} <= set(ev.columns):
         return []
-    names = ev["name"].astype("string")
-    marks = ev[names.str.match(_STEP_MARKER.pattern).fillna(False).to_numpy(dtype=bool)]
+    marks = ev[label_mask(ev["name"], _STEP_MARKER.match)]
     marks = marks[marks["start_us"].notna() & marks["duration_us"].notna()].sort_values("start_us")
     if not len(marks):
         return []
     lo = marks["start_us"].to_numpy(dtype="float64")
     hi = lo + marks["duration_us"].to_numpy(dtype="float64")
     starts = np.concatenate([iv.compute[0], iv.comm[0]])
-    ends = np.concatenate([iv.compute[1], iv.comm[1]])
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], np.concatenate([iv.compute[1], iv.comm[1]])[order]
+    first, last = np.searchsorted(starts, lo, "left"), np.searchsorted(starts, hi, "left")
     out: list[tuple[Any, float, float]] = []
-    for i, (a, b) in enumerate(zip(lo, hi, strict=True)):
-        inside = (starts >= a) & (starts < b)
-        end = max(b, float(ends[inside].max())) if inside.any() else b
+    for i, (name, a, b) in enumerate(zip(marks["name"].astype(str), lo, hi, strict=True)):
+        end = max(b, float(ends[first[i]:last[i]].max())) if last[i] > first[i] else b  # blocks starting inside
         if i + 1 < len(lo):
             end = min(end, float(lo[i + 1]))
-        out.append((int(_STEP_MARKER.match(str(marks["name"].iloc[i])).group(1)), float(a), end))
+        out.append((int(_STEP_MARKER.match(name).group(1)), float(a), end))
     return out
 
 
