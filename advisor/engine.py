@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from advisor import hookspecs, isolation
+from advisor import hookspecs, isolation, stagetimes
 from advisor.errors import UsageError
 from advisor.findings import Finding
 from advisor.kb import ROLES, TOOLKIT_RULES, AnalysisContext, KnowledgeBase, RankData
@@ -421,7 +421,8 @@ def _run_one(info: KBInfo, profile: Profile, graph: ModelGraph | None, rules: Ef
             produced, notes = isolation.run_kb(cls, ctx, limit, snapshot, saving_limit_us(profile, cluster))
             ctx.notes.extend(notes)
         else:
-            produced = _run_with_limit(cls, ctx, limit)
+            with stagetimes.stage(f"kb {cls.id}", timed=False):
+                produced = _run_with_limit(cls, ctx, limit)
     except (_KBFailed, isolation.KBFailed) as e:
         status.status, status.reason = "failed", str(e)
         produced = []

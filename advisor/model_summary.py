@@ -22,6 +22,7 @@ import pandas as pd
 from advisor import costmodel
 from advisor.model import Profile
 from advisor.rules import EffectiveRules
+from advisor.toolkit.common import type_mask
 
 COMPUTE_CORES = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV")
 SOC_FORMULA = "max(Dstr, DLD, WLD) / max(Mac Busy, Vec Ppen) (SS928/SS927 profiling guide)"
@@ -121,8 +122,7 @@ def summarize(profile: Profile, platform: Mapping[str, Any], rules: EffectiveRul
     else:
         # a cube-led task (MIX_AIC; AI_CORE on a split-core chip) whose type the cost model only knows as
         # elementwise (FlashAttention, GroupedMatmul, conv backprop...) does cube work the shapes do not tell
-        core = ops["core"].astype(str).to_numpy()
-        cube_led = (core == "MIX_AIC") | ((core == "AI_CORE") & _split_cores(platform))
+        cube_led = type_mask(ops["core"], ["MIX_AIC"]) | (type_mask(ops["core"], ["AI_CORE"]) & _split_cores(platform))
         known = np.isfinite(flops) & (unit != "data") & ~(cube_led & ~is_cube)
         # a shape-based estimate far above what the peak allows in the op's time means the shapes were not understood
         peak = np.where(is_cube, fp16, vec_peak) * 1e6 * float(cost_rules.get("max_pct_of_peak", 1.5))

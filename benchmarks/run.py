@@ -133,11 +133,13 @@ def run_advisor(profile: Path) -> dict[str, object]:
         env = dict(os.environ, ADVISOR_STAGE_TIMES=st.name)
         wall, rss, out = measure([advisor, "analyze", str(profile), "--format", "json", "--quiet"], env=env)
         stages = json.loads(Path(st.name).read_text() or "{}")
+    peaks = stages.pop("peak_mb", {})
+    rss = max(rss, peaks.pop("process", 0.0))  # measuring stages resets the OS's own peak figure
     report = json.loads(out)
     accounted = sum(v for k, v in stages.items() if not k.startswith("kb "))
     stages["start-up"] = max(wall - accounted, 0.0)
     return {"wall_s": wall, "rss_mb": rss, "ops": report["summary"]["ops"], "findings": len(report["findings"]),
-            "score": report["score"], "stages": stages,
+            "score": report["score"], "stages": stages, "peak_mb": peaks,
             "failed": sum(k["status"] == "failed" for k in report["knowledge_bases"])}
 
 
@@ -209,6 +211,19 @@ def report(rows: list[dict[str, object]], markdown: bool) -> str:
     body3 = [[str(r["layout"]), f"{r['size']:,}", *(f"{r['advisor']['stages'].get(k, 0.0):.2f}" for k in top)]
              for r in rows]
     out += ["Seconds per knowledge base (the slowest eight):", *gap, _fmt_table(head3, body3, markdown), *gap]
+    if any(r["advisor"].get("peak_mb") for r in rows):
+        mem_stages = [s for s in STAGES if s != "start-up"]
+        head4 = ["layout", "kernels", *mem_stages, "largest KB"]
+        body4 = []
+        for r in rows:
+            peaks = r["advisor"].get("peak_mb", {})
+            kb_peaks = {k[3:]: v for k, v in peaks.items() if k.startswith("kb ")}
+            worst = max(kb_peaks, key=kb_peaks.__getitem__) if kb_peaks else ""
+            body4.append([str(r["layout"]), f"{r['size']:,}", *(f"{peaks[s]:.0f}" if s in peaks else "" for s in
+                                                                mem_stages),
+                          f"{worst} {kb_peaks[worst]:.0f}" if worst else ""])
+        out += ["", "Peak resident MB per stage (advisor; Linux VmHWM, reset as each stage starts):", *gap,
+                _fmt_table(head4, body4, markdown), *gap]
     return "\n".join(out)
 
 

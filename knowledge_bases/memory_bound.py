@@ -21,7 +21,7 @@ from advisor.model_summary import COMPUTE_CORES, SOC_FORMULA, memory_bound_ratio
 from advisor.platform import has_tool, supports_dtype
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.bound import op_bounds
-from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for
+from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for, texts
 from advisor.units import fmt_us
 
 _SOC_PARTS = {
@@ -89,8 +89,7 @@ class MemoryBoundKB(KnowledgeBase):
             return []
         frac = float(r["recoverable_fraction"])
         extra = np.where(bound, np.nan_to_num(dur) * (1.0 - 1.0 / np.where(bound, ratio, 1.0)), 0.0)
-        rows = pd.DataFrame({"name": ops["name"].astype(str).to_numpy()[bound],
-                             "type": ops["type"].astype(str).to_numpy()[bound],
+        rows = pd.DataFrame({"name": texts(ops["name"], bound), "type": texts(ops["type"], bound),
                              "dur": dur[bound], "ratio_x_dur": (ratio * np.nan_to_num(dur))[bound],
                              "extra": extra[bound]})
         for col in _SOC_PARTS:

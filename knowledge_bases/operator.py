@@ -29,9 +29,9 @@ from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import dtype_bytes, parse_list, parse_shapes
 from advisor.toolkit import advice, tuning
 from advisor.toolkit.bound import op_bounds, rules_of
-from advisor.toolkit.common import cat_map, pct, severity_for, type_mask
+from advisor.toolkit.common import all_dynamic, cat_map, pct, severity_for, texts, type_mask
 from advisor.toolkit.cores import core_counts, task_occupancy
-from advisor.toolkit.time import window_us
+from advisor.toolkit.time import isin_mask, window_us
 
 _GROUP = ["name", "type", "core", "input_shapes", "input_formats", "output_shapes", "input_dtypes"]
 
@@ -111,11 +111,10 @@ class OperatorKB(KnowledgeBase):
             return
         realism = float(cfg["realism"])
         saving = np.where(flagged, dur * (1.0 - used) * realism, 0.0)
-        names = ops["name"].to_numpy(dtype=object)
-        by_op = self._bounded(ctx, _by_name(names[flagged], saving[flagged]), "headroom")
+        by_op = self._bounded(ctx, _by_name(_names(ops, flagged), saving[flagged]), "headroom")
         if not by_op:
             return
-        keep = flagged & np.isin(names.astype(str), list(by_op))
+        keep = flagged & _named(ops, by_op)
         total = float(sum(by_op.values()))
         g = _groups(ops, keep, {"saving_us": saving, "blocks": blocks, "cores": primary, "used": used * dur})
         g["blocks"] = g["blocks"] / g["count"]
@@ -125,7 +124,7 @@ class OperatorKB(KnowledgeBase):
         rows = _rows(g, ["name", "type", "core", "blocks", "cores", "used_pct", "count", "total_us", "saving_us"], 2)
         top = ", ".join(f"{row[0]} ({row[3]:g} blocks on {row[4]:g} cores)" for row in rows[:3])
         window = window_us(ctx.profile)
-        aoe = tuning.operator_tuning(ctx, list(by_op), _all_dynamic(ops, list(by_op)))
+        aoe = tuning.operator_tuning(ctx, list(by_op), all_dynamic(ops, by_op))
         if advice.context_of(ctx) == "kernel-dev":
             how = "Set the kernel's block dim to a multiple of the core count (or split the work so it divides)."
         else:
@@ -190,9 +189,9 @@ class OperatorKB(KnowledgeBase):
         share = dyn_time / known_time if known_time > 0 else 0.0
         if not dyn.any() or share < float(cfg["min_time_share"]):
             return
-        names = ops["name"].to_numpy(dtype=object)
-        calls = pd.DataFrame({"name": names[dyn].astype(str), "type": ops["type"].astype(object).to_numpy()[dyn],
-                              "shape": ops["input_shapes"].astype(object).to_numpy()[dyn],
+        calls = pd.DataFrame({"name": _names(ops, dyn).astype(str),
+                              "type": np.asarray(ops["type"].array[dyn], dtype=object),
+                              "shape": np.asarray(ops["input_shapes"].array[dyn], dtype=object),
                               "step": _col(ops, "step")[dyn], "dur": dur[dyn]})
         per = calls.groupby("name", sort=False).agg(type=("type", "first"), count=("dur", "size"),
                                                     total_us=("dur", "sum"), shapes=("shape", "nunique"))
@@ -212,7 +211,7 @@ class OperatorKB(KnowledgeBase):
                 zip(per.index, per["type"], per["count"], per["shapes"], per["total_us"], per["saving_us"],
                     strict=True)]
         text, fix = _dynamic_advice(ctx, None if varying is None else len(varying), len(per))
-        n_known = int(pd.Series(names[known]).nunique())
+        n_known = int(pd.Series(_names(ops, known)).nunique())
         yield ctx.finding(
             rule="operator.dynamic-shape",
             title=(f"{'All' if tasks_dyn == tasks_known else len(per)} of {n_known} ops run dynamic-shape kernels "
@@ -269,8 +268,7 @@ class OperatorKB(KnowledgeBase):
         if not flagged.any():
             return
         saving = np.where(flagged, dur * drop, 0.0)
-        names = ops["name"].to_numpy(dtype=object)
-        by_op = _by_name(names[flagged], saving[flagged])
+        by_op = _by_name(_names(ops, flagged), saving[flagged])
         total = float(saving.sum())
         g = _groups(ops, flagged, {"saving_us": saving, "clock_w": np.nan_to_num(clock) * dur})
         g["mean_mhz"] = g["clock_w"] / g["total_us"]
@@ -614,17 +612,24 @@ def _first_elements(value: object) -> float:
     return float(math.prod(shape))
 
 
-def _all_dynamic(ops: pd.DataFrame, names: list[str]) -> bool:
-    sel = ops["name"].astype(str).isin(names).to_numpy()
-    state = ops["op_state"].astype(object).to_numpy()[sel]
-    return bool(len(state)) and all(str(s).lower() == "dynamic" for s in state)
+def _names(ops: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
+    """The op names of the rows under ``mask`` (only those rows are materialized)."""
+    return texts(ops["name"], mask)
+
+
+def _named(ops: pd.DataFrame, names: Iterable[str]) -> np.ndarray:
+    """Rows whose name (as text, a missing one "nan" as :func:`_by_name` keys it) is one of ``names``."""
+    wanted = set(names)
+    hit = isin_mask(ops["name"], wanted)
+    return hit | ops["name"].isna().to_numpy() if "nan" in wanted else hit
 
 
 def _by_name(names: np.ndarray, values: np.ndarray) -> dict[str, float]:
     """Sum of ``values`` per op name, largest first (the ``saving_by_op`` of a finding)."""
     if not len(names):
         return {}
-    s = pd.Series(values, index=pd.Index(names.astype(str), dtype=object)).groupby(level=0, sort=False).sum()
+    keys = np.where(pd.isna(names), "nan", names).astype(object)  # a missing name is an op "nan"
+    s = pd.Series(values, index=pd.Index(keys, dtype=object)).groupby(level=0, sort=False).sum()
     s = s[s > 0].sort_values(ascending=False, kind="stable")
     return {str(k): float(v) for k, v in s.items()}
 

@@ -21,10 +21,11 @@ from advisor import hookimpl
 from advisor.costmodel import cube_tflops, op_work
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
-from advisor.model import canonical_format, parse_list, parse_shapes
+from advisor.model import OP_TENSOR_COLUMNS, canonical_format, parse_list, parse_shapes
 from advisor.platform import cube_supports, has_tool, is_assumed, supports_dtype
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for
+from advisor.toolkit.time import isin_mask
 from advisor.units import fmt_us
 
 _THRESHOLDS = ("conv_types", "transposed_conv_types", "matmul_types", "min_saving_us", "severity", "confidence",
@@ -114,7 +115,8 @@ def _cube_rows(ctx: AnalysisContext) -> pd.DataFrame | None:
     cube_types = {*r["conv_types"], *r["transposed_conv_types"], *r["matmul_types"]}
     if not len(ops):
         return None
-    sub = ops.loc[ops["type"].astype(str).isin(cube_types).to_numpy()]
+    wanted = ["name", "type", "duration_us", *OP_TENSOR_COLUMNS]
+    sub = ops.loc[isin_mask(ops["type"], sorted(cube_types)), [c for c in wanted if c in ops.columns]]
     if not len(sub):
         return None
     graph = ctx.graph if ctx.graph is not None and ctx.graph.format != "onnx" else None

@@ -23,7 +23,7 @@ from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.platform import is_assumed
 from advisor.toolkit import advice, tuning
 from advisor.toolkit.bound import COLUMNS, op_bounds, rules_of
-from advisor.toolkit.common import severity_for
+from advisor.toolkit.common import all_dynamic, severity_for
 from advisor.toolkit.time import window_us
 
 _THRESHOLDS = ("heavy_coverage", "max_heavy_ops", "min_op_total_us", "min_saving_us", "max_points", "severity",
@@ -217,7 +217,7 @@ def _advice(ctx: AnalysisContext, op_type: str, bound: str, group: pd.DataFrame,
             pct: float | None) -> tuple[str, Fix | None]:
     """The recommendation and fix for one op type and bound, worded for the run's flow and chip."""
     n, names = len(group), [str(x) for x in group["name"]]
-    dynamic = _all_dynamic(ctx, names)
+    dynamic = all_dynamic(ctx.profile.ops, names)
     aoe = tuning.operator_tuning(ctx, names, dynamic)
     tune = f" {aoe.text}" if aoe else ""
     at = _fmt_pct(pct) if pct is not None else "an unknown share"
@@ -262,13 +262,6 @@ def _advice(ctx: AnalysisContext, op_type: str, bound: str, group: pd.DataFrame,
     else:
         text += " Check their block dim against the core count (operator findings)." + tune
     return text, aoe.fix if aoe else None
-
-
-def _all_dynamic(ctx: AnalysisContext, names: list[str]) -> bool:
-    ops = ctx.profile.ops
-    sel = ops["name"].astype(str).isin(names).to_numpy()
-    state = ops["op_state"].astype(object).to_numpy()[sel]
-    return bool(len(state)) and all(str(s).lower() == "dynamic" for s in state)
 
 
 def _source(group: pd.DataFrame) -> str:

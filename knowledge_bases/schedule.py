@@ -55,6 +55,19 @@ def plural(n: int, word: str, words: str | None = None) -> str:
     return f"{n} {word if n == 1 else (words or word + 's')}"
 
 
+_MTE_PIPES = ("aic_mte2", "aiv_mte2", "aic_fixpipe", "aiv_mte3")
+_SEQUENCE_COLUMNS = ["name", "type", "core", "input_shapes", "output_shapes", "start_us", "duration_us",
+                     "aicore_time_us", "aiv_time_us", "mte2_ratio", "mte3_ratio",
+                     *(f"{p}_{m}" for p in _MTE_PIPES for m in ("time_us", "ratio"))]
+"""What the sequence search reads of each task (:func:`find_sequences`, :func:`_mte_time`)."""
+
+
+def _rows_in_order(ops: pd.DataFrame, order: np.ndarray, columns: Sequence[str]) -> pd.DataFrame:
+    """The ``columns`` of ``ops`` (those it has) with rows in ``order``: one copy of what is read, not of the
+    whole table."""
+    return ops.iloc[order, [i for i, c in enumerate(ops.columns) if c in set(columns)]]
+
+
 def _f(frame: pd.DataFrame, col: str) -> np.ndarray:
     return frame[col].to_numpy(dtype="float64") if col in frame.columns else np.full(len(frame), np.nan)
 
@@ -556,7 +569,7 @@ class ScheduleKB(KnowledgeBase):
         if not seqs:
             return []
         order = np.argsort(_f(ops, "start_us"), kind="stable")
-        sorted_ops = ops.iloc[order]
+        sorted_ops = _rows_in_order(ops, order, ["name", "type", "duration_us"])
         names = _codes_map(sorted_ops["name"], str, "")
         labels = op_labels(sorted_ops)
         heavy = _codes_map(sorted_ops["type"], lambda c: str(c) in set(cfg["no_saving_types"]), False, bool)
@@ -833,8 +846,9 @@ def _mte_time(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         base = aiv_time if name.startswith("aiv_") else _f(ops, "aicore_time_us")
         return np.where(np.isnan(t), ratio * base, t)
 
-    mte2 = np.fmax(timed("aic_mte2"), timed("aiv_mte2"))
-    out = np.fmax(timed("aic_fixpipe"), timed("aiv_mte3"))
+    aic_mte2, aiv_mte2, aic_out, aiv_out = _MTE_PIPES
+    mte2 = np.fmax(timed(aic_mte2), timed(aiv_mte2))
+    out = np.fmax(timed(aic_out), timed(aiv_out))
     if np.isnan(mte2).all():  # unprefixed metrics (310P): ratios x aicore time
         mte2 = _f(ops, "mte2_ratio") * aicore
         out = _f(ops, "mte3_ratio") * aicore
@@ -896,7 +910,7 @@ def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) 
     """Repeated sequences of op (type, shapes), best first, occurrences not overlapping one another and sharing no
     task with a better sequence (``fusible.max_overlap``)."""
     order = np.argsort(_f(ops, "start_us"), kind="stable")
-    ops = ops.iloc[order]
+    ops = _rows_in_order(ops, order, _SEQUENCE_COLUMNS)
     n = len(ops)
     keys = op_keys(ops).astype(np.uint64) + np.uint64(1)
     brk = _codes_map(ops["core"], lambda c: str(c) in set(cfg["break_cores"]), False, bool)
@@ -923,19 +937,27 @@ def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) 
         valid = (cum_brk[pos + length] - cum_brk[pos]) == 0
         if not valid.any():
             continue
-        w_end = np.lib.stride_tricks.sliding_window_view(end, length).max(axis=1)
-        frame = pd.DataFrame({"h": h[valid], "pos": pos[valid]})
-        frame["span"] = (w_end - start[:m])[valid]
-        for name, c in cum.items():
-            frame[name] = (c[length:length + m] - c[:m])[valid]
-        counts = frame.groupby("h", sort=False)["pos"].transform("size")
-        frame = frame[counts.to_numpy() > min_occ]
-        if not len(frame):
+        # occurrences of sequences seen more than min_occ times, by sequence then position, none overlapping
+        # another of its sequence; their sums only then (a column per sum over every position costs ~1 GB at 2M)
+        ps = np.flatnonzero(valid)
+        hs = h[ps]
+        ids = pd.factorize(hs)[0]
+        repeated = np.bincount(ids)[ids] > min_occ
+        if not repeated.any():
             continue
-        frame = frame.sort_values(["h", "pos"], kind="stable")
-        frame = frame[non_overlapping(frame["h"].to_numpy(), frame["pos"].to_numpy(), length)]
-        agg = frame.groupby("h", sort=False).agg(occ=("pos", "size"), span=("span", "sum"), dur=("dur", "sum"),
-                                                 mte=("mte", "sum"), aic=("aic", "sum"), fus=("fus", "sum"))
+        ps, hs = ps[repeated], hs[repeated]
+        order = np.lexsort((ps, hs))
+        ps, hs = ps[order], hs[order]
+        kept = non_overlapping(hs, ps, length)
+        ps, hs = ps[kept], hs[kept]
+        w_end = end[ps]  # the latest end among the sequence's tasks (NaN if any is NaN, as a max over them)
+        for j in range(1, length):
+            w_end = np.maximum(w_end, end[ps + j])
+        # per sequence: occurrences and sums, one column at a time (a frame of them all is copied into one block)
+        sums = (("span", w_end - start[ps]), *((name, c[ps + length] - c[ps]) for name, c in cum.items()))
+        agg = pd.DataFrame({"occ": pd.Series(ps, copy=False).groupby(hs, sort=False).size(),
+                            **{name: pd.Series(v, copy=False).groupby(hs, sort=False).sum() for name, v in sums}})
+        del w_end
         agg = agg[agg["occ"] > min_occ]
         if not len(agg):
             continue
@@ -951,7 +973,8 @@ def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) 
         mte_s = np.where(mte_bound[agg.index], agg["fus"] * mte_f, 0.0)
         agg = agg.assign(host_s=host_s, mte_s=mte_s, saving=host_s + mte_s)
         agg = agg.sort_values("saving", ascending=False).head(int(cfg["candidates_per_length"]))
-        positions = frame[frame["h"].isin(agg.index)].groupby("h", sort=False)["pos"].apply(np.asarray)
+        chosen_rows = np.isin(hs, agg.index.to_numpy())
+        positions = pd.Series(ps[chosen_rows]).groupby(hs[chosen_rows], sort=False).apply(np.asarray)
         for hv, r in agg.iterrows():
             cands.append(Sequence_(length, positions[hv], float(r.span), float(r.dur), float(r.mte), float(r.aic),
                                    bool(host_bound[hv]), bool(mte_bound[hv]), float(r.host_s), float(r.mte_s)))

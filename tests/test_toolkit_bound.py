@@ -279,3 +279,20 @@ def test_many_rows_are_fast(rules):
     b = bound.classify(ops, resolve_platform(rules, CHIP), rules.for_kb("bound"))
     assert time.perf_counter() - started < 20  # about 1 s here; generous for slow CI machines
     assert len(b) == 500 and int(b["calls"].sum()) == n
+
+
+@pytest.mark.parametrize("rel", [LLM_RANK, CNN_RANK, COMPUTE_ADVICE])
+def test_classifying_in_chunks_gives_the_whole_table_result(rules, rel, monkeypatch):
+    """Large profiles are classified a chunk of tasks at a time (bounded memory): same ops, same classes, same
+    sums (up to summation order) as one pass over every task."""
+    profile = sample_profile(rel)
+    whole = classify(profile, rules)
+    monkeypatch.setattr(bound, "CHUNK_ROWS", max(7, len(profile.ops) // 5))
+    chunked = classify(profile, rules)
+    assert len(whole) > 3
+    assert chunked["name"].tolist() == whole["name"].tolist()
+    for col in ("bound", "source", "unit", "dtype", "pipe", "saturated", "calls"):
+        assert chunked[col].tolist() == whole[col].tolist(), col
+    for col in ("total_us", "flops", "bytes", "share_of_roof", "recoverable_us", "cores_used", "mte2_ratio"):
+        np.testing.assert_allclose(chunked[col].to_numpy(dtype=float), whole[col].to_numpy(dtype=float),
+                                   rtol=1e-9, equal_nan=True, err_msg=col)

@@ -65,6 +65,8 @@ runs, such as its idle cores; ``source`` says where the work came from (``metric
 _SHAPE_KEYS = ["type", "core", "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
                "output_formats"]
 _METRIC_SUFFIXES = ("_fops", "main_mem_read_bw", "main_mem_write_bw")
+CHUNK_ROWS = 1 << 19
+"""Tasks classified at a time: bounds the per-task work columns (~200 B a task) whatever the profile's size."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -129,15 +131,23 @@ def classify(ops: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str,
         return pd.DataFrame(columns=COLUMNS)
     wanted = {"name", "duration_us", "aicore_time_us", "block_dim", "mix_block_dim", *_SHAPE_KEYS,
               *(f"{p}_ratio" for p in PIPES)}
-    # only the columns used here: a row subset of the whole table would copy all ~60 columns (0.8 GB at 2M rows)
-    df = ops.loc[mask, [c for c in ops.columns if c in wanted or c.endswith(_METRIC_SUFFIXES)]]
-    rows = _row_work(df, platform, rules)
-    occupancy = task_occupancy(df, cores, rules["cube_cores"], rules["vector_cores"]) if cores is not None \
-        else np.full(len(df), np.nan)
-    rows["w_occ"] = np.where(np.isfinite(occupancy), occupancy * rows["dur"], 0.0)
-    rows["d_occ"] = np.where(np.isfinite(occupancy), rows["dur"], 0.0)
-    agg = _aggregate(rows, df)
-    return _judge(agg, platform, rules)
+    # only the columns used here, a chunk of rows at a time: the per-task work columns of a whole 2M-task table
+    # would take ~1 GB, the chunks' per-op sums a few MB
+    positions = [i for i, c in enumerate(ops.columns) if c in wanted or c.endswith(_METRIC_SUFFIXES)]
+    rows_at = np.flatnonzero(mask)
+    partials = []
+    for lo in range(0, len(rows_at), CHUNK_ROWS):
+        df = ops.iloc[rows_at[lo:lo + CHUNK_ROWS], positions]
+        rows = _row_work(df, platform, rules)
+        occupancy = task_occupancy(df, cores, rules["cube_cores"], rules["vector_cores"]) if cores is not None \
+            else np.full(len(df), np.nan)
+        rows["w_occ"] = np.where(np.isfinite(occupancy), occupancy * rows["dur"], 0.0)
+        rows["d_occ"] = np.where(np.isfinite(occupancy), rows["dur"], 0.0)
+        del df, occupancy
+        partials.append(_aggregate(rows) if len(rows_at) <= CHUNK_ROWS else _partial_sums(rows))
+        del rows
+    agg = partials[0] if len(partials) == 1 else _combine(partials)
+    return _judge(_means(agg), platform, rules)
 
 
 def _row_work(df: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str, Any]) -> pd.DataFrame:
@@ -185,15 +195,47 @@ def _row_work(df: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str,
     return rows
 
 
-def _aggregate(rows: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
-    """Per op (name, type, core): calls, time, mean work of the placed calls, and mean pipe ratios."""
-    g = rows.groupby(["name", "type", "core"], sort=False, observed=True)
+_GROUP = ["name", "type", "core"]
+_SUMS = [f"w_{p}" for p in (*PIPES, "occ")] + [f"d_{p}" for p in (*PIPES, "occ")]
+
+
+def _aggregate(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per op (name, type, core) of one chunk holding every task: calls, time, mean work of the placed calls and
+    the pipe-ratio sums."""
+    g = rows.groupby(_GROUP, sort=False, observed=True)
     agg = g.agg(calls=("dur", "size"), total_us=("dur", "sum"), placed_us=("placed_dur", "sum"),
                 flops=("flops", "mean"), bytes=("bytes", "mean"), t_roof=("t_roof", "sum"),
                 peak_tflops=("peak", "first"), cube=("cube", "max"), metrics=("metrics", "sum"),
                 placed_calls=("flops", "count"), dtype=("dtype", "first"))
-    sums = g[[f"w_{p}" for p in (*PIPES, "occ")] + [f"d_{p}" for p in (*PIPES, "occ")]].sum()
-    agg = agg.join(sums).reset_index()
+    return agg.join(g[_SUMS].sum()).reset_index()
+
+
+def _partial_sums(rows: pd.DataFrame) -> pd.DataFrame:
+    """Like :func:`_aggregate` for one chunk of many, with work as sums (the means are taken over all chunks)."""
+    g = rows.groupby(_GROUP, sort=False, observed=True)
+    agg = g.agg(calls=("dur", "size"), total_us=("dur", "sum"), placed_us=("placed_dur", "sum"),
+                flops=("flops", "sum"), bytes=("bytes", "sum"), t_roof=("t_roof", "sum"),
+                peak_tflops=("peak", "first"), cube=("cube", "max"), metrics=("metrics", "sum"),
+                placed_calls=("flops", "count"), dtype=("dtype", "first"))
+    return agg.join(g[_SUMS].sum()).reset_index()
+
+
+def _combine(partials: list[pd.DataFrame]) -> pd.DataFrame:
+    """The per-op rows of all chunks (:func:`_partial_sums`) summed, in order of first appearance."""
+    g = pd.concat(partials, ignore_index=True).groupby(_GROUP, sort=False)
+    agg = g.agg(calls=("calls", "sum"), total_us=("total_us", "sum"), placed_us=("placed_us", "sum"),
+                flops=("flops", "sum"), bytes=("bytes", "sum"), t_roof=("t_roof", "sum"),
+                peak_tflops=("peak_tflops", "first"), cube=("cube", "max"), metrics=("metrics", "sum"),
+                placed_calls=("placed_calls", "sum"), dtype=("dtype", "first"))
+    agg = agg.join(g[_SUMS].sum()).reset_index()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        placed = agg["placed_calls"].where(agg["placed_calls"] > 0)
+        agg["flops"], agg["bytes"] = agg["flops"] / placed, agg["bytes"] / placed
+    return agg
+
+
+def _means(agg: pd.DataFrame) -> pd.DataFrame:
+    """Text keys, and mean duration, pipe ratios and core occupancy per op from their sums."""
     for col in ("name", "type", "core", "dtype"):
         agg[col] = agg[col].astype(object).where(agg[col].notna(), "")
     agg["duration_us"] = agg["total_us"] / agg["calls"]

@@ -145,6 +145,26 @@ def cat_map(series: pd.Series, fn: Any, fill: Any = None, dtype: Any = object) -
     return table_[np.where(codes >= 0, codes, len(cats))]
 
 
+def texts(series: pd.Series, mask: np.ndarray | None = None) -> np.ndarray:
+    """The values of the rows under ``mask`` (all rows without one) as ``str`` objects, missing ones NaN -- what
+    ``series.astype(str).to_numpy()`` gives, with one ``str`` per distinct value shared by its rows instead of one
+    per row (~150 MB for a 2M-row name column)."""
+    s = categorical(series)
+    table_ = np.array([str(c) for c in s.cat.categories] + [np.nan], dtype=object)
+    codes = s.cat.codes.to_numpy()
+    if mask is not None:
+        codes = codes[mask]
+    return table_[np.where(codes >= 0, codes, len(table_) - 1)]
+
+
+def all_dynamic(ops: pd.DataFrame, names: Iterable[str]) -> bool:
+    """Every task of the ops named ``names`` ran a dynamic-shape kernel (``op_state`` "dynamic")."""
+    wanted = {str(n) for n in names}
+    sel = cat_map(ops["name"], lambda c: str(c) in wanted, False, dtype=bool)
+    state = cat_map(ops["op_state"], lambda c: str(c).lower() == "dynamic", False, dtype=bool)[sel]
+    return bool(len(state)) and bool(state.all())
+
+
 def type_mask(series: pd.Series, values: Iterable[str]) -> np.ndarray:
     """Boolean mask of rows whose value is in ``values`` (compared per category, not per row)."""
     wanted = set(values)
