@@ -760,15 +760,20 @@ def _sequence_matches(ev: pd.DataFrame, cfg: Mapping[str, Any]) -> dict[str, dic
     top = first_level(ev, cfg["prefixes"])
     if not len(top):
         return matches
-    # one string per thread, threads separated by a token no pattern matches
-    top_ops = top["op"].tolist()
-    tids = top["tid"].to_numpy()
+    # one string per thread, threads separated by a token no pattern matches; built from one token per distinct
+    # op (a Python string per event would take ~300 MB at 2M events)
+    op_codes, op_names = pd.factorize(top["op"].to_numpy(dtype=object))
+    op_names = np.asarray(op_names, dtype=object)
+    tids = pd.factorize(top["tid"].to_numpy(dtype=object))[0]
     tid_change = np.r_[False, tids[1:] != tids[:-1]]
-    tokens = [f"-{op}-" for op in top_ops]
+    op_tokens = np.array([f"-{op}-" for op in op_names], dtype=object)
+    tokens = op_tokens[op_codes]
     for k in np.flatnonzero(tid_change).tolist():
         tokens[k] = "-|-" + tokens[k]
-    offsets = np.cumsum([0, *map(len, tokens)])
-    text = "".join(tokens)
+    offsets = np.concatenate([[0], np.cumsum(np.array([len(t) for t in op_tokens], dtype=np.int64)[op_codes]
+                                             + np.where(tid_change, 3, 0))])
+    text = "".join(tokens.tolist())
+    del tokens
     own = offsets[:-1] + np.where(tid_change, 3, 0)  # where each op's own "-op-" begins
     top_rows = top["row"].to_numpy(dtype=np.int64)
     for spec in cfg["rules"]:
@@ -786,7 +791,7 @@ def _sequence_matches(ev: pd.DataFrame, cfg: Mapping[str, Any]) -> dict[str, dic
             seqs = rec["sequences"]
             for i, j in zip(first, last, strict=True):
                 rec["rows"].extend(top_rows[i:j].tolist())
-                seq = "-".join(top_ops[i:j])
+                seq = "-".join(op_names[op_codes[i:j]].tolist())
                 seqs[seq] = seqs.get(seq, 0) + 1
     return matches
 
@@ -954,10 +959,13 @@ def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) 
         for j in range(1, length):
             w_end = np.maximum(w_end, end[ps + j])
         # per sequence: occurrences and sums, one column at a time (a frame of them all is copied into one block)
-        sums = (("span", w_end - start[ps]), *((name, c[ps + length] - c[ps]) for name, c in cum.items()))
-        agg = pd.DataFrame({"occ": pd.Series(ps, copy=False).groupby(hs, sort=False).size(),
-                            **{name: pd.Series(v, copy=False).groupby(hs, sort=False).sum() for name, v in sums}})
+        ids = pd.factorize(hs)[0]  # group ids in order of first appearance, as groupby(sort=False) numbers them
+        agg = pd.DataFrame({"occ": pd.Series(ps, copy=False).groupby(hs, sort=False).size()})
+        agg["span"] = pd.Series(w_end - start[ps], copy=False).groupby(ids, sort=False).sum().to_numpy()
         del w_end
+        for name, c in cum.items():
+            agg[name] = pd.Series(c[ps + length] - c[ps], copy=False).groupby(ids, sort=False).sum().to_numpy()
+        del ids
         agg = agg[agg["occ"] > min_occ]
         if not len(agg):
             continue
@@ -973,7 +981,7 @@ def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) 
         mte_s = np.where(mte_bound[agg.index], agg["fus"] * mte_f, 0.0)
         agg = agg.assign(host_s=host_s, mte_s=mte_s, saving=host_s + mte_s)
         agg = agg.sort_values("saving", ascending=False).head(int(cfg["candidates_per_length"]))
-        chosen_rows = np.isin(hs, agg.index.to_numpy())
+        chosen_rows = pd.Series(hs, copy=False).isin(agg.index).to_numpy()  # hashed: no sorted copy of hs
         positions = pd.Series(ps[chosen_rows]).groupby(hs[chosen_rows], sort=False).apply(np.asarray)
         for hv, r in agg.iterrows():
             cands.append(Sequence_(length, positions[hv], float(r.span), float(r.dur), float(r.mte), float(r.aic),
