@@ -144,7 +144,7 @@ def classify(ops: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str,
         rows["w_occ"] = np.where(np.isfinite(occupancy), occupancy * rows["dur"], 0.0)
         rows["d_occ"] = np.where(np.isfinite(occupancy), rows["dur"], 0.0)
         del df, occupancy
-        partials.append(_aggregate(rows) if len(rows_at) <= CHUNK_ROWS else _partial_sums(rows))
+        partials.append(_aggregate(rows, "mean" if len(rows_at) <= CHUNK_ROWS else "sum"))
         del rows
     agg = partials[0] if len(partials) == 1 else _combine(partials)
     return _judge(_means(agg), platform, rules)
@@ -199,29 +199,20 @@ _GROUP = ["name", "type", "core"]
 _SUMS = [f"w_{p}" for p in (*PIPES, "occ")] + [f"d_{p}" for p in (*PIPES, "occ")]
 
 
-def _aggregate(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per op (name, type, core) of one chunk holding every task: calls, time, mean work of the placed calls and
-    the pipe-ratio sums."""
+def _aggregate(rows: pd.DataFrame, work: str = "mean") -> pd.DataFrame:
+    """Per op (name, type, core) of a chunk of tasks: calls, time, work of the placed calls and the pipe-ratio sums.
+    ``work``: ``mean`` when the chunk holds every task, ``sum`` for one chunk of many (:func:`_combine` takes the
+    means over all of them)."""
     g = rows.groupby(_GROUP, sort=False, observed=True)
     agg = g.agg(calls=("dur", "size"), total_us=("dur", "sum"), placed_us=("placed_dur", "sum"),
-                flops=("flops", "mean"), bytes=("bytes", "mean"), t_roof=("t_roof", "sum"),
-                peak_tflops=("peak", "first"), cube=("cube", "max"), metrics=("metrics", "sum"),
-                placed_calls=("flops", "count"), dtype=("dtype", "first"))
-    return agg.join(g[_SUMS].sum()).reset_index()
-
-
-def _partial_sums(rows: pd.DataFrame) -> pd.DataFrame:
-    """Like :func:`_aggregate` for one chunk of many, with work as sums (the means are taken over all chunks)."""
-    g = rows.groupby(_GROUP, sort=False, observed=True)
-    agg = g.agg(calls=("dur", "size"), total_us=("dur", "sum"), placed_us=("placed_dur", "sum"),
-                flops=("flops", "sum"), bytes=("bytes", "sum"), t_roof=("t_roof", "sum"),
+                flops=("flops", work), bytes=("bytes", work), t_roof=("t_roof", "sum"),
                 peak_tflops=("peak", "first"), cube=("cube", "max"), metrics=("metrics", "sum"),
                 placed_calls=("flops", "count"), dtype=("dtype", "first"))
     return agg.join(g[_SUMS].sum()).reset_index()
 
 
 def _combine(partials: list[pd.DataFrame]) -> pd.DataFrame:
-    """The per-op rows of all chunks (:func:`_partial_sums`) summed, in order of first appearance."""
+    """The per-op rows of all chunks (:func:`_aggregate` with sums) summed, in order of first appearance."""
     g = pd.concat(partials, ignore_index=True).groupby(_GROUP, sort=False)
     agg = g.agg(calls=("calls", "sum"), total_us=("total_us", "sum"), placed_us=("placed_us", "sum"),
                 flops=("flops", "sum"), bytes=("bytes", "sum"), t_roof=("t_roof", "sum"),
