@@ -31,7 +31,7 @@ from advisor.toolkit import advice, tuning
 from advisor.toolkit.bound import op_bounds, rules_of
 from advisor.toolkit.common import all_dynamic, cat_map, pct, severity_for, texts, type_mask
 from advisor.toolkit.cores import core_counts, task_occupancy
-from advisor.toolkit.time import isin_mask, window_us
+from advisor.toolkit.time import window_us
 
 _GROUP = ["name", "type", "core", "input_shapes", "input_formats", "output_shapes", "input_dtypes"]
 
@@ -620,7 +620,7 @@ def _names(ops: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
 def _named(ops: pd.DataFrame, names: Iterable[str]) -> np.ndarray:
     """Rows whose name (as text, a missing one "nan" as :func:`_by_name` keys it) is one of ``names``."""
     wanted = set(names)
-    hit = isin_mask(ops["name"], wanted)
+    hit = type_mask(ops["name"], wanted)
     return hit | ops["name"].isna().to_numpy() if "nan" in wanted else hit
 
 

@@ -959,8 +959,8 @@ def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) 
         for j in range(1, length):
             w_end = np.maximum(w_end, end[ps + j])
         # per sequence: occurrences and sums, one column at a time (a frame of them all is copied into one block)
-        ids = pd.factorize(hs)[0]  # group ids in order of first appearance, as groupby(sort=False) numbers them
-        agg = pd.DataFrame({"occ": pd.Series(ps, copy=False).groupby(hs, sort=False).size()})
+        ids, sequences = pd.factorize(hs)  # in order of first appearance, as groupby(sort=False) numbers them
+        agg = pd.DataFrame({"occ": np.bincount(ids)}, index=pd.Index(sequences))
         agg["span"] = pd.Series(w_end - start[ps], copy=False).groupby(ids, sort=False).sum().to_numpy()
         del w_end
         for name, c in cum.items():

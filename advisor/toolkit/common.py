@@ -159,8 +159,7 @@ def texts(series: pd.Series, mask: np.ndarray | None = None) -> np.ndarray:
 
 def all_dynamic(ops: pd.DataFrame, names: Iterable[str]) -> bool:
     """Every task of the ops named ``names`` ran a dynamic-shape kernel (``op_state`` "dynamic")."""
-    wanted = {str(n) for n in names}
-    sel = cat_map(ops["name"], lambda c: str(c) in wanted, False, dtype=bool)
+    sel = type_mask(ops["name"], {str(n) for n in names})
     state = cat_map(ops["op_state"], lambda c: str(c).lower() == "dynamic", False, dtype=bool)[sel]
     return bool(len(state)) and bool(state.all())
 
