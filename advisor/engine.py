@@ -30,7 +30,7 @@ from advisor.rules import EffectiveRules, builtin_rules_dir, find_pyproject, loa
 
 if TYPE_CHECKING:  # annotations only: discovery (also in plugin child processes) does not need pandas
     from advisor.graph.model import ModelGraph
-    from advisor.model import Profile
+    from advisor.model import OpsProjection, Profile
 
 ENTRY_POINT_GROUP = "advisor.knowledge_bases"
 
@@ -207,6 +207,9 @@ def _invalid_class(cls: object) -> str | None:
     rule_ids = [r.id for r in cls.rules]
     if len(set(rule_ids)) != len(rule_ids):
         return f"{cls.id}: a rule id is documented twice"
+    columns = cls.ops_columns
+    if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
+        return f"{cls.id}: ops_columns must be None or a tuple of column names, not {columns!r}"
     return None
 
 
@@ -288,6 +291,21 @@ def select(infos: Sequence[KBInfo], only: Iterable[str] = (), skip: Iterable[str
 # ---------------------------------------------------------------------------------------------------------
 # running
 # ---------------------------------------------------------------------------------------------------------
+def ops_projection(infos: Sequence[KBInfo]) -> OpsProjection | None:
+    """The ops columns the rank-scope knowledge bases ``infos`` read (``KnowledgeBase.ops_columns``) with the
+    pipeline's own; None -- every column -- when one of them does not say (a plugin written before API 1.2)."""
+    from advisor.model import OpsProjection
+
+    declared: set[str] = set()
+    for info in infos:
+        if getattr(info.cls, "scope", "rank") != "rank":
+            continue  # cluster-scope KBs see RankData, no op rows
+        if info.cls.ops_columns is None:
+            return None
+        declared.update(info.cls.ops_columns)
+    return OpsProjection.of(declared)
+
+
 def api_mismatch(kb_api: str) -> str | None:
     """Why a KB written for plugin API ``kb_api`` cannot run on this advisor, or None."""
     ours = [int(x) for x in hookspecs.API_VERSION.split(".")]

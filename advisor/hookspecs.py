@@ -23,7 +23,9 @@ History: 1.0 the first contract. 1.1 added ``RuleDoc.role`` and ``RuleDoc.render
 shows the value in force), the ``rule`` decorator (a rule declared on its check), ``Finding.symptoms`` and
 ``Finding.ranks``, ``profile.time`` (the time model), ``Meta.context`` / ``context_evidence``, typed
 ``RankData`` fields for cluster-scope knowledge bases (``scope = "cluster"``, ``ctx.cluster``), ``Fix.kind``
-checked against ``advisor.findings.FIX_KINDS``, and :mod:`advisor.testing`.
+checked against ``advisor.findings.FIX_KINDS``, and :mod:`advisor.testing`. 1.2 added
+``KnowledgeBase.ops_columns`` (the ops columns a KB reads; when every KB of a run declares them, the others are not
+read), :class:`advisor.model.OpsProjection` and ``Meta.ops_columns``.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import pluggy
 if TYPE_CHECKING:
     from advisor.kb import KnowledgeBase
 
-API_VERSION = "1.1"
+API_VERSION = "1.2"
 """Major.minor of the plugin API. Minor bumps only add; major bumps break."""
 
 hookspec = pluggy.HookspecMarker("advisor")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +81,46 @@ from the ``aic_*`` (cube core) and ``aiv_*`` (vector core) columns, which are ke
 
 OPS_COLUMNS = OP_ID_COLUMNS + OP_TIME_COLUMNS + OP_TASK_COLUMNS + OP_TENSOR_COLUMNS + OP_METRIC_COLUMNS
 """Every normalized ops table has at least these columns (plus optional ``aic_*``/``aiv_*``, ``rank``)."""
+
+OPS_PIPELINE_COLUMNS = (
+    *OP_ID_COLUMNS, *OP_TIME_COLUMNS, *OP_TENSOR_COLUMNS, "step", "stream_id", "model_id", "device_id", "op_state",
+    "block_dim", "mix_block_dim", "rank", "aicore_time_us", "mac_ratio", "vec_ratio", "scalar_ratio", "mte1_ratio",
+    "mte2_ratio", "mte3_ratio", "fixpipe_ratio", "memory_bound", "cube_fops", "vector_fops", "main_mem_read_bw", "main_mem_write_bw", "aic_mac_ratio", "aic_mte2_ratio",
+    "aiv_vec_ratio", "aiv_mte2_ratio", "aic_*_fops", "aiv_*_fops", "soc_*",
+)
+"""Ops columns advisor's own stages read whatever knowledge bases run -- ingest's checks, the time model, the model
+summary, the shared op classification (``advisor.toolkit``) and the reports -- so every :class:`OpsProjection`
+keeps them (names or ``fnmatch`` patterns)."""
+
+
+@dataclass(frozen=True)
+class OpsProjection:
+    """The ops columns an analysis reads: the pipeline's (:data:`OPS_PIPELINE_COLUMNS`) and those its knowledge
+    bases declare (``KnowledgeBase.ops_columns``). Readers skip the other columns of a large profile -- a
+    kernel_details.csv of a split-core chip carries ~30 per-core metrics no rule reads, ~0.3 GB at 2M kernels."""
+
+    patterns: frozenset[str]
+
+    @classmethod
+    def of(cls, declared: Any) -> OpsProjection:
+        return cls(frozenset(OPS_PIPELINE_COLUMNS) | frozenset(declared))
+
+    def wants(self, column: str) -> bool:
+        return _projection_wants(self.patterns, column)
+
+    def plus(self, columns: Any) -> OpsProjection:
+        return OpsProjection(self.patterns | frozenset(columns))
+
+    def apply(self, ops: pd.DataFrame) -> pd.DataFrame:
+        """``ops`` without the columns this projection does not want (the same frame when it wants them all)."""
+        drop = [c for c in ops.columns if not self.wants(str(c))]
+        return ops.drop(columns=drop) if drop else ops
+
+
+@lru_cache(maxsize=4096)
+def _projection_wants(patterns: frozenset[str], column: str) -> bool:
+    return column in patterns or any(fnmatchcase(column, p) for p in patterns if "*" in p)
+
 
 COMPUTE_CORES = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "AI_CPU")
 
@@ -166,6 +207,8 @@ class Meta:
     mindspore-pynative, kernel-dev or unknown."""
     context_evidence: str = ""
     """One line saying which signal decided ``context``."""
+    ops_columns: OpsProjection | None = field(default=None, repr=False, compare=False)
+    """The ops columns the analysis reads (:class:`OpsProjection`): readers may skip the others. None: all."""
 
     def read(self, path: object) -> None:
         self.files_read.append(str(path))

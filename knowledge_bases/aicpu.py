@@ -265,6 +265,7 @@ class AicpuKB(KnowledgeBase):
     api_version = "1"
     requires = ()
     requires_any = ("ops", "graph")
+    ops_columns = ()
     rules_file = "aicpu"
 
     def _scan(self, ctx: AnalysisContext) -> _Scan:

@@ -99,6 +99,7 @@ class AippFusionKB(KnowledgeBase):
     api_version = "1"
     requires = ()
     requires_any = ("ops", "graph")
+    ops_columns = ()
     rules_file = "aipp-fusion"
 
     @rule(RuleDoc(

@@ -238,6 +238,7 @@ class ClusterKB(KnowledgeBase):
     api_version = "1"
     scope: ClassVar[str] = "cluster"
     requires = ("cluster",)
+    ops_columns = ()
     rules_file = "cluster"
     rules = (
         RuleDoc(

@@ -101,6 +101,7 @@ class CommunicationKB(KnowledgeBase):
     api_version = "1"
     requires = ()
     requires_any = ("comm", "events", "ops")
+    ops_columns = ()
     rules_file = "communication"
 
     def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:

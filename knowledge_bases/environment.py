@@ -80,6 +80,7 @@ class EnvironmentKB(KnowledgeBase):
     version = "2.0.0"
     api_version = "1"
     requires = ("meta",)
+    ops_columns = ()
     rules_file = "environment"
 
     @rule(RuleDoc(

@@ -45,6 +45,7 @@ class HostInferenceKB(KnowledgeBase):
     api_version = "1"
     requires = ()
     requires_any = ("api", "tx")
+    ops_columns = ()
     rules_file = "host-inference"
 
     def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:

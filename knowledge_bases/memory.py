@@ -75,6 +75,7 @@ class MemoryKB(KnowledgeBase):
     api_version = "1"
     requires = ()
     requires_any = ("events", "api")
+    ops_columns = ()
     rules_file = "memory"
 
     @rule(RuleDoc(

@@ -41,6 +41,7 @@ class MemoryBoundKB(KnowledgeBase):
     version = "2.0.0"
     api_version = "1"
     requires = ("ops",)
+    ops_columns = ()
     rules_file = "memory-bound"
 
     @rule(RuleDoc(

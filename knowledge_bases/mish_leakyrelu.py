@@ -287,6 +287,7 @@ class MishLeakyReluKB(KnowledgeBase):
     api_version = "1"
     requires = ()
     requires_any = ("ops", "graph")
+    ops_columns = ()
     rules_file = "mish-leakyrelu"
 
     @rule(_doc(

@@ -42,6 +42,7 @@ class OperatorKB(KnowledgeBase):
     version = "2.0.0"
     api_version = "1"
     requires = ("ops",)
+    ops_columns = ()
     rules_file = "operator"
 
     _limits: dict[str, dict[str, float]] | None = None

@@ -33,6 +33,7 @@ class OverallKB(KnowledgeBase):
     api_version = "1"
     requires = ()
     requires_any = ("ops", "steps", "timeline", "op_stats")
+    ops_columns = ()
     rules_file = "overall"
 
     def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:

@@ -39,6 +39,7 @@ class PrecisionKB(KnowledgeBase):
     api_version = "1"
     requires = ()
     requires_any = ("ops", "graph")
+    ops_columns = ()
     rules_file = "precision"
 
     def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:

@@ -50,6 +50,7 @@ class RooflineKB(KnowledgeBase):
     version = "2.0.0"
     api_version = "1"
     requires = ("ops",)
+    ops_columns = ()
     rules_file = "roofline"
 
     _heavy: pd.DataFrame | None = None

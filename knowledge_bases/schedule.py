@@ -152,6 +152,7 @@ class ScheduleKB(KnowledgeBase):
     api_version = "1"
     requires = ()
     requires_any = ("events", "ops", "api")
+    ops_columns = ("aiv_time_us", *(f"{p}_{m}" for p in _MTE_PIPES for m in ("time_us", "ratio")))
     rules_file = "schedule"
 
     def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:

@@ -660,6 +660,7 @@ class TransDataKB(KnowledgeBase):
     api_version = "1"
     requires = ()
     requires_any = ("ops", "graph")
+    ops_columns = ()
     rules_file = "transdata"
 
     def _scan(self, ctx: AnalysisContext) -> _Scan:

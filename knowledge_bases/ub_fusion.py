@@ -75,6 +75,7 @@ class UbFusionKB(KnowledgeBase):
     api_version = "1"
     requires = ()
     requires_any = ("ops", "graph")
+    ops_columns = ()
     rules_file = "ub-fusion"
 
     def _graph_groups(self, ctx: AnalysisContext) -> list[tuple[Pattern, list[_Chain]]]:

@@ -33,8 +33,9 @@ from advisor import safeload
 from advisor.errors import InputError
 from advisor.ingest import context
 from advisor.ingest.detect import RankSource, detect
+from advisor.ingest.normalize import share_constant_columns
 from advisor.ingest.sanitize import sanitize
-from advisor.model import Meta, Profile
+from advisor.model import Meta, OpsProjection, Profile
 from advisor.stagetimes import stage
 from advisor.util import paused_gc, release_memory, tune_allocator
 
@@ -85,21 +86,28 @@ def refuse_special_files(root: Path, max_depth: int = 4, max_entries: int = 200_
                     raise
 
 
-def read_source(src: RankSource) -> Profile:
-    """Read one rank with the reader for its layout (several runs of one device: merged, see ``runs``)."""
+def read_source(src: RankSource, ops_columns: OpsProjection | None = None) -> Profile:
+    """Read one rank with the reader for its layout (several runs of one device: merged, see ``runs``), keeping the
+    ops columns ``ops_columns`` wants (all when None)."""
     refuse_special_files(src.root)
     if src.runs:
         from advisor.ingest.runs import read_runs
 
-        return read_runs(src, read_source)
+        merged = read_runs(src, read_source)  # whole: which run is primary depends on the metrics each holds
+        if ops_columns is not None:
+            merged.ops = ops_columns.apply(merged.ops)
+        return merged
     module = importlib.import_module(_READERS[src.layout])
     tune_allocator()  # before the first large column of this process
-    meta = Meta(source=str(src.root), layout=src.layout, rank=src.rank)
+    meta = Meta(source=str(src.root), layout=src.layout, rank=src.rank, ops_columns=ops_columns)
     with stage("read"), paused_gc():
         profile: Profile = module.read(src.root, meta)
+        if ops_columns is not None:
+            profile.ops = ops_columns.apply(profile.ops)
         release_memory()
     with stage("sanitize"):
         sanitize(profile)
+        profile.ops = share_constant_columns(profile.ops)
     if not len(profile.ops) and not len(profile.op_stats) and not len(profile.steps):
         skipped = "; ".join(f"{s.path}: {s.reason}" for s in meta.files_skipped[:3])
         raise InputError(src.root, f"no profile data could be read (layout {src.layout})"
@@ -107,6 +115,7 @@ def read_source(src: RankSource) -> Profile:
     with stage("model"):
         context.apply(profile)
         profile.time  # noqa: B018 - the time model is built here, once, from the tables as read
+        release_memory()
     return profile
 
 

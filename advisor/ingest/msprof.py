@@ -27,11 +27,12 @@ from advisor import safeload
 from advisor.errors import InputError
 from advisor.ingest import columns as C
 from advisor.ingest.csvread import found_list, read_columns, read_table, sniff_header
-from advisor.ingest.normalize import clean_text, finalize_ops
+from advisor.ingest.normalize import clean_text, finalize_ops, read_projection
 from advisor.model import (
     API_COLUMNS,
     COMPUTE_CORES,
     EVENTS_COLUMNS,
+    OP_METRIC_COLUMNS,
     OP_STATS_COLUMNS,
     STEPS_COLUMNS,
     TX_COLUMNS,
@@ -148,7 +149,8 @@ def _read_ops_csv(path: Path, meta: Meta) -> pd.DataFrame:
     if not resolved.has("duration_us") and not derived:
         raise InputError(path, f"no {C.describe_missing(['duration_us'], C.OPS_ALIASES)} column; "
                                f"found: {found_list(header)}")
-    frame, notes = read_columns(path, header, resolved.columns, text=C.OPS_TEXT_ALIASES.keys(), meta=meta)
+    frame, notes = read_columns(path, header, _projected(resolved.columns, meta), text=C.OPS_TEXT_ALIASES.keys(),
+                                meta=meta)
     meta.notes.extend(notes)
     # "(%)" metrics are percentages: make them fractions here, where the unit is known (finalize_ops can only
     # guess from the values, which fails for a file whose utilizations are all below 1 %)
@@ -159,6 +161,20 @@ def _read_ops_csv(path: Path, meta: Meta) -> pd.DataFrame:
     if derived:
         frame = _complete_derived_subset(path, frame, meta)
     return frame
+
+
+def _projected(columns: dict[str, int], meta: Meta) -> dict[str, int]:
+    """The metric columns of ``columns`` the analysis reads (``meta.ops_columns``), and every other column (ids and
+    text are few; the reader may use them before ingest drops the unwanted ones)."""
+    if meta.ops_columns is None:
+        return columns
+    wanted = read_projection(meta.ops_columns)
+    return {c: pos for c, pos in columns.items() if wanted.wants(c) or not _is_metric(c)}
+
+
+def _is_metric(column: str) -> bool:
+    """A PMU metric: a unified one, or a column the header names beyond the aliases (``aic_*``, ``aiv_*``...)."""
+    return column in OP_METRIC_COLUMNS or column not in C.OPS_ALIASES
 
 
 def _note_header(path: Path, resolved: C.ResolvedHeader, meta: Meta) -> None:

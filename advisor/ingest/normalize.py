@@ -7,6 +7,7 @@ dtypes, derives the unified metrics on split-core chips, and makes repeated stri
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -17,6 +18,7 @@ from advisor.model import (
     OP_TASK_COLUMNS,
     OP_TENSOR_COLUMNS,
     OPS_COLUMNS,
+    OpsProjection,
 )
 
 EAGER_MODEL_ID = 4294967295
@@ -44,6 +46,26 @@ _SPLIT_METRICS = {
 }
 
 _VECTOR_CORES = {"AI_VECTOR_CORE", "MIX_AIV"}
+_DERIVED_FROM = {
+    **{unified: tuple(c for c in pair if c) for unified, pair in _SPLIT_METRICS.items()},
+    "aicore_time_us": ("aiv_time_us",),
+    "memory_bound": ("mac_ratio", "vec_ratio", "mte2_ratio"),
+}
+"""What :func:`finalize_ops` derives a column from when the file lacks it."""
+
+
+def read_projection(projection: OpsProjection) -> OpsProjection:
+    """``projection`` plus the columns :func:`finalize_ops` derives the wanted ones from (``memory_bound`` from the
+    pipe ratios, which come from their per-core columns): what a reader must read to give the wanted columns."""
+    wanted = set()
+    todo = [c for c in _DERIVED_FROM if projection.wants(c)]
+    while todo:
+        col = todo.pop()
+        for source in _DERIVED_FROM.get(col, ()):
+            if source not in wanted:
+                wanted.add(source)
+                todo.append(source)
+    return projection.plus(wanted)
 
 
 def to_number(series: pd.Series) -> pd.Series:
@@ -122,6 +144,40 @@ def finalize_ops(df: pd.DataFrame, *, categorical: bool = True) -> pd.DataFrame:
         for col in ["name", "type", "core", "op_state", *OP_TENSOR_COLUMNS]:
             df[col] = df[col].astype("category")
     return df.reset_index(drop=True)
+
+
+def share_constant_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every float column that holds one value throughout (all NaN: a metric this profile did not
+    collect; all 0: ``wait_us`` of a run without waits) stored as that value broadcast, 8 bytes instead of 8 per
+    row (16 MB per column at 2M kernels). Values, dtype and every computation on them are unchanged.
+
+    A broadcast array is read-only; each shared column is also held by a small Series pinned for as long as ``df``
+    lives, so pandas' copy-on-write sees a second reference and copies the column before any in-place write
+    (``df.loc[i, col] = v``) instead of failing."""
+    n = len(df)
+    if n < 2:
+        return df
+    pins = []
+    for col in df.columns:
+        if df[col].dtype != np.float64:
+            continue
+        values = df[col].to_numpy()
+        if values.strides == (0,):
+            continue
+        first = values[0]
+        same = np.isnan(values).all() if first != first else bool((values == first).all())
+        if same:
+            shared = pd.Series(np.broadcast_to(values[:1].copy(), (n,)), index=df.index, copy=False)
+            df[col] = shared
+            pins.append(shared)
+    if pins:
+        _PINNED[id(df)] = pins
+        weakref.finalize(df, _PINNED.pop, id(df), None)
+    return df
+
+
+_PINNED: dict[int, list[pd.Series]] = {}
+"""The pins of :func:`share_constant_columns`, by ``id`` of their frame (dropped when it is collected)."""
 
 
 def _derive_unified_metrics(df: pd.DataFrame) -> None:
