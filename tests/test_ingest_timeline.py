@@ -284,3 +284,26 @@ def test_input_file_unchanged_and_read_only_ok(tmp_path: Path) -> None:
         os.chmod(tmp_path, stat.S_IRWXU)
         os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def test_coded_columns_give_the_tables_per_row_objects_gave(tmp_path: Path) -> None:
+    """Host event columns are buffered as codes into their distinct values; the events table is what one object
+    per row gave: categories sorted and only those of kept rows, ``str(pid)`` of a float pid as written, equal
+    args one shared dict."""
+    events = [
+        {"ph": "X", "name": "zeta", "pid": 7, "tid": 2, "ts": 1.0, "dur": 1.0, "cat": "b", "args": {"k": "v"}},
+        {"ph": "X", "name": "alpha", "pid": 7, "tid": 1, "ts": 2.0, "dur": 1.0, "args": {"k": "v"}},
+        {"ph": "X", "name": 12, "pid": 7.5, "tid": "t", "ts": 3.0, "dur": 1.0, "cat": "a"},
+        {"ph": "X", "name": "task", "pid": HW, "tid": 3, "ts": 4.0, "dur": 1.0, "args": {"Task Type": "AI_CORE"}},
+        _meta(HW, "Ascend Hardware"),  # after its task: the task is recognized at the end and leaves the events
+        _meta(7, "Python"),
+    ]
+    t = read_trace(_write(tmp_path / "t.json", events), Meta(source=str(tmp_path)), device_ops=True)
+    ev = t.events
+    assert ev["name"].tolist() == ["zeta", "alpha", "12"]
+    assert list(ev["name"].cat.categories) == ["12", "alpha", "zeta"]  # sorted; the device task's name is gone
+    assert ev["process"].tolist() == ["Python", "Python", "7.5"]
+    assert ev["category"].tolist()[0] == "b" and ev["category"].isna().tolist() == [False, True, False]
+    assert ev["args"].iloc[0] == {"k": "v"} and ev["args"].iloc[0] is ev["args"].iloc[1]
+    assert ev["tid"].astype(str).tolist() == ["2", "1", "t"]
+    assert t.ops is not None and t.ops["name"].tolist() == ["task"]

@@ -127,6 +127,8 @@ def read_ops_files(paths: list[Path], meta: Meta) -> pd.DataFrame:
     del frames
     ops = finalize_ops(raw)
     del raw
+    if meta.ops_columns is not None:  # the derived columns exist now: drop their unwanted sources at once
+        ops = meta.ops_columns.apply(ops)
     release_memory()
     for col in _EXTRA_TEXT_OPS:
         if col in ops.columns:
@@ -150,7 +152,7 @@ def _read_ops_csv(path: Path, meta: Meta) -> pd.DataFrame:
         raise InputError(path, f"no {C.describe_missing(['duration_us'], C.OPS_ALIASES)} column; "
                                f"found: {found_list(header)}")
     frame, notes = read_columns(path, header, _projected(resolved.columns, meta), text=C.OPS_TEXT_ALIASES.keys(),
-                                meta=meta)
+                                meta=meta, share_constants=True)
     meta.notes.extend(notes)
     # "(%)" metrics are percentages: make them fractions here, where the unit is known (finalize_ops can only
     # guess from the values, which fails for a file whose utilizations are all below 1 %)

@@ -116,7 +116,7 @@ def finalize_ops(df: pd.DataFrame, *, categorical: bool = True) -> pd.DataFrame:
     n = len(df)
     for col in OPS_COLUMNS:
         if col not in df.columns:
-            df[col] = pd.Series(np.full(n, np.nan), index=df.index, dtype="float64") if col not in _STRING_COLUMNS \
+            df[col] = pd.Series(_nan_column(n), index=df.index, copy=False) if col not in _STRING_COLUMNS \
                 else pd.Series(pd.NA, index=df.index, dtype="string")
 
     for col in _STRING_COLUMNS:
@@ -132,7 +132,9 @@ def finalize_ops(df: pd.DataFrame, *, categorical: bool = True) -> pd.DataFrame:
 
     for col in ["start_us", "duration_us", "wait_us", *_NUMERIC_TASK_COLUMNS]:
         df[col] = to_number(df[col])
-    df.loc[df["model_id"] == EAGER_MODEL_ID, "model_id"] = np.nan
+    eager = df["model_id"] == EAGER_MODEL_ID
+    if eager.any():  # (a write into a column read as one shared value would fail)
+        df["model_id"] = df["model_id"].mask(eager)
 
     prefixed = [c for c in df.columns if c.startswith(("aic_", "aiv_"))]
     for col in [*OP_METRIC_COLUMNS, *prefixed]:
@@ -148,32 +150,42 @@ def finalize_ops(df: pd.DataFrame, *, categorical: bool = True) -> pd.DataFrame:
 
 def share_constant_columns(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with every float column that holds one value throughout (all NaN: a metric this profile did not
-    collect; all 0: ``wait_us`` of a run without waits) stored as that value broadcast, 8 bytes instead of 8 per
-    row (16 MB per column at 2M kernels). Values, dtype and every computation on them are unchanged.
+    collect; all 0: ``wait_us`` of a run without waits) stored as that value broadcast (:func:`broadcast_constant`).
 
-    A broadcast array is read-only; each shared column is also held by a small Series pinned for as long as ``df``
+    A broadcast array is read-only; each such column is also held by a small Series pinned for as long as ``df``
     lives, so pandas' copy-on-write sees a second reference and copies the column before any in-place write
     (``df.loc[i, col] = v``) instead of failing."""
-    n = len(df)
-    if n < 2:
+    if len(df) < 2:
         return df
     pins = []
     for col in df.columns:
         if df[col].dtype != np.float64:
             continue
-        values = df[col].to_numpy()
+        values = broadcast_constant(df[col].to_numpy())
         if values.strides == (0,):
-            continue
-        first = values[0]
-        same = np.isnan(values).all() if first != first else bool((values == first).all())
-        if same:
-            shared = pd.Series(np.broadcast_to(values[:1].copy(), (n,)), index=df.index, copy=False)
-            df[col] = shared
-            pins.append(shared)
+            pinned = pd.Series(values, index=df.index, copy=False)
+            df[col] = pinned
+            pins.append(pinned)
     if pins:
         _PINNED[id(df)] = pins
         weakref.finalize(df, _PINNED.pop, id(df), None)
     return df
+
+
+def broadcast_constant(values: np.ndarray) -> np.ndarray:
+    """``values`` as one value broadcast (8 bytes, not 8 per row: 16 MB per column at 2M kernels) when it is a
+    float64 array holding that value in every row, else ``values`` itself. Read-only: see
+    :func:`share_constant_columns` for the frame that readers hand on."""
+    if values.dtype != np.float64 or len(values) < 2 or values.strides == (0,):
+        return values
+    first = values[0]
+    same = np.isnan(values).all() if first != first else bool((values == first).all())
+    return np.broadcast_to(values[:1].copy(), values.shape) if same else values
+
+
+def _nan_column(n: int) -> np.ndarray:
+    """A column of ``n`` NaN as one shared value (a metric the file does not have)."""
+    return np.broadcast_to(np.array([np.nan]), (n,))
 
 
 _PINNED: dict[int, list[pd.Series]] = {}

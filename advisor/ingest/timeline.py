@@ -61,6 +61,7 @@ from ijson.common import JSONError
 DEVICE_PROCESS = "Ascend Hardware"
 TRACE_BLOCK_BYTES = 1 << 20
 """Bytes parsed at a time: the block's events (fields projected, ``args`` raw) take a few times its size."""
+_TRIM_EVERY_BLOCKS = 64
 MAX_ARGS = 16
 """Events whose args hold more entries than this keep ``args=None`` (the table stays light)."""
 _VOLATILE_ARGS = frozenset({"Sequence number", "connection_id", "id", "item_id"})
@@ -184,18 +185,67 @@ _NS_FIELDS = frozenset({"ts"})
 """Time stamps are buffered as exact integer nanoseconds (``advisor.ingest.timebase.ns_of``)."""
 
 
+class _Coded:
+    """A column of repeated values buffered as 4-byte codes into its distinct values (a 2M-kernel trace has 4M
+    host events but a few thousand names, threads and args dicts): a quarter of a list of pointers, and a
+    categorical for free. ``by_identity`` codes objects by ``id`` (shared args dicts: equal dicts are one object,
+    see ``_TraceReader._args``), else by value (``1``, ``1.0`` and ``True`` are one value, as dict keys)."""
+
+    def __init__(self, by_identity: bool = False) -> None:
+        self.codes = array("i")
+        self.values: list[Any] = []
+        self.index: dict[Any, int] = {}
+        self.by_identity = by_identity
+
+    def extend(self, values: list[Any]) -> None:
+        get, index = self.index.get, self.index
+        keys = [id(v) for v in values] if self.by_identity else values
+        codes = [get(k, -1) for k in keys]
+        if -1 in codes:
+            for i in [i for i, c in enumerate(codes) if c == -1]:
+                c = get(keys[i], -1)
+                if c == -1:
+                    c = index[keys[i]] = len(self.values)
+                    self.values.append(values[i])
+                codes[i] = c
+        self.codes.extend(codes)
+
+    def objects(self) -> np.ndarray:
+        """The column as an object array (one pointer per row to the shared value)."""
+        table = np.empty(len(self.values), dtype=object)
+        for i, v in enumerate(self.values):  # element-wise: a list or tuple value must stay one object
+            table[i] = v
+        return table[np.frombuffer(self.codes, dtype=np.int32)] if len(self.codes) else np.array([], dtype=object)
+
+    def column(self) -> Any:
+        """A categorical when the values are all strings (None: missing) or all ints, else the object array (mixed
+        or odd values keep the exact objects: ``str(pid)`` of ``1.0`` is not that of ``1``)."""
+        kinds = set(map(type, self.values))
+        if not len(self.codes) or not (kinds <= {str, type(None)} or kinds == {int}):
+            return self.objects()
+        codes = np.frombuffer(self.codes, dtype=np.int32)
+        if None in self.values:  # a missing value is code -1, not a category
+            remap = np.array([-1 if v is None else i for i, v in enumerate(self.values)], dtype=np.int32)
+            remap[remap >= 0] = np.arange(int((remap >= 0).sum()), dtype=np.int32)
+            codes = remap[codes]
+        categories = pd.Index([v for v in self.values if v is not None])
+        return pd.Categorical.from_codes(codes, categories=categories)
+
+
 class _Columns:
     """Column buffers for the rows being kept: float columns in ``array('d')`` (8 bytes a value, not 32), time
-    stamps in ``array('q')`` (integer ns), the rest in lists (cheaper than a list of dicts)."""
+    stamps in ``array('q')`` (integer ns), ``coded`` ones as :class:`_Coded`, the rest in lists (cheaper than a list
+    of dicts)."""
 
-    def __init__(self, names: tuple[str, ...]) -> None:
+    def __init__(self, names: tuple[str, ...], coded: tuple[str, ...] = ()) -> None:
         self.names = names
         self.cols: dict[str, Any] = {n: array("d") if n in _FLOAT_FIELDS else array("q") if n in _NS_FIELDS
-                                     else [] for n in names}
+                                     else _Coded(by_identity=n == "args") if n in coded else [] for n in names}
 
     def frame(self, meta: Meta) -> pd.DataFrame:
         """Hand the buffers to a DataFrame one column at a time, freeing each as it goes (lower peak); time stamps
-        become microsecond offsets from the rank's origin."""
+        become microsecond offsets from the rank's origin; coded columns of strings become categoricals (with the
+        categories of the rows kept: see :func:`_category`)."""
         data: dict[str, Any] = {}
         for n in self.names:
             buf = self.cols.pop(n)
@@ -203,11 +253,26 @@ class _Columns:
                 data[n] = np.frombuffer(buf, dtype="float64").copy()
             elif n in _NS_FIELDS:
                 data[n] = us_from_ns(meta, np.frombuffer(buf, dtype="int64"))
+            elif isinstance(buf, _Coded):
+                data[n] = buf.objects() if n == "args" else buf.column()
             else:
                 data[n] = np.array(buf, dtype=object) if buf else np.array([], dtype=object)
             del buf
         self.cols = {}
         return pd.DataFrame(data)
+
+
+def _category(col: pd.Series) -> pd.Series:
+    """``col.astype("category")`` of its values as objects -- categories sorted, only those present -- without
+    going through one object per row when ``col`` is already a categorical."""
+    if not isinstance(col.dtype, pd.CategoricalDtype):
+        return col.astype("category")
+    col = col.cat.remove_unused_categories()
+    try:
+        ordered = sorted(col.cat.categories)
+    except TypeError:  # values that do not sort: the object path decides their order
+        return col.astype(object).astype("category")
+    return col.cat.reorder_categories(ordered)
 
 
 _X_FIELDS = ("pid", "tid", "name", "cat", "ts", "dur", "args")
@@ -279,7 +344,7 @@ class _TraceReader:
         self.proc: dict[Any, str] = {}
         self.threads: dict[tuple[Any, Any], str] = {}
         self.device_pids: set[Any] = set()  # pids already known to be the device process
-        self.x = _Columns(_X_FIELDS)
+        self.x = _Columns(_X_FIELDS, coded=("pid", "tid", "name", "cat", "args"))
         self.dev = _Columns(_DEV_FIELDS)
         self.cnt = _Columns(("pid", "name", "key", "ts", "value"))
         # pids, tids and model ids repeat on every event: keep one object per distinct value (not one per row)
@@ -368,11 +433,11 @@ class _TraceReader:
         return type(a) is dict and "Iteration ID" in a
 
     def _host_rows(self, events: list[TraceEvent], pids: list[Any]) -> None:
-        canon, intern, cols = self.canon, _intern, self.x.cols
-        cols["pid"].extend([canon(p, p) for p in pids])
-        cols["tid"].extend([canon(e.tid, e.tid) for e in events])
-        cols["name"].extend([intern(v) if type(v) is str else str(v) for v in [e.name for e in events]])
-        cols["cat"].extend([intern(v) if type(v) is str else None for v in [e.cat for e in events]])
+        cols = self.x.cols
+        cols["pid"].extend(pids)
+        cols["tid"].extend([e.tid for e in events])
+        cols["name"].extend([v if type(v) is str else str(v) for v in [e.name for e in events]])
+        cols["cat"].extend([v if type(v) is str else None for v in [e.cat for e in events]])
         cols["ts"].frombytes(ns_of_many([e.ts for e in events]).tobytes())
         cols["dur"].extend([v if type(v) is float else _float_or_nan(v) for v in [e.dur for e in events]])
         args = [e.args for e in events]
@@ -471,9 +536,12 @@ def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:
         f = open(path, "rb")  # noqa: SIM115 - closed in finally; the error message needs its position
     except OSError as e:
         raise InputError(path, f"cannot be read ({e.strerror})") from None
+    release_memory()  # what the reader before us freed: the events' buffers grow from here
     try:
-        for batch, steps in _batches(f, path):
+        for i, (batch, steps) in enumerate(_batches(f, path), start=1):
             reader.take(batch, steps)
+            if i % _TRIM_EVERY_BLOCKS == 0:
+                release_memory()  # parsed blocks freed between the kept buffers' growth stay resident otherwise
     except JSONError as e:
         raise _json_error(path, f, e) from None
     except TypeError as e:  # an unhashable pid/tid (a list or object where a number belongs)
@@ -501,6 +569,12 @@ def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:
 # ---------------------------------------------------------------------------------------------------------
 def _process_column(pids: pd.Series, proc: dict[Any, str]) -> pd.Series:
     """pid -> process name (``str(pid)`` where no metadata names it), as a categorical."""
+    if isinstance(pids.dtype, pd.CategoricalDtype):  # per distinct pid, not per row
+        names = np.array([proc.get(p, str(p)) for p in pids.cat.categories.tolist()], dtype=object)
+        name_codes, uniq = pd.factorize(names)
+        codes = pids.cat.codes.to_numpy()
+        named = pd.Categorical.from_codes(np.where(codes >= 0, name_codes[codes], -1), categories=pd.Index(uniq))
+        return _category(pd.Series(named, index=pids.index))
     uniq = pd.unique(pids.to_numpy(dtype=object))
     mapping = {p: proc.get(p, str(p)) for p in uniq}
     return pids.map(mapping).astype("category")
@@ -560,12 +634,13 @@ def _events_frame(xf: pd.DataFrame) -> pd.DataFrame:
     if not len(xf):
         return empty_frame(EVENTS_COLUMNS)
     out = pd.DataFrame({
-        "process": xf["process"].astype("category"),
-        "name": xf["name"].astype("category"),
-        "category": xf["cat"].astype("category"),
+        "process": xf["process"].astype("category"),  # categories of every row read, as _process_column made them
+        "name": _category(xf["name"]),
+        "category": _category(xf["cat"]),
         "start_us": xf["ts"].astype("float64"),
         "duration_us": xf["dur"].astype("float64"),
-        "tid": xf["tid"].astype("category") if xf["tid"].map(type).nunique() <= 1 else xf["tid"].astype(str)
+        "tid": _category(xf["tid"]) if isinstance(xf["tid"].dtype, pd.CategoricalDtype)  # one type: see _Coded
+        else xf["tid"].astype("category") if xf["tid"].map(type).nunique() <= 1 else xf["tid"].astype(str)
         .astype("category"),
         "args": xf["args"],
     })
