@@ -33,7 +33,7 @@ part of the window, so no finding can claim it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -268,18 +268,28 @@ def _labels(series: pd.Series) -> np.ndarray:
     return lut[np.where(codes < 0, len(uniques), codes)]
 
 
-def _core_bucket(cores: pd.Series) -> np.ndarray:
-    """Compute bucket of each task ("" when the task is not compute)."""
-    codes, uniques = pd.factorize(cores.astype(object), use_na_sentinel=True)
-    lut = []
-    for u in uniques:
-        key = str(u).strip().upper()
-        if key in COMM_CORES or _COMM_TASK.match(key):
-            lut.append("")
-        else:
-            lut.append(CORE_COMPUTE.get(key, ""))
-    lut_arr = np.array(lut + ["other"], dtype=object)  # a kernel whose core is not recorded: compute, "other"
-    return lut_arr[np.where(codes < 0, len(lut), codes)]
+class _CoreLabels:
+    """The ``core`` column as codes into its distinct upper-cased labels (a 2M-task table has a handful): each
+    per-task test is decided once per label, with no per-task text."""
+
+    def __init__(self, cores: pd.Series) -> None:
+        codes, uniques = pd.factorize(cores, use_na_sentinel=True)
+        self.labels = [str(u).strip().upper() for u in uniques]
+        self.codes = np.where(codes < 0, len(self.labels), codes)  # missing: the slot after the labels
+
+    def test(self, fn: Callable[[str], Any]) -> np.ndarray:
+        """Tasks whose label passes ``fn`` (a missing core is the label "")."""
+        return np.array([bool(fn(label)) for label in [*self.labels, ""]], dtype=bool)[self.codes]
+
+    def buckets(self) -> np.ndarray:
+        """Each label's compute bucket ("" when not compute; "other" for a kernel whose core is not recorded)."""
+        return np.array([_bucket_of(label) for label in self.labels] + ["other"], dtype=object)
+
+
+def _bucket_of(label: str) -> str:
+    if label in COMM_CORES or _COMM_TASK.match(label):
+        return ""
+    return CORE_COMPUTE.get(label, "")
 
 
 def _matches(labels: np.ndarray, rx: re.Pattern[str], search: bool = False) -> np.ndarray:
@@ -321,19 +331,21 @@ def _intervals(profile: Profile) -> _Intervals:
     starts = ops["start_us"].to_numpy(dtype="float64") if n else np.empty(0)
     durs = ops["duration_us"].to_numpy(dtype="float64") if n else np.empty(0)
     ends = starts + np.nan_to_num(durs)
-    bucket = _core_bucket(ops["core"]) if n else np.empty(0, dtype=object)
+    core = _CoreLabels(ops["core"] if n else pd.Series([], dtype=object))
+    buckets = core.buckets()
     timed = np.isfinite(starts)
-    is_compute = bucket != ""
+    is_compute = (buckets != "")[core.codes]
 
     compute = union(starts[is_compute & timed], ends[is_compute & timed])
-    by_core = {k: union(starts[(bucket == k) & timed], ends[(bucket == k) & timed]) for k in COMPUTE_KEYS}
-    untimed = {k: float(np.nansum(durs[(bucket == k) & ~timed])) for k in COMPUTE_KEYS}
+    in_bucket = {k: (buckets == k)[core.codes] for k in COMPUTE_KEYS}
+    by_core = {k: union(starts[rows & timed], ends[rows & timed]) for k, rows in in_bucket.items()}
+    untimed = {k: float(np.nansum(durs[rows & ~timed])) for k, rows in in_bucket.items()}
+    del in_bucket
     if is_compute.any():
         sources["compute"] = ops_source
         sources["compute_by_core"] = f"{ops_source}: task core types"
 
-    cores = _labels(ops["core"]) if n else np.empty(0, dtype=object)
-    comm_rows = np.isin(cores, list(COMM_CORES)) & timed
+    comm_rows = core.test(COMM_CORES.__contains__) & timed
     op_events, task_events = _hccl_events(profile)
     if comm_rows.any():
         comm = union(starts[comm_rows], ends[comm_rows])
@@ -343,7 +355,7 @@ def _intervals(profile: Profile) -> _Intervals:
         comm = union(s, s + op_events["duration_us"].to_numpy(dtype="float64"))
         sources["communication"] = f"{profile.meta.sources.get('events', 'timeline')}: HCCL op events"
     else:
-        dev_comm = _matches(cores, _DEVICE_COMM_TASK) & timed
+        dev_comm = core.test(_DEVICE_COMM_TASK.match) & timed
         if len(task_events):
             s = task_events["start_us"].to_numpy(dtype="float64")
             comm = union(s, s + task_events["duration_us"].to_numpy(dtype="float64"))
@@ -370,9 +382,9 @@ def _intervals(profile: Profile) -> _Intervals:
         wait, transmit = union(s[w], e[w]), union(s[t], e[t])
         sources["uncovered_by_kind"] = f"{profile.meta.sources.get('events', 'timeline')}: HCCL task events " \
                                        "(notify waits / transfers inside the uncovered part)"
-    elif n and _matches(cores, _DEVICE_COMM_TASK).any():
-        w = _matches(cores, _WAIT, search=True) & timed
-        t = _matches(cores, _TRANSMIT, search=True) & timed & ~w & ~is_compute
+    elif n and core.test(_DEVICE_COMM_TASK.match).any():
+        w = core.test(_WAIT.search) & timed
+        t = core.test(_TRANSMIT.search) & timed & ~w & ~is_compute
         wait, transmit = union(starts[w], ends[w]), union(starts[t], ends[t])
         sources["uncovered_by_kind"] = f"{ops_source}: notify-wait / reduce / copy device tasks"
     return _Intervals(compute, by_core, comm, wait, transmit, comm_ops, untimed, sources)

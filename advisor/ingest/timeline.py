@@ -572,8 +572,8 @@ def _process_column(pids: pd.Series, proc: dict[Any, str]) -> pd.Series:
     if isinstance(pids.dtype, pd.CategoricalDtype):  # per distinct pid, not per row
         names = np.array([proc.get(p, str(p)) for p in pids.cat.categories.tolist()], dtype=object)
         name_codes, uniq = pd.factorize(names)
-        codes = pids.cat.codes.to_numpy()
-        named = pd.Categorical.from_codes(np.where(codes >= 0, name_codes[codes], -1), categories=pd.Index(uniq))
+        lut = np.append(name_codes, -1).astype(np.int32)  # a missing pid (code -1) picks the last entry: -1
+        named = pd.Categorical.from_codes(lut[pids.cat.codes.to_numpy()], categories=pd.Index(uniq))
         return _category(pd.Series(named, index=pids.index))
     uniq = pd.unique(pids.to_numpy(dtype=object))
     mapping = {p: proc.get(p, str(p)) for p in uniq}
