@@ -27,6 +27,7 @@ from advisor.errors import UsageError
 from advisor.findings import Finding
 from advisor.kb import ROLES, TOOLKIT_RULES, AnalysisContext, KnowledgeBase, RankData
 from advisor.rules import EffectiveRules, builtin_rules_dir, find_pyproject, load_effective_rules
+from advisor.util import release_memory
 
 if TYPE_CHECKING:  # annotations only: discovery (also in plugin child processes) does not need pandas
     from advisor.graph.model import ModelGraph
@@ -441,6 +442,7 @@ def _run_one(info: KBInfo, profile: Profile, graph: ModelGraph | None, rules: Ef
         else:
             with stagetimes.stage(f"kb {cls.id}", timed=False):
                 produced = _run_with_limit(cls, ctx, limit)
+            release_memory()  # what the KB freed in its thread's arena, before the next one's peak sits on it
     except (_KBFailed, isolation.KBFailed) as e:
         status.status, status.reason = "failed", str(e)
         produced = []
