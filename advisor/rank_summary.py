@@ -5,7 +5,7 @@ Built on the worker that read the rank (``advisor.executor``): small, no op rows
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import pandas as pd
@@ -55,20 +55,20 @@ class RankSummary:
     def of(cls, profile: Profile, platform: dict[str, Any] | None = None, rules: EffectiveRules | None = None
            ) -> RankSummary:
         """Reduce a rank's profile to what the report and the cluster analysis need (no op rows travel)."""
+        busy = profile.busy_time_us()  # first, while nothing else is held: a union of every task
         ops = profile.ops
         by_type = ops.groupby("type", observed=True)["duration_us"].agg(["count", "sum"])
         by_core = ops.groupby("core", observed=True)["duration_us"].sum()
         join_ops = (ops.groupby("name", observed=True)
                     .agg(type=("type", "first"), duration_us=("duration_us", "sum"), count=("duration_us", "size"))
                     .reset_index())
-        busy = profile.busy_time_us()
         metadata = profile.extras.get("profiler_metadata")
         return cls(profile.meta, len(ops), profile.device_time_us(), busy, by_type, by_core,
                    profile.steps, join_ops, cluster_data.collectives(profile.comm),
                    cluster_data.links(profile.extras.get("communication_matrix"), profile.comm),
                    set(profile.available), profile.time,
                    {"profiler_metadata": metadata} if metadata else {},
-                   _model_summary(profile, platform, rules),
+                   _model_summary(profile, platform, rules, busy),
                    step_time=cluster_data.step_time(profile), transports=cluster_data.transports(profile.comm),
                    groups=cluster_data.parallel_groups(metadata, profile.meta.rank))
 
@@ -85,10 +85,25 @@ class RankSummary:
         return self.time.window_us
 
 
-def _model_summary(profile: Profile, platform: dict[str, Any] | None, rules: EffectiveRules | None
-                   ) -> dict[str, Any] | None:
+def _model_summary(profile: Profile, platform: dict[str, Any] | None, rules: EffectiveRules | None,
+                   busy_us: float) -> dict[str, Any] | None:
     if platform is None or rules is None:
         return None
     from advisor.model_summary import summarize
 
-    return summarize(profile, platform, rules)
+    return summarize(_BusyKnown.of(profile, busy_us), platform, rules)
+
+
+@dataclass
+class _BusyKnown(Profile):
+    """The profile (the same tables) with its busy time already computed: ``summarize`` asks for it while it holds
+    its per-task arrays, and a second union of every task there was the rank summary's peak memory."""
+
+    busy_us: float = 0.0
+
+    @classmethod
+    def of(cls, profile: Profile, busy_us: float) -> _BusyKnown:
+        return cls(**{f.name: getattr(profile, f.name) for f in fields(Profile)}, busy_us=busy_us)
+
+    def busy_time_us(self) -> float:
+        return self.busy_us

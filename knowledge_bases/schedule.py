@@ -17,7 +17,7 @@ about dispatch for a kernel-development capture.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,13 +42,32 @@ FUSIBLE = "schedule.fusible-ops"
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _codes_map(series: pd.Series, fn: Any, fill: Any, dtype: Any = object) -> np.ndarray:
-    """``fn`` evaluated once per distinct value of ``series`` and broadcast to the rows."""
-    s = series if isinstance(series.dtype, pd.CategoricalDtype) else series.astype("category")
-    cats = list(s.cat.categories)
-    values = np.array([fn(c) for c in cats] + [fill], dtype=dtype)
-    codes = s.cat.codes.to_numpy()
-    return values[np.where(codes >= 0, codes, len(cats))]
+def _categorical(series: pd.Series) -> pd.Series:
+    return series if isinstance(series.dtype, pd.CategoricalDtype) else series.astype("category")
+
+
+def _lookup(series: pd.Series, fn: Any, fill: Any, dtype: Any = object) -> tuple[np.ndarray, np.ndarray]:
+    """``fn`` of each distinct value of ``series``, with ``fill`` last where a missing value's code -1 points, and
+    the codes: ``values[codes]`` is ``fn`` per row, without a copy of the codes."""
+    s = _categorical(series)
+    return np.array([fn(c) for c in s.cat.categories] + [fill], dtype=dtype), s.cat.codes.to_numpy()
+
+
+def _codes_map(series: pd.Series, fn: Any, fill: Any, dtype: Any = object, rows: np.ndarray | None = None
+               ) -> np.ndarray:
+    """``fn`` evaluated once per distinct value of ``series`` and broadcast to the rows (those of ``rows`` only,
+    if given)."""
+    values, codes = _lookup(series, fn, fill, dtype)
+    return values[codes if rows is None else codes[rows]]
+
+
+def _str_codes(series: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``rows``, the rank of its value as a string (missing: "") among the distinct strings, and those
+    strings in order: sorting or grouping by the rank is sorting or grouping by the strings, without a Python (or
+    Arrow) string per row."""
+    strings, codes = _lookup(series, str, "")
+    distinct, rank = np.unique(strings, return_inverse=True)
+    return rank.astype(np.int32)[codes[rows]], distinct
 
 
 def plural(n: int, word: str, words: str | None = None) -> str:
@@ -56,20 +75,15 @@ def plural(n: int, word: str, words: str | None = None) -> str:
 
 
 _MTE_PIPES = ("aic_mte2", "aiv_mte2", "aic_fixpipe", "aiv_mte3")
-_SEQUENCE_COLUMNS = ["name", "type", "core", "input_shapes", "output_shapes", "start_us", "duration_us",
-                     "aicore_time_us", "aiv_time_us", "mte2_ratio", "mte3_ratio",
-                     *(f"{p}_{m}" for p in _MTE_PIPES for m in ("time_us", "ratio"))]
-"""What the sequence search reads of each task (:func:`find_sequences`, :func:`_mte_time`)."""
+"""The pipes whose time makes a task's MTE time (:func:`_mte_time`)."""
 
 
-def _rows_in_order(ops: pd.DataFrame, order: np.ndarray, columns: Sequence[str]) -> pd.DataFrame:
-    """The ``columns`` of ``ops`` (those it has) with rows in ``order``: one copy of what is read, not of the
-    whole table."""
-    return ops.iloc[order, [i for i, c in enumerate(ops.columns) if c in set(columns)]]
-
-
-def _f(frame: pd.DataFrame, col: str) -> np.ndarray:
-    return frame[col].to_numpy(dtype="float64") if col in frame.columns else np.full(len(frame), np.nan)
+def _f(frame: pd.DataFrame, col: str, rows: np.ndarray | None = None) -> np.ndarray:
+    """A column as float64 (all NaN if absent), at ``rows`` only if given."""
+    if col not in frame.columns:
+        return np.full(len(frame) if rows is None else len(rows), np.nan)
+    values = frame[col].to_numpy(dtype="float64")
+    return values if rows is None else values[rows]
 
 
 def _stacks(events: pd.DataFrame, rows: np.ndarray) -> list[str]:
@@ -118,6 +132,18 @@ def _gc_mask(ev: pd.DataFrame, categories: Sequence[str]) -> np.ndarray:
     if "category" not in ev.columns:
         return np.zeros(len(ev), bool)
     return _codes_map(ev["category"], lambda c: str(c).lower() in wanted, False, bool)
+
+
+def _syncs_after_launch(ev: pd.DataFrame, rows: np.ndarray, sync: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The launch and synchronization ``rows`` ordered per thread by start (threads in the order of their names,
+    ties kept in row order), and which of them are synchronizations right after a launch of the same thread."""
+    tid = _str_codes(ev["tid"], rows)[0]
+    order = np.lexsort((_f(ev, "start_us", rows), tid))
+    rows, tid = rows[order], tid[order]
+    is_sync = sync[rows]
+    after = np.zeros(len(rows), dtype=bool)
+    after[1:] = is_sync[1:] & ~is_sync[:-1] & (tid[1:] == tid[:-1])
+    return rows, after
 
 
 def _host_finding(ctx: AnalysisContext, rule_id: str, title: str, saving: float, basis: str, recommendation: str,
@@ -239,17 +265,12 @@ class ScheduleKB(KnowledgeBase):
         n_launch = int(launch.sum())
         if not n_launch or not sync.any():
             return []
-        sel = launch | sync
-        frame = pd.DataFrame({"tid": _codes_map(ev["tid"], str, "")[sel], "start": _f(ev, "start_us")[sel],
-                              "dur": _f(ev, "duration_us")[sel], "is_sync": sync[sel]})
-        frame = frame.sort_values(["tid", "start"], kind="stable")
-        prev_launch = (~frame["is_sync"]).groupby(frame["tid"]).shift(1, fill_value=False).astype(bool)
-        after = frame["is_sync"] & prev_launch
+        rows, after = _syncs_after_launch(ev, np.flatnonzero(launch | sync), sync)
         n_after = int(after.sum())
         ratio = n_after / n_launch
         if ratio <= float(cfg["min_co_occurrence_ratio"]) or n_after < int(cfg["min_syncs"]):
             return []
-        wait = float(frame.loc[after, "dur"].sum())
+        wait = float(pd.Series(_f(ev, "duration_us", rows[after])).sum())
         frac = float(cfg["saving_fraction"])
         rec, fix = _sync_advice(ctx)
         return [_host_finding(
@@ -332,7 +353,7 @@ class ScheduleKB(KnowledgeBase):
             mask = _codes_map(ev["name"], lambda c: key in str(c).lower(), False, bool)
             d = _f(ev, "duration_us")
             mask &= d >= limit
-            names, durs = _codes_map(ev["name"], str, "")[mask].tolist(), d[mask]
+            names, durs = _codes_map(ev["name"], str, "", rows=np.flatnonzero(mask)).tolist(), d[mask]
         else:
             det = ctx.profile.extras.get("operator_details") if isinstance(ctx.profile.extras, dict) else None
             if det is not None and len(det) and "host_total_us" in det.columns:
@@ -436,11 +457,18 @@ class ScheduleKB(KnowledgeBase):
         host = _codes_map(ev["process"], lambda c: str(c) in procs, False, bool) | \
             _codes_map(ev["name"], lambda c: str(c).startswith(prefixes), False, bool)
         hs = _f(ev, "start_us")[host]
-        he = hs + np.nan_to_num(_f(ev, "duration_us")[host])
+        he = np.nan_to_num(_f(ev, "duration_us")[host], copy=False)
+        he += hs
+        del host
         hbs, hbe = union(hs, he)
+        del he
         busy = overlap(hbs, hbe, gs, ge)
-        hs_sorted = np.sort(hs[np.isfinite(hs)])
-        count = np.searchsorted(hs_sorted, ge) - np.searchsorted(hs_sorted, gs)
+        del hbs, hbe
+        finite = np.isfinite(hs)
+        hs = hs if finite.all() else hs[finite]
+        hs.sort()
+        count = np.searchsorted(hs, ge) - np.searchsorted(hs, gs)
+        del hs, finite
         length = ge - gs
         quiet = (busy / length < float(cfg["max_busy_ratio"])) & \
             (count / length < float(cfg["max_events_per_us"]))
@@ -507,12 +535,12 @@ class ScheduleKB(KnowledgeBase):
         durs = _f(ev, "duration_us")
         out = []
         for api, rec in matches.items():
-            rows = np.unique(np.array(rec["rows"], dtype=np.int64))
+            rows = np.unique(np.concatenate(rec["rows"]))
             host_us = float(np.nansum(durs[rows]))
             stacks = _stacks(ev, rows)
             source = "trace"
             if not stacks:
-                found = _detail_stacks(ctx.profile, _codes_map(ev["name"], str, "")[rows])
+                found = _detail_stacks(ctx.profile, _codes_map(ev["name"], str, "", rows=rows))
                 stacks = list(dict.fromkeys(found.values()))
                 source = "operator_details.csv" if stacks else "none recorded"
             seqs = sorted(rec["sequences"].items(), key=lambda kv: -kv[1])
@@ -527,7 +555,7 @@ class ScheduleKB(KnowledgeBase):
                 f"Replace {seqs[0][0]}{where} with {api}.{note}",
                 {"api": api, "matches": rec["count"], "host_time_us": host_us, "sequences": dict(seqs[:5]),
                  "call_stacks": [_short_stack(s, 6) for s in stacks[:5]], "stack_source": source,
-                 "events": sorted({str(n) for n in _codes_map(ev["name"], str, "")[rows]})},
+                 "events": sorted({str(n) for n in _codes_map(ev["name"], str, "", rows=rows)})},
                 Fix("code", f"use {api}", {"api": api, "replaces": [s for s, _ in seqs[:5]],
                                            **({"snippet": rec["snippet"]} if rec.get("snippet") else {})}),
                 float(cfg["confidence"])))
@@ -569,18 +597,12 @@ class ScheduleKB(KnowledgeBase):
         seqs = find_sequences(ops, cfg, window)
         if not seqs:
             return []
-        order = np.argsort(_f(ops, "start_us"), kind="stable")
-        sorted_ops = _rows_in_order(ops, order, ["name", "type", "duration_us"])
-        names = _codes_map(sorted_ops["name"], str, "")
-        labels = op_labels(sorted_ops)
-        heavy = _codes_map(sorted_ops["type"], lambda c: str(c) in set(cfg["no_saving_types"]), False, bool)
-        dur = np.nan_to_num(_f(sorted_ops, "duration_us"))
+        order = np.argsort(_f(ops, "start_us"), kind="stable")  # positions are in start order
         groups: dict[str, list[Sequence_]] = {}
         for seq in seqs:  # sequences of the same op types (other shapes) are one finding
             first = int(seq.positions[0])
-            groups.setdefault(" -> ".join(labels[first:first + seq.length]), []).append(seq)
-        return [_fusible_finding(ctx, pattern, group, names, dur, heavy, order, window)
-                for pattern, group in groups.items()]
+            groups.setdefault(" -> ".join(op_labels(ops, order[first:first + seq.length])), []).append(seq)
+        return [_fusible_finding(ctx, pattern, group, order, window) for pattern, group in groups.items()]
 
 
 def _section(rule_id: str) -> str:
@@ -707,6 +729,7 @@ def device_gaps(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
         bs, be = union(s, s + _f(ops, "duration_us"))
         if len(bs) > 1:
             gs, ge = be[:-1], bs[1:]
+        del bs, be  # views of them may live on as the gaps
     ev = profile.events
     if len(ev):
         free = _codes_map(ev["name"], lambda c: str(c) == "Free", False, bool)
@@ -739,59 +762,94 @@ def compile_pattern(tokens: Sequence[str]) -> re.Pattern[str]:
     return re.compile("".join(parts))
 
 
-def first_level(events: pd.DataFrame, prefixes: Sequence[str]) -> pd.DataFrame:
-    """Torch-op events not nested in another torch-op event of the same thread, in time order per thread."""
-    mask = _codes_map(events["name"], lambda c: str(c).startswith(tuple(prefixes)), False, bool)
-    if not mask.any():
-        return pd.DataFrame(columns=["row", "tid", "start", "end", "op"])
-    rows = np.flatnonzero(mask)
-    start = _f(events, "start_us")[mask]
-    frame = pd.DataFrame({"row": rows, "tid": _codes_map(events["tid"], str, "")[mask], "start": start,
-                          "end": start + np.nan_to_num(_f(events, "duration_us")[mask]),
-                          "op": _codes_map(events["name"], lambda c: str(c).split("::", 1)[-1], "")[mask]})
-    frame = frame.sort_values(["tid", "start", "end"], ascending=[True, True, False], kind="stable")
-    prev_end = frame.groupby("tid", sort=False)["end"].transform(lambda s: s.cummax().shift(1))
-    nested = (frame["start"] < prev_end) & (frame["end"] <= prev_end)
-    return frame[~nested.fillna(False).to_numpy()].reset_index(drop=True)
+@dataclass
+class TopOps:
+    """First-level torch ops in time order per thread (threads in the order of their names)."""
+
+    rows: np.ndarray
+    """Event row of each op."""
+    tids: np.ndarray
+    """Thread of each op, as the rank of its name (:func:`_str_codes`)."""
+    ops: np.ndarray
+    """Op of each event, an index into ``names``."""
+    names: np.ndarray
+    """Op names (``aten::`` and other namespaces dropped), one per distinct op."""
+
+
+def first_level(events: pd.DataFrame, prefixes: Sequence[str]) -> TopOps:
+    """Torch-op events not nested in another torch-op event of the same thread, in time order per thread (ends
+    descending for equal starts, so that the enclosing op comes first)."""
+    rows = np.flatnonzero(_codes_map(events["name"], lambda c: str(c).startswith(tuple(prefixes)), False, bool))
+    rows = rows.astype(np.int32 if len(events) < 2**31 else np.int64)
+    op_names, codes = _lookup(events["name"], lambda c: str(c).split("::", 1)[-1], "")
+    op_of_name, names = pd.factorize(op_names)  # one op id per distinct op (aten::add and add are one)
+    names = np.asarray(names, dtype=object)
+    if not len(rows):
+        return TopOps(rows, rows, rows, names)
+    start = _f(events, "start_us", rows)
+    end = start + np.nan_to_num(_f(events, "duration_us", rows), copy=False)
+    tid = _str_codes(events["tid"], rows)[0]
+    order = np.lexsort((-end, start, tid))
+    rows, start, end, tid = rows[order], start[order], end[order], tid[order]
+    del order
+    keep = np.ones(len(rows), dtype=bool)
+    for a, b in zip(*_bounds(tid), strict=True):  # per thread: nested in the latest end among the earlier ops
+        # (NaN start times sort last and compare false: a NaN the running max carries on changes nothing)
+        prev_end = np.maximum.accumulate(end[a:b - 1])
+        keep[a + 1:b] = ~((start[a + 1:b] < prev_end) & (end[a + 1:b] <= prev_end))
+    del start, end
+    rows = rows[keep]
+    return TopOps(rows, tid[keep], op_of_name.astype(np.int32)[codes[rows]], names)
+
+
+def _bounds(sorted_codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each run of equal values of ``sorted_codes`` begins and ends."""
+    begin = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+    return begin, np.r_[begin[1:], len(sorted_codes)]
+
+
+def _ranges(first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """The indices of the ranges ``first[k]:last[k]``, one after the other."""
+    lengths = last - first
+    return np.repeat(first - np.r_[0, np.cumsum(lengths)[:-1]], lengths) + np.arange(lengths.sum())
 
 
 def _sequence_matches(ev: pd.DataFrame, cfg: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Fused API -> its matches among the first-level torch ops: count, event rows, matched sequences."""
+    """Fused API -> its matches among the first-level torch ops: count, event rows (arrays), matched sequences."""
     matches: dict[str, dict[str, Any]] = {}
     top = first_level(ev, cfg["prefixes"])
-    if not len(top):
+    if not len(top.rows):
         return matches
     # one string per thread, threads separated by a token no pattern matches; built from one token per distinct
     # op (a Python string per event would take ~300 MB at 2M events)
-    op_codes, op_names = pd.factorize(top["op"].to_numpy(dtype=object))
-    op_names = np.asarray(op_names, dtype=object)
-    tids = pd.factorize(top["tid"].to_numpy(dtype=object))[0]
-    tid_change = np.r_[False, tids[1:] != tids[:-1]]
+    op_codes, op_names, top_rows = top.ops, top.names, top.rows
+    tid_change = np.r_[False, top.tids[1:] != top.tids[:-1]]
     op_tokens = np.array([f"-{op}-" for op in op_names], dtype=object)
     tokens = op_tokens[op_codes]
     for k in np.flatnonzero(tid_change).tolist():
         tokens[k] = "-|-" + tokens[k]
-    offsets = np.concatenate([[0], np.cumsum(np.array([len(t) for t in op_tokens], dtype=np.int64)[op_codes]
-                                             + np.where(tid_change, 3, 0))])
     text = "".join(tokens.tolist())
     del tokens
-    own = offsets[:-1] + np.where(tid_change, 3, 0)  # where each op's own "-op-" begins
-    top_rows = top["row"].to_numpy(dtype=np.int64)
+    # where each op's own "-op-" begins: the text up to the end of its token, less the token
+    token_len = np.array([len(t) for t in op_tokens], dtype=np.int64)[op_codes]
+    own = np.cumsum(token_len + np.where(tid_change, 3, 0))
+    own -= token_len
+    del token_len
     for spec in cfg["rules"]:
         api = str(spec["api"])
         for pattern in spec["patterns"]:
-            spans = [m.span() for m in compile_pattern(pattern).finditer(text) if m.end() != m.start()]
-            if not spans:
+            bounds = np.fromiter((i for m in compile_pattern(pattern).finditer(text) if m.end() != m.start()
+                                  for i in m.span()), dtype=np.int64).reshape(-1, 2)
+            if not len(bounds):
                 continue
-            bounds = np.asarray(spans, dtype=np.int64)
-            first = np.searchsorted(own, bounds[:, 0], side="left").tolist()
-            last = np.searchsorted(own, bounds[:, 1], side="left").tolist()
+            first = np.searchsorted(own, bounds[:, 0], side="left")
+            last = np.searchsorted(own, bounds[:, 1], side="left")
             rec = matches.setdefault(api, {"count": 0, "rows": [], "sequences": {}, "note": spec.get("note"),
                                            "snippet": spec.get("snippet")})
-            rec["count"] += len(spans)
+            rec["count"] += len(bounds)
+            rec["rows"].append(top_rows[_ranges(first, last)].astype(np.int64))
             seqs = rec["sequences"]
-            for i, j in zip(first, last, strict=True):
-                rec["rows"].extend(top_rows[i:j].tolist())
+            for i, j in zip(first.tolist(), last.tolist(), strict=True):
                 seq = "-".join(op_names[op_codes[i:j]].tolist())
                 seqs[seq] = seqs.get(seq, 0) + 1
     return matches
@@ -810,7 +868,7 @@ def _optimizer_matches(ev: pd.DataFrame, cfg: Mapping[str, Any], matches: dict[s
             rec = matches.setdefault(api, {"count": 0, "rows": [], "sequences": {}, "note": None,
                                            "snippet": f"optimizer = {api}(model.parameters(), lr=lr)"})
             rec["count"] += 1
-            rec["rows"].append(int(r))
+            rec["rows"].append(np.array([r], dtype=np.int64))
             rec["sequences"][kind] = rec["sequences"].get(kind, 0) + 1
 
 
@@ -840,25 +898,65 @@ class Sequence_:
         return self.host_saving_us + self.mte_saving_us
 
 
-def _mte_time(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Per task: MTE time (max(aic_mte2, aiv_mte2) + max(aic_fixpipe, aiv_mte3)) and AI Core time."""
-    aicore = _f(ops, "aicore_time_us")
-    aiv_time = _f(ops, "aiv_time_us")
-    aicore = np.where(np.isnan(aicore), aiv_time, aicore)
+_CHUNK = 1 << 18
+"""Tasks per chunk where a per-task quantity is only needed summed (:func:`_prefix_sums`)."""
 
-    def timed(name: str) -> np.ndarray:
-        t = _f(ops, f"{name}_time_us")
-        ratio = _f(ops, f"{name}_ratio")
-        base = aiv_time if name.startswith("aiv_") else _f(ops, "aicore_time_us")
-        return np.where(np.isnan(t), ratio * base, t)
 
-    aic_mte2, aiv_mte2, aic_out, aiv_out = _MTE_PIPES
-    mte2 = np.fmax(timed(aic_mte2), timed(aiv_mte2))
-    out = np.fmax(timed(aic_out), timed(aiv_out))
-    if np.isnan(mte2).all():  # unprefixed metrics (310P): ratios x aicore time
-        mte2 = _f(ops, "mte2_ratio") * aicore
-        out = _f(ops, "mte3_ratio") * aicore
+def _pipe_time(col: Callable[[str], np.ndarray], pipe: str) -> np.ndarray:
+    """A pipe's time per task: its own column, else its ratio x the time of its core (AI Core or AI Vector)."""
+    t = col(f"{pipe}_time_us")
+    base = col("aiv_time_us" if pipe.startswith("aiv_") else "aicore_time_us")
+    return np.where(np.isnan(t), col(f"{pipe}_ratio") * base, t)
+
+
+def _mte2_time(col: Callable[[str], np.ndarray]) -> np.ndarray:
+    aic_mte2, aiv_mte2 = _MTE_PIPES[:2]
+    return np.fmax(_pipe_time(col, aic_mte2), _pipe_time(col, aiv_mte2))
+
+
+def _mte_time(ops: pd.DataFrame, rows: np.ndarray, prefixed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per task of ``rows``: MTE time (max(aic_mte2, aiv_mte2) + max(aic_fixpipe, aiv_mte3)) and AI Core time.
+    Without a prefixed MTE2 time on any task (``prefixed`` False), the unprefixed ratios (310P) x AI Core time."""
+
+    def col(name: str) -> np.ndarray:
+        return _f(ops, name, rows)
+
+    aicore = col("aicore_time_us")
+    aicore = np.where(np.isnan(aicore), col("aiv_time_us"), aicore)
+    if prefixed:
+        aic_out, aiv_out = _MTE_PIPES[2:]
+        mte2, out = _mte2_time(col), np.fmax(_pipe_time(col, aic_out), _pipe_time(col, aiv_out))
+    else:
+        mte2, out = col("mte2_ratio") * aicore, col("mte3_ratio") * aicore
     return np.nan_to_num(mte2) + np.nan_to_num(out), aicore
+
+
+def _prefixed_mte2(ops: pd.DataFrame) -> bool:
+    """Whether any task has a prefixed MTE2 time (aic_mte2 / aiv_mte2, or their ratios x core time)."""
+    for a in range(0, len(ops), _CHUNK):
+        rows = np.arange(a, min(a + _CHUNK, len(ops)))
+        if not np.isnan(_mte2_time(lambda name, rows=rows: _f(ops, name, rows))).all():
+            return True
+    return False
+
+
+def _prefix_sums(ops: pd.DataFrame, order: np.ndarray, no_saving_types: Iterable[str]) -> dict[str, np.ndarray]:
+    """Prefix sums over the tasks in ``order`` of duration, MTE time, AI Core time and the duration of the ops
+    fusion can merge: an occurrence's sum is the difference of two. Built a chunk at a time, each continuing the
+    running sum, so that no per-task column is kept beside them (the same numbers as one cumulative sum)."""
+    n = len(order)
+    sums = {name: np.zeros(n + 1) for name in ("dur", "mte", "aic", "fus")}
+    heavy, type_codes = _lookup(ops["type"], lambda c: str(c) in set(no_saving_types), False, bool)
+    prefixed = _prefixed_mte2(ops)
+    for a in range(0, n, _CHUNK):
+        rows = order[a:a + _CHUNK]
+        dur = np.nan_to_num(_f(ops, "duration_us", rows))
+        mte, aicore = _mte_time(ops, rows, prefixed)
+        fus = np.where(heavy[type_codes[rows]], 0.0, dur)
+        for name, v in (("dur", dur), ("mte", mte), ("aic", aicore), ("fus", fus)):
+            c = sums[name]
+            np.cumsum(np.r_[c[a], np.nan_to_num(v)], out=c[a:a + len(rows) + 1])
+    return sums
 
 
 def non_overlapping(h: np.ndarray, pos: np.ndarray, length: int) -> np.ndarray:
@@ -876,10 +974,8 @@ def non_overlapping(h: np.ndarray, pos: np.ndarray, length: int) -> np.ndarray:
         return keep
     group_start = np.r_[0, np.flatnonzero(~same) + 1]
     group_end = np.r_[group_start[1:], n]
-    group_of = np.repeat(np.arange(len(group_start)), group_end - group_start)
-    needs_scan = np.zeros(len(group_start), dtype=bool)
-    needs_scan[group_of[1:][close]] = True
-    for g in np.flatnonzero(needs_scan).tolist():
+    scanned = np.unique(np.searchsorted(group_start, np.flatnonzero(close) + 1, side="right") - 1)
+    for g in scanned.tolist():
         a, b = int(group_start[g]), int(group_end[g])
         free = -1
         for i, p in enumerate(pos[a:b].tolist(), start=a):
@@ -890,128 +986,251 @@ def non_overlapping(h: np.ndarray, pos: np.ndarray, length: int) -> np.ndarray:
     return keep
 
 
-def _codes(series: pd.Series) -> np.ndarray:
-    s = series if isinstance(series.dtype, pd.CategoricalDtype) else series.astype("category")
-    return s.cat.codes.to_numpy().astype(np.int64)
+def _codes_of(series: pd.Series, order: np.ndarray) -> np.ndarray:
+    return _categorical(series).cat.codes.to_numpy()[order].astype(np.int64)
 
 
-def op_keys(ops: pd.DataFrame) -> np.ndarray:
-    """One id per distinct (op type, input shapes, output shapes); the op name stands in for a missing type
-    (Level0 kernel_details write N/A types)."""
-    t = _codes(ops["type"])
+def op_keys(ops: pd.DataFrame, order: np.ndarray) -> np.ndarray:
+    """One id per distinct (op type, input shapes, output shapes) of the rows in ``order``, numbered by first
+    appearance; the op name stands in for a missing type (Level0 kernel_details write N/A types)."""
+    t = _codes_of(ops["type"], order)
     n_types = int(t.max()) + 1 if len(t) else 0
-    kind = np.where(t >= 0, t, _codes(ops["name"]) + n_types + 1)
-    frame = pd.DataFrame({"k": kind, "i": _codes(ops["input_shapes"]), "o": _codes(ops["output_shapes"])})
-    return frame.groupby(["k", "i", "o"], sort=False).ngroup().to_numpy()
+    key = np.where(t >= 0, t, _codes_of(ops["name"], order) + n_types + 1)
+    del t
+    for col in ("input_shapes", "output_shapes"):  # one pair at a time: the ids stay below the row count
+        key *= len(_categorical(ops[col]).cat.categories) + 1
+        key += _codes_of(ops[col], order) + 1
+        key = pd.factorize(key)[0]
+    return key
 
 
-def op_labels(ops: pd.DataFrame) -> np.ndarray:
-    """What a sequence shows for each op: its type, else its name."""
-    types = _codes_map(ops["type"], str, "")
-    names = _codes_map(ops["name"], str, "?")
+def op_labels(ops: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """What a sequence shows for each op of ``rows``: its type, else its name."""
+    types = _codes_map(ops["type"], str, "", rows=rows)
+    names = _codes_map(ops["name"], str, "?", rows=rows)
     return np.where(types == "", names, types)
+
+
+def _runs(hs: np.ndarray) -> np.ndarray:
+    """Where each run of equal values of the sorted ``hs`` begins."""
+    return np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]])
+
+
+def _hashes(keys: np.ndarray, length: int) -> np.ndarray:
+    """Hash of the op sequence of ``length`` starting at each position: ``h * PRIME + key`` over its op keys, mod
+    2**64 (the same numbers as extending the hashes of ``length - 1`` by one key; none kept between lengths)."""
+    m = len(keys) - length + 1
+    h = keys[:m].astype(np.uint64)
+    for j in range(1, length):
+        h *= _PRIME
+        h += keys[j:j + m]
+    return h
+
+
+@dataclass
+class _Occurrences:
+    """The occurrences of the repeated sequences of one length: by sequence (hash order), then position."""
+
+    positions: np.ndarray
+    begin: np.ndarray
+    """Where each sequence's occurrences begin in ``positions``."""
+    hashes: np.ndarray
+    """Each sequence's hash (ascending)."""
+
+    def ranges(self, hashes: np.ndarray) -> Iterator[tuple[int, int]]:
+        """Where the occurrences of each of ``hashes`` (some of this length's) lie in ``positions``."""
+        k = np.searchsorted(self.hashes, hashes)
+        end = np.r_[self.begin[1:], len(self.positions)]
+        return zip(self.begin[k].tolist(), end[k].tolist(), strict=True)
+
+
+def _occurrences(keys: np.ndarray, valid: np.ndarray, length: int, min_occ: int) -> _Occurrences | None:
+    """The occurrences of the sequences of ``length`` (``valid``: no break inside) seen more than ``min_occ``
+    times, none overlapping another of its sequence; None without any. Counted by sorting, not hashing: no hash
+    table."""
+    ps = np.flatnonzero(valid).astype(np.int32 if len(valid) < 2**31 else np.int64)
+    if not len(ps):
+        return None
+    hs = _hashes(keys, length)
+    if len(ps) < len(hs):
+        hs = hs[ps]
+    by_sequence = np.argsort(hs, kind="stable")  # positions ascend within a sequence
+    ps = ps[by_sequence]
+    hs = hs[by_sequence]  # one at a time: each old array goes as its sorted copy comes
+    del by_sequence
+    counts = np.diff(np.r_[_runs(hs), len(hs)])
+    repeated = np.repeat(counts > min_occ, counts)
+    if not repeated.any():
+        return None
+    ps, hs = ps[repeated], hs[repeated]
+    del repeated
+    kept = non_overlapping(hs, ps, length)
+    ps, hs = ps[kept], hs[kept]
+    begin = _runs(hs)
+    return _Occurrences(ps, begin, hs[begin])
+
+
+def _per_occurrence(ps: np.ndarray, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``fn`` of the occurrences at ``ps``, a chunk at a time: no full-length temporaries."""
+    out = np.empty(len(ps))
+    for a in range(0, len(ps), _CHUNK):
+        out[a:a + _CHUNK] = fn(ps[a:a + _CHUNK])
+    return out
+
+
+def _group_sums(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    return pd.Series(values, copy=False).groupby(ids, sort=False).sum().to_numpy()
+
+
+@dataclass
+class _Times:
+    """Start and end times of the tasks in start order: the ends (read many times per occurrence) sorted, the
+    starts (once) read through ``order``."""
+
+    order: np.ndarray
+    start_us: np.ndarray
+    end: np.ndarray
+
+    def start(self, pos: np.ndarray) -> np.ndarray:
+        return self.start_us[self.order[pos]]
+
+    def span(self, pos: np.ndarray, length: int) -> np.ndarray:
+        """Wall time of the occurrences at ``pos``: the latest end among their tasks (NaN if any is NaN, as a max
+        over them) less their start."""
+        end = self.end[pos]
+        for j in range(1, length):
+            np.maximum(end, self.end[pos + j], out=end)
+        return end - self.start(pos)
+
+
+def _sequence_sums(occ: _Occurrences, length: int, times: _Times, sums: Mapping[str, np.ndarray]) -> pd.DataFrame:
+    """Per sequence (index: hash, in hash order): occurrences, wall span and the sums, each summed over the
+    occurrences in position order; one column at a time (a frame of them all is copied into one block)."""
+    ps = occ.positions
+    ids = np.zeros(len(ps), dtype=np.int32)  # the sequence of each occurrence, numbered in hash order
+    ids[occ.begin[1:]] = 1
+    np.cumsum(ids, out=ids)
+    agg = pd.DataFrame({"occ": np.diff(np.r_[occ.begin, len(ps)])}, index=pd.Index(occ.hashes))
+    agg["span"] = _group_sums(_per_occurrence(ps, lambda p: times.span(p, length)), ids)
+    for name, c in sums.items():
+        agg[name] = _group_sums(_per_occurrence(ps, lambda p, c=c: c[p + length] - c[p]), ids)
+    return agg
+
+
+def _worth_fusing(agg: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) -> pd.DataFrame | None:
+    """The best sequences (``fusible.candidates_per_length``) of one length that occur often enough and are host
+    bound or MTE bound, with their savings; None without any."""
+    agg = agg[agg["occ"] > int(cfg["min_occurrences"])]
+    if not len(agg):
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        host_bound = (agg["dur"] / agg["span"]) < float(cfg["host_bound_ratio"])
+        mte_bound = ((agg["mte"] / agg["aic"]) > float(cfg["mte_bound_ratio"])).fillna(False)
+    share_ok = ((agg["span"] / window_us > float(cfg["min_step_share"])) if window_us > 0
+                else pd.Series(True, index=agg.index))
+    keep = (host_bound | mte_bound) & (share_ok | mte_bound)
+    agg = agg[keep.fillna(False)]
+    if not len(agg):
+        return None
+    host_bound, mte_bound = host_bound[agg.index], mte_bound[agg.index]
+    host_s = np.where(host_bound, (agg["span"] - agg["dur"]).clip(lower=0) * float(cfg["host_saving_fraction"]), 0.0)
+    mte_s = np.where(mte_bound, agg["fus"] * float(cfg["mte_saving_fraction"]), 0.0)
+    agg = agg.assign(host_s=host_s, mte_s=mte_s, saving=host_s + mte_s, host_bound=host_bound, mte_bound=mte_bound)
+    return agg.sort_values("saving", ascending=False).head(int(cfg["candidates_per_length"]))
+
+
+@dataclass
+class _Candidates:
+    """The candidate sequences of every length: their numbers, and per length which sequence starts at each
+    position (0: none; at most one, a position starting one sequence per length), from which a candidate's
+    positions are read back when the best are chosen (a byte per position, not a position per occurrence)."""
+
+    seqs: list[tuple[Sequence_, int]]
+    marks: dict[int, np.ndarray]
+
+    def add(self, length: int, agg: pd.DataFrame, occ: _Occurrences, m: int) -> None:
+        """The sequences of ``agg`` (index: hashes) of one length, of ``m`` start positions."""
+        marks = np.zeros(m, dtype=np.uint8 if len(agg) < 255 else np.uint32)
+        for mark, (a, b) in enumerate(occ.ranges(agg.index.to_numpy()), start=1):
+            marks[occ.positions[a:b]] = mark
+        self.marks[length] = marks
+        for mark, r in enumerate(agg.itertuples(), start=1):
+            self.seqs.append((Sequence_(length, np.zeros(0, dtype=np.int64), float(r.span), float(r.dur),
+                                        float(r.mte), float(r.aic), bool(r.host_bound), bool(r.mte_bound),
+                                        float(r.host_s), float(r.mte_s)), mark))
+
+    def positions(self, seq: Sequence_, mark: int) -> np.ndarray:
+        return np.flatnonzero(self.marks[seq.length] == mark)
 
 
 def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) -> list[Sequence_]:
     """Repeated sequences of op (type, shapes), best first, occurrences not overlapping one another and sharing no
     task with a better sequence (``fusible.max_overlap``)."""
     order = np.argsort(_f(ops, "start_us"), kind="stable")
-    ops = _rows_in_order(ops, order, _SEQUENCE_COLUMNS)
-    n = len(ops)
-    keys = op_keys(ops).astype(np.uint64) + np.uint64(1)
-    brk = _codes_map(ops["core"], lambda c: str(c) in set(cfg["break_cores"]), False, bool)
-    cum_brk = np.concatenate([[0], np.cumsum(brk)])
+    n = len(order)
+    keys = op_keys(ops, order) + 1
+    keys = keys.astype(np.uint32 if keys.max(initial=0) < 2**32 else np.uint64)
+    ok = ~_codes_map(ops["core"], lambda c: str(c) in set(cfg["break_cores"]), False, bool, rows=order)
+    sums = _prefix_sums(ops, order, cfg["no_saving_types"])
     start = _f(ops, "start_us")
-    dur = np.nan_to_num(_f(ops, "duration_us"))
-    end = start + dur
-    mte, aicore = _mte_time(ops)
-    heavy = _codes_map(ops["type"], lambda c: str(c) in set(cfg["no_saving_types"]), False, bool)
-    cum = {name: np.concatenate([[0.0], np.cumsum(np.nan_to_num(v))])
-           for name, v in (("dur", dur), ("mte", mte), ("aic", aicore), ("fus", np.where(heavy, 0.0, dur)))}
-    host_r, mte_r = float(cfg["host_bound_ratio"]), float(cfg["mte_bound_ratio"])
-    min_occ, min_share = int(cfg["min_occurrences"]), float(cfg["min_step_share"])
-    host_f, mte_f = float(cfg["host_saving_fraction"]), float(cfg["mte_saving_fraction"])
-    cands: list[Sequence_] = []
-    h = keys.copy()
+    times = _Times(order.astype(np.int32 if n < 2**31 else np.int64), start,
+                   start[order] + np.nan_to_num(_f(ops, "duration_us", order)))
+    del order
+    cands = _Candidates([], {})
+    valid = ok.copy()  # per start position: no break inside the sequence of `length`
     for length in range(1, int(cfg["max_length"]) + 1):
         if length > 1:
-            h = h[:-1] * _PRIME + keys[length - 1:]
+            valid = valid[:-1]
+            valid &= ok[length - 1:]
         if length < int(cfg["min_length"]) or n < length:
             continue
-        m = n - length + 1
-        pos = np.arange(m)
-        valid = (cum_brk[pos + length] - cum_brk[pos]) == 0
-        if not valid.any():
+        occ = _occurrences(keys, valid, length, int(cfg["min_occurrences"]))
+        if occ is None:
             continue
-        # occurrences of sequences seen more than min_occ times, by sequence then position, none overlapping
-        # another of its sequence; their sums only then (a column per sum over every position costs ~1 GB at 2M)
-        ps = np.flatnonzero(valid)
-        hs = h[ps]
-        ids = pd.factorize(hs)[0]
-        repeated = np.bincount(ids)[ids] > min_occ
-        if not repeated.any():
-            continue
-        ps, hs = ps[repeated], hs[repeated]
-        order = np.lexsort((ps, hs))
-        ps, hs = ps[order], hs[order]
-        kept = non_overlapping(hs, ps, length)
-        ps, hs = ps[kept], hs[kept]
-        w_end = end[ps]  # the latest end among the sequence's tasks (NaN if any is NaN, as a max over them)
-        for j in range(1, length):
-            w_end = np.maximum(w_end, end[ps + j])
-        # per sequence: occurrences and sums, one column at a time (a frame of them all is copied into one block)
-        ids, sequences = pd.factorize(hs)  # in order of first appearance, as groupby(sort=False) numbers them
-        agg = pd.DataFrame({"occ": np.bincount(ids)}, index=pd.Index(sequences))
-        agg["span"] = pd.Series(w_end - start[ps], copy=False).groupby(ids, sort=False).sum().to_numpy()
-        del w_end
-        for name, c in cum.items():
-            agg[name] = pd.Series(c[ps + length] - c[ps], copy=False).groupby(ids, sort=False).sum().to_numpy()
-        del ids
-        agg = agg[agg["occ"] > min_occ]
-        if not len(agg):
-            continue
-        with np.errstate(divide="ignore", invalid="ignore"):
-            host_bound = (agg["dur"] / agg["span"]) < host_r
-            mte_bound = ((agg["mte"] / agg["aic"]) > mte_r).fillna(False)
-        share_ok = (agg["span"] / window_us > min_share) if window_us > 0 else pd.Series(True, index=agg.index)
-        keep = (host_bound | mte_bound) & (share_ok | mte_bound)
-        agg = agg[keep.fillna(False)]
-        if not len(agg):
-            continue
-        host_s = np.where(host_bound[agg.index], (agg["span"] - agg["dur"]).clip(lower=0) * host_f, 0.0)
-        mte_s = np.where(mte_bound[agg.index], agg["fus"] * mte_f, 0.0)
-        agg = agg.assign(host_s=host_s, mte_s=mte_s, saving=host_s + mte_s)
-        agg = agg.sort_values("saving", ascending=False).head(int(cfg["candidates_per_length"]))
-        chosen_rows = pd.Series(hs, copy=False).isin(agg.index).to_numpy()  # hashed: no sorted copy of hs
-        positions = pd.Series(ps[chosen_rows]).groupby(hs[chosen_rows], sort=False).apply(np.asarray)
-        for hv, r in agg.iterrows():
-            cands.append(Sequence_(length, positions[hv], float(r.span), float(r.dur), float(r.mte), float(r.aic),
-                                   bool(host_bound[hv]), bool(mte_bound[hv]), float(r.host_s), float(r.mte_s)))
-    cands.sort(key=lambda c: -c.saving_us)
+        agg = _worth_fusing(_sequence_sums(occ, length, times, sums), cfg, window_us)
+        if agg is not None:
+            cands.add(length, agg, occ, len(valid))
+    del valid, ok, keys, times, sums
+    return _best(cands, n, int(cfg["top_num"]), float(cfg["max_overlap"]))
+
+
+def _best(cands: _Candidates, n: int, top_num: int, max_overlap: float) -> list[Sequence_]:
+    """The best candidates, each sharing at most ``max_overlap`` of its tasks with the better ones chosen."""
+    cands.seqs.sort(key=lambda c: -c[0].saving_us)
     chosen: list[Sequence_] = []
-    covered = np.zeros(n, dtype=np.int64)
-    cs = np.zeros(n + 1, dtype=np.int64)  # prefix sums of `covered`, updated after each pick
-    max_overlap = float(cfg["max_overlap"])
-    for c in cands:
-        if len(chosen) >= int(cfg["top_num"]):
+    covered = np.zeros(n, dtype=bool)
+    cs = np.zeros(n + 1, dtype=np.int32 if n < 2**31 else np.int64)  # prefix sums of `covered`, after each pick
+    for seq, mark in cands.seqs:
+        if len(chosen) >= top_num:
             break
-        shared = (cs[c.positions + c.length] - cs[c.positions]).sum() / (len(c.positions) * c.length)
+        seq.positions = cands.positions(seq, mark)
+        shared = (cs[seq.positions + seq.length] - cs[seq.positions]).sum() / (len(seq.positions) * seq.length)
         if shared > max_overlap:
+            seq.positions = seq.positions[:0]
             continue
-        chosen.append(c)
-        covered[(c.positions[:, None] + np.arange(c.length)).ravel()] = 1
-        cs[1:] = np.cumsum(covered)
+        chosen.append(seq)
+        covered[(seq.positions[:, None] + np.arange(seq.length)).ravel()] = True
+        np.cumsum(covered, dtype=cs.dtype, out=cs[1:])
     return chosen
 
 
-def _fusible_finding(ctx: AnalysisContext, pattern: str, seqs: list[Sequence_], names: np.ndarray, dur: np.ndarray,
-                     heavy: np.ndarray, order: np.ndarray, window: float) -> Finding:
-    """One finding for the sequences of one op pattern: the MTE part of the saving on the ops (in proportion to
-    the time of the ops fusion can merge), the host part on the free-time pseudo-op."""
+def _fusible_finding(ctx: AnalysisContext, pattern: str, seqs: list[Sequence_], order: np.ndarray, window: float
+                     ) -> Finding:
+    """One finding for the sequences of one op pattern (positions into the tasks in ``order``): the MTE part of the
+    saving on the ops (in proportion to the time of the ops fusion can merge), the host part on the free-time
+    pseudo-op."""
     cfg = ctx.rules["fusible"]
-    idx = np.concatenate([(s.positions[:, None] + np.arange(s.length)).ravel() for s in seqs])
-    per_name = pd.Series(dur[idx]).groupby(names[idx]).sum().sort_values(ascending=False)
-    mergeable = pd.Series(np.where(heavy[idx], 0.0, dur[idx])).groupby(names[idx]).sum()
+    ops = ctx.profile.ops
+    tasks = order[np.concatenate([(s.positions[:, None] + np.arange(s.length)).ravel() for s in seqs])]
+    name, names = _str_codes(ops["name"], tasks)  # grouped by name in the names' order, a code per task
+    dur = np.nan_to_num(_f(ops, "duration_us", tasks))
+    heavy = _codes_map(ops["type"], lambda c: str(c) in set(cfg["no_saving_types"]), False, bool, rows=tasks)
+    del tasks
+    per_name = pd.Series(dur).groupby(name).sum()
+    per_name.index = names[per_name.index]
+    per_name = per_name.sort_values(ascending=False)
+    mergeable = pd.Series(np.where(heavy, 0.0, dur)).groupby(name).sum()
+    mergeable.index = names[mergeable.index]
     mte = sum(s.mte_saving_us for s in seqs)
     host = sum(s.host_saving_us for s in seqs)
     by_op = {str(k): mte * float(v) / float(mergeable.sum()) for k, v in mergeable.items()
