@@ -110,3 +110,28 @@ def test_constant_columns_are_shared_without_changing_a_value() -> None:
     assert out["varies"].to_numpy().strides == (8,)
     out.loc[3, "zero"] = 5.0  # pandas copies the shared column before writing
     assert out["zero"].iloc[3] == 5.0 and out["zero"].sum() == 5.0 and before["zero"].sum() == 0.0
+
+
+def test_the_ops_of_a_read_profile_take_in_place_writes() -> None:
+    """Columns read as one shared value (all NaN here: metrics the sample lacks) are read-only arrays; the profile
+    that leaves ingest still takes ``.loc`` writes, on itself and on a frame derived from it."""
+    ops = read_source(detect(_sample(SPLIT_CORE[0]))[0], OpsProjection.of(())).ops
+    shared = [c for c in ops.columns if ops[c].dtype == np.float64 and ops[c].to_numpy().strides == (0,)]
+    assert shared, "the sample has metrics it does not record"
+    col = shared[0]
+    before = ops[col].to_numpy().copy()
+    view = ops[["name", col]]
+    ops.loc[0, col] = 1.5
+    view.loc[1, col] = 2.5
+    np.testing.assert_array_equal(ops[col].to_numpy()[1:], before[1:])  # the other rows keep the shared value
+    assert ops[col].iloc[0] == 1.5
+    np.testing.assert_array_equal(view[col].to_numpy()[[0, 2]], before[[0, 2]])
+    assert view[col].iloc[1] == 2.5
+
+
+def test_finalize_ops_outside_ingest_gives_writable_columns() -> None:
+    from advisor.ingest.normalize import finalize_ops
+
+    ops = finalize_ops(pd.DataFrame({"name": ["a", "b"], "duration_us": [1.0, 2.0]}))
+    ops.loc[0, "mac_ratio"] = 0.5  # a missing metric filled in by a test or a plugin
+    assert ops["mac_ratio"].tolist()[0] == 0.5 and np.isnan(ops["mac_ratio"].iloc[1])

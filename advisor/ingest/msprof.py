@@ -125,7 +125,7 @@ def read_ops_files(paths: list[Path], meta: Meta) -> pd.DataFrame:
         meta.read(p)
     raw = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     del frames
-    ops = finalize_ops(raw)
+    ops = finalize_ops(raw, share_missing=True)
     del raw
     if meta.ops_columns is not None:  # the derived columns exist now: drop their unwanted sources at once
         ops = meta.ops_columns.apply(ops)

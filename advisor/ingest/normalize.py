@@ -110,13 +110,17 @@ def _clean_categorical(series: pd.Series, case: Callable[[str], str] | None) -> 
     return pd.Series(pd.Categorical.from_codes(new_codes, dtype=pd.CategoricalDtype(categories)), index=series.index)
 
 
-def finalize_ops(df: pd.DataFrame, *, categorical: bool = True) -> pd.DataFrame:
-    """Complete and type a canonical-named ops table (see module doc). Returns a new frame."""
+def finalize_ops(df: pd.DataFrame, *, categorical: bool = True, share_missing: bool = False) -> pd.DataFrame:
+    """Complete and type a canonical-named ops table (see module doc). Returns a new frame.
+
+    ``share_missing``: a number column the table lacks is one NaN broadcast, not n (readers of large tables:
+    read-only until :func:`share_constant_columns` pins the frame that leaves ingest)."""
     df = df.copy() if not df.columns.is_unique else df
     n = len(df)
     for col in OPS_COLUMNS:
         if col not in df.columns:
-            df[col] = pd.Series(_nan_column(n), index=df.index, copy=False) if col not in _STRING_COLUMNS \
+            nan = _nan_column(n) if share_missing else np.full(n, np.nan)
+            df[col] = pd.Series(nan, index=df.index, copy=False) if col not in _STRING_COLUMNS \
                 else pd.Series(pd.NA, index=df.index, dtype="string")
 
     for col in _STRING_COLUMNS:
