@@ -89,8 +89,11 @@ def _dtype_peaks(ops: pd.DataFrame, is_cube: np.ndarray, platform: Mapping[str, 
     return np.where(np.asarray(is_cube, dtype=bool), cube[inverse], vector[inverse])
 
 
-def summarize(profile: Profile, platform: Mapping[str, Any], rules: EffectiveRules) -> dict[str, Any]:
-    """The ``model_summary`` object of one rank (see the module doc)."""
+def summarize(profile: Profile, platform: Mapping[str, Any], rules: EffectiveRules, *,
+              busy_us: float | None = None) -> dict[str, Any]:
+    """The ``model_summary`` object of one rank (see the module doc). ``busy_us``: ``profile.busy_time_us()`` when
+    the caller has it (a union of every task: computed before this holds its per-task arrays, it stays off the
+    peak)."""
     cost_rules = rules.for_kb("costmodel")
     threshold = float(rules.for_kb("memory-bound").get("threshold", 1.0)) if rules.has("memory-bound") else 1.0
     execute_apis = list(rules.for_kb("host-inference").get("execute_apis") or []) if rules.has("host-inference") \
@@ -138,7 +141,7 @@ def summarize(profile: Profile, platform: Mapping[str, Any], rules: EffectiveRul
         unknown_time = float(np.nansum(dur[compute & ~known & (unit != "data")]))
     cube_time = float(np.nansum(dur[does_cube]))
     vec_time = float(np.nansum(dur[does_vec]))
-    busy = float(profile.busy_time_us())
+    busy = float(profile.busy_time_us()) if busy_us is None else busy_us
     if dropped:
         out["work_note"] = (f"{dropped} task(s) left out of work and utilization: their shape-based FLOPs exceed "
                             f"{float(cost_rules.get('max_pct_of_peak', 1.5)):g}x the peak in their time (shapes not "

@@ -5,7 +5,7 @@ Built on the worker that read the rank (``advisor.executor``): small, no op rows
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -91,19 +91,5 @@ def _model_summary(profile: Profile, platform: dict[str, Any] | None, rules: Eff
         return None
     from advisor.model_summary import summarize
 
-    return summarize(_BusyKnown.of(profile, busy_us), platform, rules)
+    return summarize(profile, platform, rules, busy_us=busy_us)
 
-
-@dataclass
-class _BusyKnown(Profile):
-    """The profile (the same tables) with its busy time already computed: ``summarize`` asks for it while it holds
-    its per-task arrays, and a second union of every task there was the rank summary's peak memory."""
-
-    busy_us: float = 0.0
-
-    @classmethod
-    def of(cls, profile: Profile, busy_us: float) -> _BusyKnown:
-        return cls(**{f.name: getattr(profile, f.name) for f in fields(Profile)}, busy_us=busy_us)
-
-    def busy_time_us(self) -> float:
-        return self.busy_us
