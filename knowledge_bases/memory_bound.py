@@ -21,7 +21,7 @@ from advisor.model_summary import COMPUTE_CORES, SOC_FORMULA, memory_bound_ratio
 from advisor.platform import has_tool, supports_dtype
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.bound import op_bounds
-from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for, texts
+from advisor.toolkit.common import atc_option, categorical, graph_cmdline, pct, severity_for
 from advisor.units import fmt_us
 
 _SOC_PARTS = {
@@ -88,26 +88,20 @@ class MemoryBoundKB(KnowledgeBase):
         bound = ok & (ratio > limit)
         if not bound.any():
             return []
-        frac = float(r["recoverable_fraction"])
-        extra = np.where(bound, np.nan_to_num(dur) * (1.0 - 1.0 / np.where(bound, ratio, 1.0)), 0.0)
-        rows = pd.DataFrame({"name": texts(ops["name"], bound), "type": texts(ops["type"], bound),
-                             "dur": dur[bound], "ratio_x_dur": (ratio * np.nan_to_num(dur))[bound],
-                             "extra": extra[bound]})
-        for col in _SOC_PARTS:
-            if col in ops.columns:
-                rows[col] = ops[col].to_numpy(dtype="float64")[bound] * rows["dur"].to_numpy()
-        per = rows.groupby(["name", "type"], sort=False).sum(min_count=1).reset_index()
+        compute_time = float(np.nansum(dur[ok]))
+        per = _per_layer(ops, bound, ratio)
+        del ratio, compute, ok, bound  # the per-task arrays, before the classification of every op is computed
         per = per[per["dur"] >= float(r["min_op_us"])]
         per = _agreeing(per, op_bounds(ctx))
         if not len(per):
             return []
+        frac = float(r["recoverable_fraction"])
         per["saving"] = per["extra"] * frac
         saving = float(per["saving"].sum())
         if saving < float(r["min_saving_us"]):
             return []
         per = per.sort_values("saving", ascending=False)
         window = ctx.profile.time.window_us
-        compute_time = float(np.nansum(dur[ok]))
         share_bound = float(per["dur"].sum()) / compute_time if compute_time > 0 else 0.0
         soc = formula == SOC_FORMULA
         part, part_advice = _dominant(per) if soc else (None, "")
@@ -135,6 +129,48 @@ class MemoryBoundKB(KnowledgeBase):
             confidence=float(r["confidence"]),
             saving_by_op={str(n): float(s) for n, s in per.groupby("name", sort=False)["saving"].sum().items()},
         )]
+
+
+def _per_layer(ops: pd.DataFrame, bound: np.ndarray, ratio: np.ndarray) -> pd.DataFrame:
+    """Per layer (name, type) over the ``bound`` tasks: time, ratio x time, the time beyond compute (time x (1 -
+    1/MemoryBound)) and, on the SoC, each transfer ratio x time. Grouped on integer codes and summed one column
+    at a time, as a groupby of the tasks' frame would (same order, same sums) without building it (~120 MB)."""
+    names, name_text = _text_codes(ops["name"], bound)
+    types, type_text = _text_codes(ops["type"], bound)
+    keep = (names >= 0) & (types >= 0)  # a task without a name or type is in no layer (a groupby drops NaN keys)
+    if not keep.all():
+        bound = bound.copy()
+        bound[bound] = keep
+        names, types = names[keep], types[keep]
+    span = len(type_text) + 1
+    group, pairs = pd.factorize(names.astype(np.int64) * span + types)
+    del names, types
+
+    def total(values: np.ndarray) -> np.ndarray:
+        return pd.Series(values).groupby(group, sort=False).sum(min_count=1).to_numpy()
+
+    per = pd.DataFrame({"name": name_text[pairs // span], "type": type_text[pairs % span]})
+    dur = ops["duration_us"].to_numpy(dtype="float64")[bound]
+    known = np.nan_to_num(dur)
+    per["dur"] = total(dur)
+    mb = ratio[bound]
+    per["ratio_x_dur"] = total(mb * known)
+    per["extra"] = total(known * (1.0 - 1.0 / mb))
+    del mb, known
+    for col in _SOC_PARTS:
+        if col in ops.columns:
+            per[col] = total(ops[col].to_numpy(dtype="float64")[bound] * dur)
+    return per
+
+
+def _text_codes(series: pd.Series, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows under ``mask`` of a column as codes of its distinct texts (-1 where missing) and those texts:
+    grouping by the codes groups as by :func:`advisor.toolkit.common.texts`, on small integers, not str objects."""
+    s = categorical(series)
+    remap, text = pd.factorize(np.array([str(c) for c in s.cat.categories], dtype=object))
+    codes = s.cat.codes.to_numpy()[mask]
+    table_ = np.r_[remap, -1].astype(np.int32)
+    return table_[np.where(codes >= 0, codes, len(remap))], np.asarray(text, dtype=object)
 
 
 def _agreeing(per: pd.DataFrame, bounds: pd.DataFrame) -> pd.DataFrame:

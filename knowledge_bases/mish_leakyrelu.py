@@ -26,7 +26,6 @@ from advisor.graph.model import ModelGraph
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.toolkit.advice import context_of, family, native_kernel_for_run, native_since
 from advisor.toolkit.common import (
-    cat_map,
     categorical,
     detected_soc,
     elements,
@@ -37,7 +36,6 @@ from advisor.toolkit.common import (
     severity_for,
     shapes_of,
     similar_size_median,
-    stream_order,
     type_mask,
     walk,
 )
@@ -169,28 +167,47 @@ class ProfileMatcher:
     the first step's types are the candidates, each step follows them one row further and filters by type."""
 
     def __init__(self, ops: pd.DataFrame, rules: Mapping[str, Any]) -> None:
-        self.df = stream_order(ops, ["name", "type", "duration_us", "input_shapes", "output_shapes"])
-        df = self.df
-        stream = df["_stream"].to_numpy()
-        self.type_col = df["type"]
-        self.solid = ~type_mask(df["type"], rules["chain_skip"])
-        self.nxt = next_index(self.solid, stream)
-        names = categorical(df["name"])
-        self.name_codes = names.cat.codes.to_numpy().astype(np.int64)
+        order, stream = _stream_order(ops)
+        # the categoricals' own (int8/int16) codes in stream order; per-row values are looked up per category
+        names, types = categorical(ops["name"]), categorical(ops["type"])
+        self.name_codes = names.cat.codes.to_numpy()[order]
         self.name_values = [str(v) for v in names.cat.categories]
-        types = categorical(df["type"])
-        self.type_codes = types.cat.codes.to_numpy().astype(np.int64)
+        self.type_codes = types.cat.codes.to_numpy()[order]
         self.type_values = [str(v) for v in types.cat.categories]
-        self.dur = np.nan_to_num(df["duration_us"].to_numpy(dtype="float64"))
+        self._type_cats = list(types.cat.categories)
+        del names, types
+        self.dur = np.nan_to_num(ops["duration_us"].to_numpy(dtype="float64")[order])
+        ins, outs = categorical(ops["input_shapes"]), categorical(ops["output_shapes"])
+        self.in_codes = ins.cat.codes.to_numpy()[order]
+        self.out_codes = outs.cat.codes.to_numpy()[order]
+        del order
+        # per category, the last entry for missing values (code -1)
         shape_ids: dict[str, int] = {"": -1}
-        self.in1 = cat_map(df["input_shapes"], lambda v: shape_ids.setdefault(_first(v), len(shape_ids)), -1,
-                           dtype=np.int64)
-        self.out1 = cat_map(df["output_shapes"], lambda v: shape_ids.setdefault(_first(v), len(shape_ids)), -1,
-                            dtype=np.int64)
-        self.scalar_ok = cat_map(df["input_shapes"], _scalar_input, True, dtype=bool)
-        self.elements = cat_map(df["input_shapes"], lambda v: _elements(str(v)), 0, dtype=np.int64)
-        self.used = np.zeros(len(df), dtype=bool)
+        in_cats, out_cats = ins.cat.categories, outs.cat.categories
+        self._in1 = _table(in_cats, lambda v: shape_ids.setdefault(_first(v), len(shape_ids)), -1, np.int64)
+        self._out1 = _table(out_cats, lambda v: shape_ids.setdefault(_first(v), len(shape_ids)), -1, np.int64)
+        self._scalar_ok = _table(in_cats, _scalar_input, True, bool)
+        self._elements = _table(in_cats, lambda v: _elements(str(v)), 0, np.int64)
         self._masks: dict[tuple[str, ...], np.ndarray] = {}
+        self.solid = ~self._mask(frozenset(rules["chain_skip"]))
+        self.nxt = next_index(self.solid, stream).astype(np.int32 if len(stream) < 2**31 else np.int64)
+        self.used = np.zeros(len(stream), dtype=bool)
+
+    def in1(self, at: np.ndarray) -> np.ndarray:
+        """Shape id of the first input of the rows ``at`` (-1: none)."""
+        return self._in1[self.in_codes[at]]
+
+    def out1(self, at: np.ndarray) -> np.ndarray:
+        """Shape id of the first output of the rows ``at`` (-1: none)."""
+        return self._out1[self.out_codes[at]]
+
+    def scalar_ok(self, at: np.ndarray) -> np.ndarray:
+        """The rows ``at`` take one input or a one-element constant (:func:`_scalar_input`)."""
+        return self._scalar_ok[self.in_codes[at]]
+
+    def elements(self, at: int) -> int:
+        """Elements of the first input of row ``at``."""
+        return int(self._elements[self.in_codes[at]])
 
     def match(self, form: Mapping[str, Any]) -> np.ndarray:
         """Rows of each accepted match (one row of the result per match; -1 pads absent tail steps)."""
@@ -207,13 +224,13 @@ class ProfileMatcher:
             c = np.maximum(cur, 0)
             ok &= (cur >= 0) & self._mask(allowed)[c] & ~self.used[c]
             cols.append(cur)
-        x = self.in1[starts]
+        x = self.in1(starts)
         for k in same:
             if k < len(cols):
-                ok &= (x < 0) | (self.out1[np.maximum(cols[k], 0)] == x)
+                ok &= (x < 0) | (self.out1(np.maximum(cols[k], 0)) == x)
         for k in scalar:
             if k < len(cols):
-                ok &= self.scalar_ok[np.maximum(cols[k], 0)]
+                ok &= self.scalar_ok(np.maximum(cols[k], 0))
         if not ok.any():
             return np.zeros((0, len(cols)), dtype=np.int64)
         cols = [c[ok] for c in cols]
@@ -237,7 +254,8 @@ class ProfileMatcher:
             j = np.where(alive, self.nxt[last], -1)
             c = np.maximum(j, 0)
             take = (j >= 0) & self._mask(t)[c] & ~self.used[c]
-            take &= (self.out1[c] < 0) | (self.out1[last] < 0) | (self.out1[c] == self.out1[last])
+            out_c, out_last = self.out1(c), self.out1(last)
+            take &= (out_c < 0) | (out_last < 0) | (out_c == out_last)
             col = np.where(take, j, -1)
             self.used[col[take]] = True
             extra.append(col)
@@ -246,10 +264,29 @@ class ProfileMatcher:
         return np.concatenate([rows, *[e[:, None] for e in extra]], axis=1) if extra else rows
 
     def _mask(self, allowed: frozenset[str]) -> np.ndarray:
+        """Rows whose type is in ``allowed`` (decided per category), cached per set."""
         key = tuple(sorted(allowed))
         if key not in self._masks:
-            self._masks[key] = type_mask(self.type_col, allowed)
+            self._masks[key] = _table(self._type_cats, lambda t: str(t) in allowed, False, bool)[self.type_codes]
         return self._masks[key]
+
+
+def _table(categories: Iterable[Any], fn: Any, fill: Any, dtype: Any) -> np.ndarray:
+    """``fn`` of each category (one call each, in order), then ``fill``: indexed by a categorical code, the
+    missing code -1 picks the fill."""
+    return np.array([fn(c) for c in categories] + [fill], dtype=dtype)
+
+
+def _stream_order(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Row positions sorted by (stream, start), rows without a start in file order, and the sorted rows' stream:
+    :func:`advisor.toolkit.common.stream_order`'s order (a stable sort: ties keep file order) without copying the
+    table's columns."""
+    stream = ops["stream_id"].fillna(-1.0).to_numpy()
+    start = ops["start_us"]
+    key = start.fillna(np.inf).to_numpy() if start.notna().any() else np.arange(len(ops), dtype="float64")
+    order = np.lexsort((key, stream))
+    del key
+    return order, stream[order]
 
 
 def _first(cell: object) -> str:
@@ -444,7 +481,7 @@ def _group_rows(pid: str, form: str, rows: np.ndarray, pm: ProfileMatcher) -> li
         op_names = tuple(pm.name_values[pm.name_codes[i]] for i in r)
         o = Occurrence(pid, form, op_names, tuple(pm.type_values[pm.type_codes[i]] for i in r))
         o.tasks = int(tasks[g])
-        o.elements = int(pm.elements[r[0]])
+        o.elements = pm.elements(r[0])
         for k in range(len(r)):
             o.per_op_us[op_names[k]] = o.per_op_us.get(op_names[k], 0.0) + float(per_col[k][g])
         o.total_us = float(sum(per_col[k][g] for k in range(len(r))))

@@ -123,7 +123,10 @@ def _cube_rows(ctx: AnalysisContext) -> pd.DataFrame | None:
     graph = ctx.graph if ctx.graph is not None and ctx.graph.format != "onnx" else None
     work = _work_rules(r)
     rows = []
-    for (name, op_type), g in sub.groupby([sub["name"].astype(str), sub["type"].astype(str)], sort=False):
+    name_ids, names = _text_ids(sub["name"])
+    type_ids, types = _text_ids(sub["type"])
+    for (name_id, type_id), g in sub.groupby([name_ids, type_ids], sort=False):
+        name, op_type = names[name_id], types[type_id]
         first = g.iloc[0]
         in_dt = list(parse_list(first["input_dtypes"]))
         ins = list(parse_shapes(first["input_shapes"]))
@@ -150,6 +153,16 @@ def _cube_rows(ctx: AnalysisContext) -> pd.DataFrame | None:
                      "calls": len(g), "total_us": float(g["duration_us"].sum()), "flops": flops, "bytes": nbytes,
                      "source": source})
     return pd.DataFrame(rows) if rows else None
+
+
+def _text_ids(col: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Each row's id of its text (``col.astype(str)``) and those texts: grouping by the ids groups as by the texts,
+    without one str per row (a categorical's texts are made per category)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        ids, text = pd.factorize(np.array([str(c) for c in col.cat.categories] + ["nan"], dtype=object))
+        return ids[col.cat.codes.to_numpy()], list(text)  # code -1 (missing): the last entry, "nan"
+    ids, text = pd.factorize(col.astype(str))
+    return ids, list(text)
 
 
 def _t(flops: float, nbytes: float, tflops: float, bw_bytes_per_us: float) -> float:

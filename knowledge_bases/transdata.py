@@ -29,7 +29,6 @@ from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.toolkit.advice import context_of, family
 from advisor.toolkit.common import (
     canon_format,
-    cat_map,
     categorical,
     fmt_shapes,
     next_index,
@@ -39,8 +38,6 @@ from advisor.toolkit.common import (
     reach,
     row_keys,
     severity_for,
-    stream_order,
-    type_mask,
     walk,
 )
 from advisor.toolkit.time import window_us
@@ -252,56 +249,105 @@ def _first(cell: object) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # profile path
 # ---------------------------------------------------------------------------------------------------------
+def _stream_order(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Row positions sorted by (stream, start), rows without a start in file order, and the sorted rows' stream:
+    :func:`advisor.toolkit.common.stream_order`'s order (a stable sort: ties keep file order) without copying the
+    table's columns."""
+    stream = ops["stream_id"].fillna(-1.0).to_numpy()
+    start = ops["start_us"]
+    key = start.fillna(np.inf).to_numpy() if start.notna().any() else np.arange(len(ops), dtype="float64")
+    order = np.lexsort((key, stream))
+    del key
+    return order, stream[order]
+
+
 class ProfileView:
     """The ops table in stream order with neighbour positions and per-row derived values, built once.
 
     Text columns stay categorical: per-row values (first format, first shape) are computed per category and
-    broadcast, so a million-row profile costs a few hundred string operations.
+    looked up through the categorical's own (int8/int16) codes in stream order, so a million-row profile costs a
+    few hundred string operations and a few bytes per row; nothing else of the table is copied.
     """
 
     COLS = ("name", "type", "input_formats", "output_formats", "input_shapes", "output_shapes")
 
     def __init__(self, ops: pd.DataFrame, fm: Formats) -> None:
-        self.df = stream_order(ops, [*self.COLS, "duration_us", "step", "model_id"])
-        df = self.df
-        self.stream = df["_stream"].to_numpy()
-        self.cats = {c: categorical(df[c]) for c in self.COLS}
-        self.codes = {c: self.cats[c].cat.codes.to_numpy().astype(np.int64) for c in self.COLS}
-        self.values = {c: list(self.cats[c].cat.categories) for c in self.COLS}
-        conv = type_mask(df["type"], fm.conv_types)
+        order, stream = _stream_order(ops)
+        cats = {c: categorical(ops[c]) for c in self.COLS}
+        self.values = {c: list(cats[c].cat.categories) for c in self.COLS}
+        self.codes = {c: cats[c].cat.codes.to_numpy()[order] for c in self.COLS}
+        del cats
+        conv = self._per_row("type", lambda t: str(t) in fm.conv_types, False)
         if fm.ins_types and fm.ins_prefixes:
-            prefixed = cat_map(df["name"], lambda n: str(n).startswith(fm.ins_prefixes), False, dtype=bool)
-            conv = conv | (type_mask(df["type"], fm.ins_types) & prefixed)
+            prefixed = self._per_row("name", lambda n: str(n).startswith(fm.ins_prefixes), False)
+            conv = conv | (self._per_row("type", lambda t: str(t) in fm.ins_types, False) & prefixed)
         self.conv = conv
-        self.transparent = type_mask(df["type"], fm.transparent) & ~conv
-        self.agnostic = type_mask(df["type"], fm.agnostic)
-        solid = ~self.transparent
-        self.nxt = next_index(solid, self.stream)
-        self.prv = prev_index(solid, self.stream)
-        self.dur = np.nan_to_num(df["duration_us"].to_numpy(dtype="float64"))
-        self.has_shapes = bool(df["input_shapes"].notna().any() or df["output_shapes"].notna().any())
-        # first tensor's canonical format, as a family-or-format key id, and first shape as a global id
-        self.src = cat_map(df["input_formats"], lambda v: canon_format(_first(str(v))), "")
-        self.dst = cat_map(df["output_formats"], lambda v: canon_format(_first(str(v))), "")
+        self.agnostic = self._per_row("type", lambda t: str(t) in fm.agnostic, False)
+        self.dur = np.nan_to_num(ops["duration_us"].to_numpy(dtype="float64")[order])
+        self.conv_steps = ops["step"].iloc[order[conv]]
+        del order
+        solid = ~(self._per_row("type", lambda t: str(t) in fm.transparent, False) & ~conv)
+        index = np.int32 if len(solid) < 2**31 else np.int64
+        self.nxt = next_index(solid, stream).astype(index)
+        self.prv = prev_index(solid, stream).astype(index)
+        del solid, stream
+        self.has_shapes = bool(ops["input_shapes"].notna().any() or ops["output_shapes"].notna().any())
+        # per category: first tensor's canonical format, as a family-or-format key id, and first shape as a
+        # global id (the last entry: missing values)
+        self._src = self._table("input_formats", lambda v: canon_format(_first(str(v))), "")
+        self._dst = self._table("output_formats", lambda v: canon_format(_first(str(v))), "")
         keys: dict[str, int] = {}
-        self.src_key = cat_map(df["input_formats"],
-                               lambda v: keys.setdefault(fm.key(canon_format(_first(str(v)))), len(keys)),
-                               keys.setdefault("", len(keys)), dtype=np.int64)
-        self.dst_key = cat_map(df["output_formats"],
-                               lambda v: keys.setdefault(fm.key(canon_format(_first(str(v)))), len(keys)),
-                               keys[""], dtype=np.int64)
-        self.heavy_src = cat_map(df["input_formats"], lambda v: fm.family(canon_format(_first(str(v)))) is not None,
-                                 False, dtype=bool)
+        self._src_key = self._table("input_formats",
+                                    lambda v: keys.setdefault(fm.key(canon_format(_first(str(v)))), len(keys)),
+                                    keys.setdefault("", len(keys)), dtype=np.int64)
+        self._dst_key = self._table("output_formats",
+                                    lambda v: keys.setdefault(fm.key(canon_format(_first(str(v)))), len(keys)),
+                                    keys[""], dtype=np.int64)
+        self.heavy_src = self._per_row("input_formats",
+                                       lambda v: fm.family(canon_format(_first(str(v)))) is not None, False)
         heavy_any = (lambda v: any(fm.family(canon_format(f)) for f in str(v).split(";") if f))  # noqa: E731
-        self.in_heavy = cat_map(df["input_formats"], heavy_any, False, dtype=bool)
-        self.out_heavy = cat_map(df["output_formats"], heavy_any, False, dtype=bool)
-        self.heavy_dst = cat_map(df["output_formats"], lambda v: fm.family(canon_format(_first(str(v)))) is not None,
-                                 False, dtype=bool)
+        self.in_heavy = self._per_row("input_formats", heavy_any, False)
+        self.out_heavy = self._per_row("output_formats", heavy_any, False)
+        self.heavy_dst = self._per_row("output_formats",
+                                       lambda v: fm.family(canon_format(_first(str(v)))) is not None, False)
         shape_ids: dict[str, int] = {"": -1}
-        self.in1 = cat_map(df["input_shapes"], lambda v: shape_ids.setdefault(_first(str(v)), len(shape_ids)), -1,
-                           dtype=np.int64)
-        self.out1 = cat_map(df["output_shapes"], lambda v: shape_ids.setdefault(_first(str(v)), len(shape_ids)), -1,
-                            dtype=np.int64)
+        self._in1 = self._table("input_shapes", lambda v: shape_ids.setdefault(_first(str(v)), len(shape_ids)), -1,
+                                dtype=np.int64)
+        self._out1 = self._table("output_shapes", lambda v: shape_ids.setdefault(_first(str(v)), len(shape_ids)),
+                                 -1, dtype=np.int64)
+
+    def _table(self, col: str, fn: Any, fill: Any, dtype: Any = object) -> np.ndarray:
+        """``fn`` of each category of ``col`` (one call each, in order), then ``fill``: indexed by a code, the
+        missing code -1 picks the fill."""
+        return np.array([fn(c) for c in self.values[col]] + [fill], dtype=dtype)
+
+    def _per_row(self, col: str, fn: Any, fill: Any) -> np.ndarray:
+        """:meth:`_table` of ``col`` (booleans) for every row."""
+        return self._table(col, fn, fill, dtype=bool)[self.codes[col]]
+
+    def src(self, at: np.ndarray | int) -> Any:
+        """First input tensor's canonical format of the rows ``at``."""
+        return self._src[self.codes["input_formats"][at]]
+
+    def dst(self, at: np.ndarray | int) -> Any:
+        """First output tensor's canonical format of the rows ``at``."""
+        return self._dst[self.codes["output_formats"][at]]
+
+    def src_key(self, at: np.ndarray) -> np.ndarray:
+        """Format key id (family or format) of the first input of the rows ``at``."""
+        return self._src_key[self.codes["input_formats"][at]]
+
+    def dst_key(self, at: np.ndarray) -> np.ndarray:
+        """Format key id (family or format) of the first output of the rows ``at``."""
+        return self._dst_key[self.codes["output_formats"][at]]
+
+    def in1(self, at: np.ndarray) -> np.ndarray:
+        """Shape id of the first input of the rows ``at`` (-1: none)."""
+        return self._in1[self.codes["input_shapes"][at]]
+
+    def out1(self, at: np.ndarray) -> np.ndarray:
+        """Shape id of the first output of the rows ``at`` (-1: none)."""
+        return self._out1[self.codes["output_shapes"][at]]
 
     def sandwiched(self, pos: np.ndarray, max_hops: int) -> np.ndarray:
         """For conversions at ``pos``: does the plain stretch past the deciding neighbour meet a private format
@@ -334,20 +380,8 @@ def profile_sites(view: ProfileView, fm: Formats, max_hops: int, exclude: np.nda
     pos = np.flatnonzero(view.conv if exclude is None else view.conv & ~exclude)
     if not len(pos):
         return []
-    nbr = {"n1": view.nxt[pos], "p1": view.prv[pos]}
-    nbr["n2"], nbr["p2"] = view.hop(nbr["n1"], "down"), view.hop(nbr["p1"], "up")
     cols = list(view.COLS)
-    parts = [np.stack([view.codes[c][pos] for c in cols], axis=1)]
-    for tag in ("n1", "p1", "n2", "p2"):
-        idx = nbr[tag]
-        ok = idx >= 0
-        block = np.full((len(pos), len(cols)), -2, dtype=np.int64)  # -2: no neighbour, -1: missing value
-        for k, c in enumerate(cols):
-            block[ok, k] = view.codes[c][idx[ok]]
-        parts.append(block)
-    sandwich = view.sandwiched(pos, max_hops)
-    parts.append(sandwich.astype(np.int64)[:, None])
-    keys = np.concatenate(parts, axis=1)
+    keys = _site_keys(view, pos, max_hops)
     inverse, first_idx = row_keys(keys)
 
     sites: list[Site] = []
@@ -371,6 +405,24 @@ def profile_sites(view: ProfileView, fm: Formats, max_hops: int, exclude: np.nda
     for k, s in enumerate(sites):
         s.total_us, s.tasks = float(totals[k]), int(counts[k])
     return sites
+
+
+def _site_keys(view: ProfileView, pos: np.ndarray, max_hops: int) -> np.ndarray:
+    """Per conversion row at ``pos``: the codes of its :attr:`ProfileView.COLS`, then those of its neighbours n1,
+    p1, n2, p2 (-2: no neighbour, -1: missing value), then whether it is sandwiched. int32 codes (the
+    categoricals' own are int8/int16), filled in place: one array of ~120 B a row."""
+    cols = list(view.COLS)
+    keys = np.full((len(pos), 5 * len(cols) + 1), -2, dtype=np.int32)
+    for k, c in enumerate(cols):
+        keys[:, k] = view.codes[c][pos]
+    n1, p1 = view.nxt[pos], view.prv[pos]
+    for t, idx in enumerate((n1, p1, view.hop(n1, "down"), view.hop(p1, "up"))):
+        ok = idx >= 0
+        at = idx[ok]
+        for k, c in enumerate(cols):
+            keys[ok, (t + 1) * len(cols) + k] = view.codes[c][at]
+    keys[:, -1] = view.sandwiched(pos, max_hops)
+    return keys
 
 
 def _key_row(view: ProfileView, key: np.ndarray, cols: list[str]) -> dict[str, str | None]:
@@ -448,13 +500,14 @@ def profile_roundtrips(view: ProfileView, fm: Formats, max_between: int) -> tupl
         alive = alive & (cur >= 0)
     ok = partner >= 0
     j = np.maximum(partner, 0)
-    ok &= view.src_key[pos] != view.dst_key[pos]
-    ok &= (view.src_key[j] == view.dst_key[pos]) & (view.dst_key[j] == view.src_key[pos])
+    src, dst = view.src_key(pos), view.dst_key(pos)
+    ok &= src != dst
+    ok &= (view.src_key(j) == dst) & (view.dst_key(j) == src)
     ok &= (n_between == 0) | view.heavy_src[pos]
     if view.has_shapes:
-        out1, in2 = view.out1[pos], view.in1[j]
+        out1, in2 = view.out1(pos), view.in1(j)
         ok &= (out1 < 0) | (in2 < 0) | (out1 == in2)
-        exact = view.in1[pos] == view.out1[j]
+        exact = view.in1(pos) == view.out1(j)
     else:
         exact = np.ones(len(pos), dtype=bool)
     if not ok.any():
@@ -477,7 +530,7 @@ def profile_roundtrips(view: ProfileView, fm: Formats, max_between: int) -> tupl
         i, k = int(first[first_seen[u]]), int(second[first_seen[u]])
         mids = [int(m) for m in mid[first_seen[u]] if m >= 0]
         trips.append(RoundTrip(
-            first=view.name_at(i), second=view.name_at(k), outer=str(view.src[i]), inner=str(view.dst[i]),
+            first=view.name_at(i), second=view.name_at(k), outer=str(view.src(i)), inner=str(view.dst(i)),
             between=[(view.name_at(m), view.text("type", int(view.codes["type"][m])) or "") for m in mids],
             exact=bool(inexact[u] == 0), occurrences=int(count[u]), first_us=float(d1[u]), second_us=float(d2[u])))
     return trips, rows
@@ -609,12 +662,13 @@ def graph_roundtrips(graph: ModelGraph, fm: Formats, max_between: int) -> list[R
 @dataclass
 class _Scan:
     """Every conversion traced to its cause, once per run. Each conversion row belongs to one cause: a round trip
-    (both of its conversions), else its category's site; ``all_sites`` also holds the unavoidable ones."""
+    (both of its conversions), else its category's site; ``all_sites`` also holds the unavoidable ones.
+    ``conversions``: their count and its basis (:func:`_count_conversions`); the profile view is not kept."""
 
     sites: list[Site]
     trips: list[RoundTrip]
     all_sites: list[Site]
-    view: ProfileView | None
+    conversions: tuple[int, str]
     window: float
     policy: dict[str, Any]
 
@@ -646,8 +700,8 @@ def _scan(ctx: AnalysisContext) -> _Scan:
         if all_sites:
             ctx.note("transdata: no model graph (--graph); conversions were traced to the neighbouring ops on the "
                      "same stream, confirmed by tensor shapes")
-    return _Scan(sites, trips, all_sites, view, window_us(ctx.profile) if len(ops) else 0.0,
-                 _format_policy(ctx, view, all_sites))
+    return _Scan(sites, trips, all_sites, _count_conversions(view, all_sites),
+                 window_us(ctx.profile) if len(ops) else 0.0, _format_policy(ctx, view, all_sites))
 
 
 class TransDataKB(KnowledgeBase):
@@ -855,7 +909,7 @@ class TransDataKB(KnowledgeBase):
         total_us = sum(x.total_us for x in all_sites)
         avoidable_us = sum(claimed.values())
         avoidable_share = avoidable_us / window if window else 0.0
-        count, basis = _count_conversions(scan.view, all_sites)
+        count, basis = scan.conversions
         if count <= int(rules["max_count"]) and avoidable_share <= float(rules["max_share"]):
             return
         cats: dict[str, int] = defaultdict(int)
@@ -927,7 +981,7 @@ def _count_conversions(view: ProfileView | None, sites: list[Site]) -> tuple[int
     """Conversions per step when steps are known (msprof's rule counts a profile of one iteration); else
     distinct sites (name + shapes), so a profile of many inferences is not counted many times over."""
     if view is not None and view.conv.any():
-        steps = view.df.loc[view.conv, "step"]
+        steps = view.conv_steps
         if steps.notna().any():
             return int(steps.value_counts().max()), "per step"
     distinct = {(s.name, s.in_shape, s.out_shape) for s in sites}

@@ -41,6 +41,8 @@ from advisor.toolkit.cores import CoreCounts, core_counts, task_occupancy
 from advisor.toolkit.time import isin_mask
 
 if TYPE_CHECKING:
+    from pandas.core.groupby import DataFrameGroupBy
+
     from advisor.kb import AnalysisContext
     from advisor.model import Profile
 
@@ -129,49 +131,54 @@ def classify(ops: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str,
     mask = isin_mask(ops["core"], rules["compute_cores"]) & (np.nan_to_num(dur_all) > 0)
     if not mask.any():
         return pd.DataFrame(columns=COLUMNS)
-    wanted = {"name", "duration_us", "aicore_time_us", "block_dim", "mix_block_dim", *_SHAPE_KEYS,
-              *(f"{p}_ratio" for p in PIPES)}
-    # only the columns used here, a chunk of rows at a time: the per-task work columns of a whole 2M-task table
-    # would take ~1 GB, the chunks' per-op sums a few MB
+    wanted = {"name", "duration_us", "aicore_time_us", "block_dim", "mix_block_dim", *_SHAPE_KEYS}
+    # only the columns used here, a chunk of rows at a time, the pipe ratios one column at a time: the per-task
+    # work columns of a whole 2M-task table would take ~1 GB, the chunks' per-op sums a few MB
     positions = [i for i, c in enumerate(ops.columns) if c in wanted or c.endswith(_METRIC_SUFFIXES)]
-    rows_at = np.flatnonzero(mask)
-    partials = []
-    for lo in range(0, len(rows_at), CHUNK_ROWS):
-        df = ops.iloc[rows_at[lo:lo + CHUNK_ROWS], positions]
-        rows = _row_work(df, platform, rules)
-        occupancy = task_occupancy(df, cores, rules["cube_cores"], rules["vector_cores"]) if cores is not None \
-            else np.full(len(df), np.nan)
-        rows["w_occ"] = np.where(np.isfinite(occupancy), occupancy * rows["dur"], 0.0)
-        rows["d_occ"] = np.where(np.isfinite(occupancy), rows["dur"], 0.0)
-        del df, occupancy
-        partials.append(_aggregate(rows, "mean" if len(rows_at) <= CHUNK_ROWS else "sum"))
-        del rows
+    rows_at = np.flatnonzero(mask).astype(np.int32 if len(ops) < 2**31 else np.int64)
+    work = "mean" if len(rows_at) <= CHUNK_ROWS else "sum"
+    partials = [_chunk_sums(ops, rows_at[lo:lo + CHUNK_ROWS], positions, platform, rules, cores, work)
+                for lo in range(0, len(rows_at), CHUNK_ROWS)]
     agg = partials[0] if len(partials) == 1 else _combine(partials)
     return _judge(_means(agg), platform, rules)
 
 
-def _row_work(df: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str, Any]) -> pd.DataFrame:
-    """Per task: duration, FLOPs, bytes and time at the roof where the work is known, the unit's peak, and the
-    duration-weighted pipe ratios (for the per-op means)."""
-    dur = df["duration_us"].to_numpy(dtype="float64")
-    # FLOPs, bytes and unit per distinct (type, shapes, dtypes, formats), mapped back to rows
-    codes = _combined_codes(df, _SHAPE_KEYS)
-    first = np.unique(codes, return_index=True)[1]
-    work = [_shape_work(df.iloc[i], rules) for i in first]
-    shape_flops = np.array([w[0] for w in work], dtype="float64")[codes]
-    shape_bytes = np.array([w[1] for w in work], dtype="float64")[codes]
-    shape_cube = np.array([w[2] for w in work], dtype=bool)[codes]
-    dtypes = np.array([w[3] for w in work], dtype=object)
-    peak_cube = np.array([_peak(True, str(d), platform, rules) for d in dtypes])[codes]
-    peak_vector = np.array([_peak(False, str(d), platform, rules) for d in dtypes])[codes]
+def _chunk_sums(ops: pd.DataFrame, at: np.ndarray, positions: list[int], platform: Mapping[str, Any],
+                rules: Mapping[str, Any], cores: CoreCounts | None, work: str) -> pd.DataFrame:
+    """:func:`_aggregate` of the tasks at row positions ``at`` of ``ops`` (the columns at ``positions``), with the
+    duration-weighted sums of each pipe ratio and of the core occupancy, summed one column at a time."""
+    df = ops.iloc[at, positions]
+    rows = _row_work(df, platform, rules)
+    occupancy = task_occupancy(df, cores, rules["cube_cores"], rules["vector_cores"]) if cores is not None \
+        else np.full(len(df), np.nan)
+    del df
+    groups = rows.groupby(_GROUP, sort=False, observed=True)
+    agg = _aggregate(groups, work)
+    # group number of each task, in the order of agg's rows; a sum per group visits its tasks in row order, as a
+    # groupby of the whole table would
+    ids = groups.ngroup().to_numpy()
+    dur = rows["dur"].to_numpy()
+    del rows, groups
+    for pipe in PIPES:
+        col = f"{pipe}_ratio"
+        ratio = ops[col].to_numpy(dtype="float64")[at] if col in ops.columns else np.full(len(at), np.nan)
+        _add_sums(agg, pipe, ids, ratio, dur)
+    _add_sums(agg, "occ", ids, occupancy, dur)
+    return agg
 
-    m_flops, m_cube, m_bytes = _metric_flops(df), _metric_cube_flops(df), _metric_bytes(df)
-    has_m_flops = np.nan_to_num(m_flops) > 0
-    has_m_bytes = np.nan_to_num(m_bytes) > 0
-    flops = np.where(has_m_flops, m_flops, shape_flops)
-    nbytes = np.where(has_m_bytes, m_bytes, shape_bytes)
-    cube = shape_cube | (m_cube > 0)
-    peak = np.where(cube, peak_cube, peak_vector)
+
+def _add_sums(agg: pd.DataFrame, what: str, ids: np.ndarray, value: np.ndarray, dur: np.ndarray) -> None:
+    """``w_<what>`` (value x duration) and ``d_<what>`` (the duration) summed per group over the tasks where
+    ``value`` is finite."""
+    ok = np.isfinite(value)
+    agg[f"w_{what}"] = pd.Series(np.where(ok, value * dur, 0.0)).groupby(ids).sum().to_numpy()
+    agg[f"d_{what}"] = pd.Series(np.where(ok, dur, 0.0)).groupby(ids).sum().to_numpy()
+
+
+def _row_work(df: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str, Any]) -> pd.DataFrame:
+    """Per task: duration, FLOPs, bytes and time at the roof where the work is known, and the unit's peak."""
+    dur = df["duration_us"].to_numpy(dtype="float64")
+    flops, nbytes, cube, peak, dtype, has_m_flops, has_m_bytes = _task_work(df, platform, rules)
     bw_per_us = float(platform["hbm_gbps"]) * 1e3  # bytes per microsecond
     with np.errstate(divide="ignore", invalid="ignore"):
         t_roof = np.fmax(flops / (peak * 1e6), nbytes / bw_per_us)
@@ -179,36 +186,54 @@ def _row_work(df: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str,
     # means the shapes were not understood
     placed = np.isfinite(flops) & np.isfinite(nbytes) & (nbytes > 0)
     placed &= has_m_flops | (t_roof <= float(rules["max_pct_of_roof"]) * dur)
-    rows = pd.DataFrame({
+    metrics = placed & (has_m_flops | has_m_bytes)
+    del has_m_flops, has_m_bytes
+    return pd.DataFrame({
         "name": _categorical(df["name"]), "type": _categorical(df["type"]), "core": _categorical(df["core"]),
         "dur": dur, "placed_dur": np.where(placed, dur, 0.0),
         "flops": np.where(placed, flops, np.nan), "bytes": np.where(placed, nbytes, np.nan),
-        "t_roof": np.where(placed, t_roof, 0.0), "peak": peak, "cube": cube,
-        "metrics": placed & (has_m_flops | has_m_bytes), "dtype": pd.Categorical(dtypes[codes]),
+        "t_roof": np.where(placed, t_roof, 0.0), "peak": peak, "cube": cube, "metrics": metrics, "dtype": dtype,
     })
-    for pipe in PIPES:
-        col = f"{pipe}_ratio"
-        ratio = df[col].to_numpy(dtype="float64") if col in df.columns else np.full(len(df), np.nan)
-        ok = np.isfinite(ratio)
-        rows[f"w_{pipe}"] = np.where(ok, ratio * dur, 0.0)
-        rows[f"d_{pipe}"] = np.where(ok, dur, 0.0)
-    return rows
+
+
+def _task_work(df: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str, Any]) -> tuple[np.ndarray, ...]:
+    """Per task: FLOPs, bytes, whether it runs on the cube, its unit's peak, its dtype (categorical) and whether
+    the PMU measured its FLOPs / its bytes. The PMU's values where it measured them, else the shapes', worked out
+    once per distinct (type, shapes, dtypes, formats); each per-task array is freed once merged."""
+    codes = _combined_codes(df, _SHAPE_KEYS)
+    work = [_shape_work(df.iloc[i], rules) for i in np.unique(codes, return_index=True)[1]]
+    m_flops = _metric_flops(df)
+    has_m_flops = np.nan_to_num(m_flops) > 0
+    flops = np.where(has_m_flops, m_flops, np.array([w[0] for w in work], dtype="float64")[codes])
+    del m_flops
+    m_bytes = _metric_bytes(df)
+    has_m_bytes = np.nan_to_num(m_bytes) > 0
+    nbytes = np.where(has_m_bytes, m_bytes, np.array([w[1] for w in work], dtype="float64")[codes])
+    del m_bytes
+    cube = np.array([w[2] for w in work], dtype=bool)[codes] | (_metric_cube_flops(df) > 0)
+    dtypes = np.array([w[3] for w in work], dtype=object)
+    peaks = np.array([[_peak(False, str(d), platform, rules) for d in dtypes],
+                      [_peak(True, str(d), platform, rules) for d in dtypes]])
+    peak = peaks[cube.astype(np.intp), codes]  # the cube's peak for cube tasks, else the vector unit's
+    # the categorical pd.Categorical(dtypes[codes]) would make (sorted categories), without an object per task
+    categories, dtype_ids = np.unique(dtypes, return_inverse=True)
+    dtype = pd.Categorical.from_codes(dtype_ids[codes], categories=categories)
+    return flops, nbytes, cube, peak, dtype, has_m_flops, has_m_bytes
 
 
 _GROUP = ["name", "type", "core"]
 _SUMS = [f"w_{p}" for p in (*PIPES, "occ")] + [f"d_{p}" for p in (*PIPES, "occ")]
 
 
-def _aggregate(rows: pd.DataFrame, work: str = "mean") -> pd.DataFrame:
-    """Per op (name, type, core) of a chunk of tasks: calls, time, work of the placed calls and the pipe-ratio sums.
-    ``work``: ``mean`` when the chunk holds every task, ``sum`` for one chunk of many (:func:`_combine` takes the
-    means over all of them)."""
-    g = rows.groupby(_GROUP, sort=False, observed=True)
+def _aggregate(g: DataFrameGroupBy, work: str = "mean") -> pd.DataFrame:
+    """Per op (name, type, core) of a chunk of tasks (``g``: :func:`_row_work` grouped by op): calls, time and work
+    of the placed calls. ``work``: ``mean`` when the chunk holds every task, ``sum`` for one chunk of many
+    (:func:`_combine` takes the means over all of them)."""
     agg = g.agg(calls=("dur", "size"), total_us=("dur", "sum"), placed_us=("placed_dur", "sum"),
                 flops=("flops", work), bytes=("bytes", work), t_roof=("t_roof", "sum"),
                 peak_tflops=("peak", "first"), cube=("cube", "max"), metrics=("metrics", "sum"),
                 placed_calls=("flops", "count"), dtype=("dtype", "first"))
-    return agg.join(g[_SUMS].sum()).reset_index()
+    return agg.reset_index()
 
 
 def _combine(partials: list[pd.DataFrame]) -> pd.DataFrame:
