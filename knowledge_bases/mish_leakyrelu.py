@@ -36,6 +36,7 @@ from advisor.toolkit.common import (
     severity_for,
     shapes_of,
     similar_size_median,
+    stream_positions,
     type_mask,
     walk,
 )
@@ -167,7 +168,7 @@ class ProfileMatcher:
     the first step's types are the candidates, each step follows them one row further and filters by type."""
 
     def __init__(self, ops: pd.DataFrame, rules: Mapping[str, Any]) -> None:
-        order, stream = _stream_order(ops)
+        order, stream = stream_positions(ops)
         # the categoricals' own (int8/int16) codes in stream order; per-row values are looked up per category
         names, types = categorical(ops["name"]), categorical(ops["type"])
         self.name_codes = names.cat.codes.to_numpy()[order]
@@ -275,18 +276,6 @@ def _table(categories: Iterable[Any], fn: Any, fill: Any, dtype: Any) -> np.ndar
     """``fn`` of each category (one call each, in order), then ``fill``: indexed by a categorical code, the
     missing code -1 picks the fill."""
     return np.array([fn(c) for c in categories] + [fill], dtype=dtype)
-
-
-def _stream_order(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Row positions sorted by (stream, start), rows without a start in file order, and the sorted rows' stream:
-    :func:`advisor.toolkit.common.stream_order`'s order (a stable sort: ties keep file order) without copying the
-    table's columns."""
-    stream = ops["stream_id"].fillna(-1.0).to_numpy()
-    start = ops["start_us"]
-    key = start.fillna(np.inf).to_numpy() if start.notna().any() else np.arange(len(ops), dtype="float64")
-    order = np.lexsort((key, stream))
-    del key
-    return order, stream[order]
 
 
 def _first(cell: object) -> str:

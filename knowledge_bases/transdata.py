@@ -38,6 +38,7 @@ from advisor.toolkit.common import (
     reach,
     row_keys,
     severity_for,
+    stream_positions,
     walk,
 )
 from advisor.toolkit.time import window_us
@@ -249,18 +250,6 @@ def _first(cell: object) -> str:
 # ---------------------------------------------------------------------------------------------------------
 # profile path
 # ---------------------------------------------------------------------------------------------------------
-def _stream_order(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Row positions sorted by (stream, start), rows without a start in file order, and the sorted rows' stream:
-    :func:`advisor.toolkit.common.stream_order`'s order (a stable sort: ties keep file order) without copying the
-    table's columns."""
-    stream = ops["stream_id"].fillna(-1.0).to_numpy()
-    start = ops["start_us"]
-    key = start.fillna(np.inf).to_numpy() if start.notna().any() else np.arange(len(ops), dtype="float64")
-    order = np.lexsort((key, stream))
-    del key
-    return order, stream[order]
-
-
 class ProfileView:
     """The ops table in stream order with neighbour positions and per-row derived values, built once.
 
@@ -272,7 +261,7 @@ class ProfileView:
     COLS = ("name", "type", "input_formats", "output_formats", "input_shapes", "output_shapes")
 
     def __init__(self, ops: pd.DataFrame, fm: Formats) -> None:
-        order, stream = _stream_order(ops)
+        order, stream = stream_positions(ops)
         cats = {c: categorical(ops[c]) for c in self.COLS}
         self.values = {c: list(cats[c].cat.categories) for c in self.COLS}
         self.codes = {c: cats[c].cat.codes.to_numpy()[order] for c in self.COLS}

@@ -209,8 +209,11 @@ def test_aipp_preprocess_verify_feeds_the_rewritten_model(tmp_path: Path) -> Non
     import onnxruntime  # noqa: F401 - in the test extra (--verify runs both models)
     path = tmp_path / "pre.onnx"
     onnx.save(preprocessing_model(), str(path))
+    # what is checked is the feed and the numerics: any measured latency is accepted (a loaded machine can time the
+    # rewritten model slower in three runs, which would reject it)
     res = CliRunner().invoke(main, ["fix", str(path), "--apply", "aipp-preprocess", "--verify", "--runs", "3",
-                                    "--warmup", "1", "--format", "json", "-o", str(tmp_path / "out.onnx")])
+                                    "--warmup", "1", "--min-gain", "-1000", "--format", "json",
+                                    "-o", str(tmp_path / "out.onnx")])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout[res.stdout.index("{"):])
     (step,) = doc["rewrites"]

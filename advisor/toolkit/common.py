@@ -187,6 +187,18 @@ def row_keys(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return key, first
 
 
+def stream_positions(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Row positions sorted by (stream, start) -- rows without a start in file order, ties in file order (a stable
+    sort) -- and each sorted row's stream (-1 where none): the order of :func:`stream_order` without copying a
+    column of the table."""
+    stream = ops["stream_id"].fillna(-1.0).to_numpy()
+    start = ops["start_us"]
+    key = start.fillna(np.inf).to_numpy() if start.notna().any() else np.arange(len(ops), dtype="float64")
+    order = np.lexsort((key, stream))
+    del key
+    return order, stream[order]
+
+
 def stream_order(ops: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """Ops sorted by (stream, start) with a positional index; ``row`` keeps the original index.
 
@@ -194,14 +206,11 @@ def stream_order(ops: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.
     Only ``columns`` (plus stream and start) are carried, to keep the copy small.
     """
     keep = list(dict.fromkeys([*(columns or ops.columns), "stream_id", "start_us"]))
+    order, streams = stream_positions(ops)
     df = ops[keep].copy(deep=False)
     df["row"] = np.arange(len(df))
-    stream = df["stream_id"].fillna(-1.0)
-    start = df["start_us"]
-    order = np.lexsort((df["row"].to_numpy(), start.fillna(np.inf).to_numpy() if start.notna().any()
-                        else df["row"].to_numpy(dtype="float64"), stream.to_numpy()))
     out = df.iloc[order].reset_index(drop=True)
-    out["_stream"] = stream.iloc[order].to_numpy()
+    out["_stream"] = streams
     return out
 
 
