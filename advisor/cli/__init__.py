@@ -59,21 +59,37 @@ def _os_error_line(e: OSError) -> str:
     what = e.strerror or str(e)
     return f"error: {where}: {what}" if where != "" else f"error: {what}"
 
-# module name -> attribute holding a click command (or list of commands)
-_COMMAND_MODULES = (
-    "analyze",
-    "graph_cmd",
-    "kb_cmd",
-    "rules_cmd",
-    "explain_cmd",
-    "fix_cmd",
-    "compare_cmd",
-    "report_cmd",
-)
+# command name -> module of advisor.cli whose ``command`` it is; imported when the command runs (or for --help),
+# so that ``advisor analyze`` does not load what ``advisor fix`` needs
+_COMMAND_MODULES = {
+    "analyze": "analyze",
+    "graph": "graph_cmd",
+    "kb": "kb_cmd",
+    "rules": "rules_cmd",
+    "explain": "explain_cmd",
+    "fix": "fix_cmd",
+    "compare": "compare_cmd",
+    "report": "report_cmd",
+}
 
 
 class AdvisorGroup(click.Group):
-    """A click group that reports AdvisorError as one line (exit 2) instead of a traceback."""
+    """A click group that reports AdvisorError as one line (exit 2) instead of a traceback, and imports a
+    command's module only when that command is asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_COMMAND_MODULES})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in _COMMAND_MODULES:
+            try:
+                module = importlib.import_module(f"advisor.cli.{_COMMAND_MODULES[cmd_name]}")
+            except ModuleNotFoundError as e:
+                if e.name == f"advisor.cli.{_COMMAND_MODULES[cmd_name]}":
+                    return None  # command not part of this build
+                raise
+            self.add_command(module.command, cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def main(self, *args: object, standalone_mode: bool = True, **kwargs: object) -> object:
         if not standalone_mode:
@@ -135,17 +151,3 @@ def main() -> None:
     """
 
 
-def _register() -> None:
-    for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"advisor.cli.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"advisor.cli.{name}":
-                continue  # command not part of this build
-            raise
-        commands = getattr(module, "commands", None) or [module.command]
-        for cmd in commands:
-            main.add_command(cmd)
-
-
-_register()
