@@ -96,6 +96,7 @@ def read_source(src: RankSource, ops_columns: OpsProjection | None = None) -> Pr
         merged = read_runs(src, read_source)  # whole: which run is primary depends on the metrics each holds
         if ops_columns is not None:
             merged.ops = ops_columns.apply(merged.ops)
+        merged.ops = share_constant_columns(merged.ops)  # pins the frame that leaves ingest (see its doc)
         return merged
     module = importlib.import_module(_READERS[src.layout])
     tune_allocator()  # before the first large column of this process
