@@ -264,7 +264,10 @@ def loads_yaml(text: str, source: str | Path = "<yaml>", max_depth: int = MAX_DE
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
-        raise InputError(source, f"invalid YAML{where} ({getattr(e, 'problem', None) or e})") from None
+        problem = str(getattr(e, "problem", None) or e)
+        if "nesting depth" in problem:  # PyYAML >= 6.0.4 bounds nesting itself, before our event check sees it
+            raise InputError(source, f"nested too deeply to be read{where} ({problem})") from None
+        raise InputError(source, f"invalid YAML{where} ({problem})") from None
     except ValueError as e:  # a 5000-digit integer: Python limits the digits of int()
         raise InputError(source, f"invalid YAML number ({str(e).split(':')[0]})") from None
     except RecursionError:
