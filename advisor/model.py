@@ -85,8 +85,9 @@ OPS_COLUMNS = OP_ID_COLUMNS + OP_TIME_COLUMNS + OP_TASK_COLUMNS + OP_TENSOR_COLU
 OPS_PIPELINE_COLUMNS = (
     *OP_ID_COLUMNS, *OP_TIME_COLUMNS, *OP_TENSOR_COLUMNS, "step", "stream_id", "model_id", "device_id", "op_state",
     "block_dim", "mix_block_dim", "rank", "aicore_time_us", "mac_ratio", "vec_ratio", "scalar_ratio", "mte1_ratio",
-    "mte2_ratio", "mte3_ratio", "fixpipe_ratio", "memory_bound", "cube_fops", "vector_fops", "main_mem_read_bw", "main_mem_write_bw", "aic_mac_ratio", "aic_mte2_ratio",
-    "aiv_vec_ratio", "aiv_mte2_ratio", "aic_*_fops", "aiv_*_fops", "soc_*",
+    "mte2_ratio", "mte3_ratio", "fixpipe_ratio", "memory_bound", "cube_fops", "vector_fops", "main_mem_read_bw",
+    "main_mem_write_bw", "aic_mac_ratio", "aic_mte2_ratio", "aiv_vec_ratio", "aiv_mte2_ratio", "aic_*_fops",
+    "aiv_*_fops", "soc_*",
 )
 """Ops columns advisor's own stages read whatever knowledge bases run -- ingest's checks, the time model, the model
 summary, the shared op classification (``advisor.toolkit``) and the reports -- so every :class:`OpsProjection`
