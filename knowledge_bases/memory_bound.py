@@ -21,7 +21,7 @@ from advisor.model_summary import COMPUTE_CORES, SOC_FORMULA, memory_bound_ratio
 from advisor.platform import has_tool, supports_dtype
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.bound import op_bounds
-from advisor.toolkit.common import atc_option, categorical, graph_cmdline, pct, severity_for
+from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for, text_ids
 from advisor.units import fmt_us
 
 _SOC_PARTS = {
@@ -135,8 +135,8 @@ def _per_layer(ops: pd.DataFrame, bound: np.ndarray, ratio: np.ndarray) -> pd.Da
     """Per layer (name, type) over the ``bound`` tasks: time, ratio x time, the time beyond compute (time x (1 -
     1/MemoryBound)) and, on the SoC, each transfer ratio x time. Grouped on integer codes and summed one column
     at a time, as a groupby of the tasks' frame would (same order, same sums) without building it (~120 MB)."""
-    names, name_text = _text_codes(ops["name"], bound)
-    types, type_text = _text_codes(ops["type"], bound)
+    names, name_text = text_ids(ops["name"], bound, missing=None)
+    types, type_text = text_ids(ops["type"], bound, missing=None)
     keep = (names >= 0) & (types >= 0)  # a task without a name or type is in no layer (a groupby drops NaN keys)
     if not keep.all():
         bound = bound.copy()
@@ -161,16 +161,6 @@ def _per_layer(ops: pd.DataFrame, bound: np.ndarray, ratio: np.ndarray) -> pd.Da
         if col in ops.columns:
             per[col] = total(ops[col].to_numpy(dtype="float64")[bound] * dur)
     return per
-
-
-def _text_codes(series: pd.Series, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The rows under ``mask`` of a column as codes of its distinct texts (-1 where missing) and those texts:
-    grouping by the codes groups as by :func:`advisor.toolkit.common.texts`, on small integers, not str objects."""
-    s = categorical(series)
-    remap, text = pd.factorize(np.array([str(c) for c in s.cat.categories], dtype=object))
-    codes = s.cat.codes.to_numpy()[mask]
-    table_ = np.r_[remap, -1].astype(np.int32)
-    return table_[np.where(codes >= 0, codes, len(remap))], np.asarray(text, dtype=object)
 
 
 def _agreeing(per: pd.DataFrame, bounds: pd.DataFrame) -> pd.DataFrame:

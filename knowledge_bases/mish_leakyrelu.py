@@ -27,6 +27,7 @@ from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.toolkit.advice import context_of, family, native_kernel_for_run, native_since
 from advisor.toolkit.common import (
     categorical,
+    code_table,
     detected_soc,
     elements,
     next_index,
@@ -185,10 +186,10 @@ class ProfileMatcher:
         # per category, the last entry for missing values (code -1)
         shape_ids: dict[str, int] = {"": -1}
         in_cats, out_cats = ins.cat.categories, outs.cat.categories
-        self._in1 = _table(in_cats, lambda v: shape_ids.setdefault(_first(v), len(shape_ids)), -1, np.int64)
-        self._out1 = _table(out_cats, lambda v: shape_ids.setdefault(_first(v), len(shape_ids)), -1, np.int64)
-        self._scalar_ok = _table(in_cats, _scalar_input, True, bool)
-        self._elements = _table(in_cats, lambda v: _elements(str(v)), 0, np.int64)
+        self._in1 = code_table(in_cats, lambda v: shape_ids.setdefault(_first(v), len(shape_ids)), -1, np.int64)
+        self._out1 = code_table(out_cats, lambda v: shape_ids.setdefault(_first(v), len(shape_ids)), -1, np.int64)
+        self._scalar_ok = code_table(in_cats, _scalar_input, True, bool)
+        self._elements = code_table(in_cats, lambda v: _elements(str(v)), 0, np.int64)
         self._masks: dict[tuple[str, ...], np.ndarray] = {}
         self.solid = ~self._mask(frozenset(rules["chain_skip"]))
         self.nxt = next_index(self.solid, stream).astype(np.int32 if len(stream) < 2**31 else np.int64)
@@ -268,14 +269,8 @@ class ProfileMatcher:
         """Rows whose type is in ``allowed`` (decided per category), cached per set."""
         key = tuple(sorted(allowed))
         if key not in self._masks:
-            self._masks[key] = _table(self._type_cats, lambda t: str(t) in allowed, False, bool)[self.type_codes]
+            self._masks[key] = code_table(self._type_cats, lambda t: str(t) in allowed, False, bool)[self.type_codes]
         return self._masks[key]
-
-
-def _table(categories: Iterable[Any], fn: Any, fill: Any, dtype: Any) -> np.ndarray:
-    """``fn`` of each category (one call each, in order), then ``fill``: indexed by a categorical code, the
-    missing code -1 picks the fill."""
-    return np.array([fn(c) for c in categories] + [fill], dtype=dtype)
 
 
 def _first(cell: object) -> str:

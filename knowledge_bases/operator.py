@@ -29,7 +29,7 @@ from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import dtype_bytes, parse_list, parse_shapes
 from advisor.toolkit import advice, tuning
 from advisor.toolkit.bound import op_bounds, rules_of
-from advisor.toolkit.common import all_dynamic, cat_map, categorical, pct, severity_for, texts, type_mask
+from advisor.toolkit.common import all_dynamic, cat_map, categorical, pct, severity_for, text_ids, texts, type_mask
 from advisor.toolkit.cores import core_counts, task_occupancy
 from advisor.toolkit.time import window_us
 
@@ -642,13 +642,11 @@ def _by_name(ops: pd.DataFrame, mask: np.ndarray, values: np.ndarray) -> dict[st
     """Sum of ``values`` (one per row) over the rows under ``mask`` per op name, largest first (the
     ``saving_by_op`` of a finding); a missing name is an op "nan". Grouped on integer ids of the names' texts, not
     on one str per row (~70 MB at 600k rows): the same groups, order and sums."""
-    names = categorical(ops["name"])
-    text_id, text = pd.factorize(np.array([str(c) for c in names.cat.categories] + ["nan"], dtype=object))
-    codes = names.cat.codes.to_numpy()[mask]
-    if not len(codes):
+    ids, text = text_ids(ops["name"], mask)
+    if not len(ids):
         return {}
-    sums = pd.Series(values[mask]).groupby(text_id[codes], sort=False).sum()  # code -1: the last entry, "nan"
-    s = pd.Series(sums.to_numpy(), index=pd.Index(np.asarray(text, dtype=object)[sums.index.to_numpy()]))
+    sums = pd.Series(values[mask]).groupby(ids, sort=False).sum()
+    s = pd.Series(sums.to_numpy(), index=pd.Index(text[sums.index.to_numpy()]))
     s = s[s > 0].sort_values(ascending=False, kind="stable")
     return {str(k): float(v) for k, v in s.items()}
 

@@ -24,7 +24,7 @@ from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import OP_TENSOR_COLUMNS, canonical_format, parse_list, parse_shapes
 from advisor.platform import cube_supports, has_tool, is_assumed, supports_dtype
 from advisor.toolkit import run_context as rc
-from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for
+from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for, text_ids
 from advisor.toolkit.time import isin_mask
 from advisor.units import fmt_us
 
@@ -159,8 +159,8 @@ def _text_ids(col: pd.Series) -> tuple[np.ndarray, list[str]]:
     """Each row's id of its text (``col.astype(str)``) and those texts: grouping by the ids groups as by the texts,
     without one str per row (a categorical's texts are made per category)."""
     if isinstance(col.dtype, pd.CategoricalDtype):
-        ids, text = pd.factorize(np.array([str(c) for c in col.cat.categories] + ["nan"], dtype=object))
-        return ids[col.cat.codes.to_numpy()], list(text)  # code -1 (missing): the last entry, "nan"
+        ids, text = text_ids(col)
+        return ids, list(text)
     ids, text = pd.factorize(col.astype(str))
     return ids, list(text)
 

@@ -31,7 +31,7 @@ from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import Profile
 from advisor.platform import has_tool
 from advisor.toolkit import run_context as rc
-from advisor.toolkit.common import severity_for
+from advisor.toolkit.common import cat_lookup, cat_map, categorical, severity_for
 from advisor.toolkit.free_time import free_part, within_free_time
 from advisor.toolkit.time import FREE_TIME_KEY
 
@@ -42,30 +42,11 @@ FUSIBLE = "schedule.fusible-ops"
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _categorical(series: pd.Series) -> pd.Series:
-    return series if isinstance(series.dtype, pd.CategoricalDtype) else series.astype("category")
-
-
-def _lookup(series: pd.Series, fn: Any, fill: Any, dtype: Any = object) -> tuple[np.ndarray, np.ndarray]:
-    """``fn`` of each distinct value of ``series``, with ``fill`` last where a missing value's code -1 points, and
-    the codes: ``values[codes]`` is ``fn`` per row, without a copy of the codes."""
-    s = _categorical(series)
-    return np.array([fn(c) for c in s.cat.categories] + [fill], dtype=dtype), s.cat.codes.to_numpy()
-
-
-def _codes_map(series: pd.Series, fn: Any, fill: Any, dtype: Any = object, rows: np.ndarray | None = None
-               ) -> np.ndarray:
-    """``fn`` evaluated once per distinct value of ``series`` and broadcast to the rows (those of ``rows`` only,
-    if given)."""
-    values, codes = _lookup(series, fn, fill, dtype)
-    return values[codes if rows is None else codes[rows]]
-
-
 def _str_codes(series: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row of ``rows``, the rank of its value as a string (missing: "") among the distinct strings, and those
     strings in order: sorting or grouping by the rank is sorting or grouping by the strings, without a Python (or
     Arrow) string per row."""
-    strings, codes = _lookup(series, str, "")
+    strings, codes = cat_lookup(series, str, "")
     distinct, rank = np.unique(strings, return_inverse=True)
     return rank.astype(np.int32)[codes[rows]], distinct
 
@@ -120,18 +101,18 @@ def _short_stack(stack: str, lines: int = 3) -> str:
 
 def _named(events: pd.DataFrame, names: Sequence[str]) -> np.ndarray:
     wanted = {n.lower() for n in names}
-    return _codes_map(events["name"], lambda c: str(c).lower() in wanted, False, bool)
+    return cat_map(events["name"], lambda c: str(c).lower() in wanted, False, bool)
 
 
 def _prefixed(events: pd.DataFrame, prefix: str) -> np.ndarray:
-    return _codes_map(events["name"], lambda c: str(c).startswith(prefix), False, bool)
+    return cat_map(events["name"], lambda c: str(c).startswith(prefix), False, bool)
 
 
 def _gc_mask(ev: pd.DataFrame, categories: Sequence[str]) -> np.ndarray:
     wanted = {c.lower() for c in categories}
     if "category" not in ev.columns:
         return np.zeros(len(ev), bool)
-    return _codes_map(ev["category"], lambda c: str(c).lower() in wanted, False, bool)
+    return cat_map(ev["category"], lambda c: str(c).lower() in wanted, False, bool)
 
 
 def _syncs_after_launch(ev: pd.DataFrame, rows: np.ndarray, sync: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -350,10 +331,10 @@ class ScheduleKB(KnowledgeBase):
         durs = np.zeros(0)
         source = "trace"
         if len(ev):
-            mask = _codes_map(ev["name"], lambda c: key in str(c).lower(), False, bool)
+            mask = cat_map(ev["name"], lambda c: key in str(c).lower(), False, bool)
             d = _f(ev, "duration_us")
             mask &= d >= limit
-            names, durs = _codes_map(ev["name"], str, "", rows=np.flatnonzero(mask)).tolist(), d[mask]
+            names, durs = cat_map(ev["name"], str, "", rows=np.flatnonzero(mask)).tolist(), d[mask]
         else:
             det = ctx.profile.extras.get("operator_details") if isinstance(ctx.profile.extras, dict) else None
             if det is not None and len(det) and "host_total_us" in det.columns:
@@ -454,8 +435,8 @@ class ScheduleKB(KnowledgeBase):
         gs, ge = gs[long], ge[long]
         procs = set(cfg["host_processes"])
         prefixes = tuple(cfg["host_prefixes"])
-        host = _codes_map(ev["process"], lambda c: str(c) in procs, False, bool) | \
-            _codes_map(ev["name"], lambda c: str(c).startswith(prefixes), False, bool)
+        host = cat_map(ev["process"], lambda c: str(c) in procs, False, bool) | \
+            cat_map(ev["name"], lambda c: str(c).startswith(prefixes), False, bool)
         hs = _f(ev, "start_us")[host]
         he = np.nan_to_num(_f(ev, "duration_us")[host], copy=False)
         he += hs
@@ -475,7 +456,7 @@ class ScheduleKB(KnowledgeBase):
         # gaps explained by recorded GC or dataloader events are reported by those rules
         gc_recorded = _gc_mask(ev, ctx.rules["gc"]["categories"])
         loader = str(ctx.rules["dataloader"]["name_contains"]).lower()
-        explained_by = gc_recorded | _codes_map(ev["name"], lambda c: loader in str(c).lower(), False, bool)
+        explained_by = gc_recorded | cat_map(ev["name"], lambda c: loader in str(c).lower(), False, bool)
         es = _f(ev, "start_us")[explained_by]
         ebs, ebe = union(es, es + _f(ev, "duration_us")[explained_by])
         explained = overlap(ebs, ebe, gs, ge) / length >= float(cfg["explained_ratio"])
@@ -540,7 +521,7 @@ class ScheduleKB(KnowledgeBase):
             stacks = _stacks(ev, rows)
             source = "trace"
             if not stacks:
-                found = _detail_stacks(ctx.profile, _codes_map(ev["name"], str, "", rows=rows))
+                found = _detail_stacks(ctx.profile, cat_map(ev["name"], str, "", rows=rows))
                 stacks = list(dict.fromkeys(found.values()))
                 source = "operator_details.csv" if stacks else "none recorded"
             seqs = sorted(rec["sequences"].items(), key=lambda kv: -kv[1])
@@ -555,7 +536,7 @@ class ScheduleKB(KnowledgeBase):
                 f"Replace {seqs[0][0]}{where} with {api}.{note}",
                 {"api": api, "matches": rec["count"], "host_time_us": host_us, "sequences": dict(seqs[:5]),
                  "call_stacks": [_short_stack(s, 6) for s in stacks[:5]], "stack_source": source,
-                 "events": sorted({str(n) for n in _codes_map(ev["name"], str, "", rows=rows)})},
+                 "events": sorted({str(n) for n in cat_map(ev["name"], str, "", rows=rows)})},
                 Fix("code", f"use {api}", {"api": api, "replaces": [s for s, _ in seqs[:5]],
                                            **({"snippet": rec["snippet"]} if rec.get("snippet") else {})}),
                 float(cfg["confidence"])))
@@ -732,8 +713,8 @@ def device_gaps(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
         del bs, be  # views of them may live on as the gaps
     ev = profile.events
     if len(ev):
-        free = _codes_map(ev["name"], lambda c: str(c) == "Free", False, bool)
-        free &= _codes_map(ev["process"], lambda c: "overlap" in str(c).lower(), False, bool)
+        free = cat_map(ev["name"], lambda c: str(c) == "Free", False, bool)
+        free &= cat_map(ev["process"], lambda c: "overlap" in str(c).lower(), False, bool)
         if free.any():
             fs = _f(ev, "start_us")[free]
             gs = np.concatenate([gs, fs])
@@ -779,9 +760,9 @@ class TopOps:
 def first_level(events: pd.DataFrame, prefixes: Sequence[str]) -> TopOps:
     """Torch-op events not nested in another torch-op event of the same thread, in time order per thread (ends
     descending for equal starts, so that the enclosing op comes first)."""
-    rows = np.flatnonzero(_codes_map(events["name"], lambda c: str(c).startswith(tuple(prefixes)), False, bool))
+    rows = np.flatnonzero(cat_map(events["name"], lambda c: str(c).startswith(tuple(prefixes)), False, bool))
     rows = rows.astype(np.int32 if len(events) < 2**31 else np.int64)
-    op_names, codes = _lookup(events["name"], lambda c: str(c).split("::", 1)[-1], "")
+    op_names, codes = cat_lookup(events["name"], lambda c: str(c).split("::", 1)[-1], "")
     op_of_name, names = pd.factorize(op_names)  # one op id per distinct op (aten::add and add are one)
     names = np.asarray(names, dtype=object)
     if not len(rows):
@@ -860,7 +841,7 @@ def _optimizer_matches(ev: pd.DataFrame, cfg: Mapping[str, Any], matches: dict[s
     optimizers: Mapping[str, str] = cfg["optimizers"]
     if not optimizers:
         return
-    opt = _codes_map(ev["name"], lambda c: str(c).startswith("Optimizer.step#"), False, bool)
+    opt = cat_map(ev["name"], lambda c: str(c).startswith("Optimizer.step#"), False, bool)
     for r in np.flatnonzero(opt):
         kind = str(ev["name"].iat[r]).split("#", 1)[1]
         api = optimizers.get(kind)
@@ -946,7 +927,7 @@ def _prefix_sums(ops: pd.DataFrame, order: np.ndarray, no_saving_types: Iterable
     running sum, so that no per-task column is kept beside them (the same numbers as one cumulative sum)."""
     n = len(order)
     sums = {name: np.zeros(n + 1) for name in ("dur", "mte", "aic", "fus")}
-    heavy, type_codes = _lookup(ops["type"], lambda c: str(c) in set(no_saving_types), False, bool)
+    heavy, type_codes = cat_lookup(ops["type"], lambda c: str(c) in set(no_saving_types), False, bool)
     prefixed = _prefixed_mte2(ops)
     for a in range(0, n, _CHUNK):
         rows = order[a:a + _CHUNK]
@@ -987,7 +968,7 @@ def non_overlapping(h: np.ndarray, pos: np.ndarray, length: int) -> np.ndarray:
 
 
 def _codes_of(series: pd.Series, order: np.ndarray) -> np.ndarray:
-    return _categorical(series).cat.codes.to_numpy()[order].astype(np.int64)
+    return categorical(series).cat.codes.to_numpy()[order].astype(np.int64)
 
 
 def op_keys(ops: pd.DataFrame, order: np.ndarray) -> np.ndarray:
@@ -998,7 +979,7 @@ def op_keys(ops: pd.DataFrame, order: np.ndarray) -> np.ndarray:
     key = np.where(t >= 0, t, _codes_of(ops["name"], order) + n_types + 1)
     del t
     for col in ("input_shapes", "output_shapes"):  # one pair at a time: the ids stay below the row count
-        key *= len(_categorical(ops[col]).cat.categories) + 1
+        key *= len(categorical(ops[col]).cat.categories) + 1
         key += _codes_of(ops[col], order) + 1
         key = pd.factorize(key)[0]
     return key
@@ -1006,8 +987,8 @@ def op_keys(ops: pd.DataFrame, order: np.ndarray) -> np.ndarray:
 
 def op_labels(ops: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """What a sequence shows for each op of ``rows``: its type, else its name."""
-    types = _codes_map(ops["type"], str, "", rows=rows)
-    names = _codes_map(ops["name"], str, "?", rows=rows)
+    types = cat_map(ops["type"], str, "", rows=rows)
+    names = cat_map(ops["name"], str, "?", rows=rows)
     return np.where(types == "", names, types)
 
 
@@ -1170,7 +1151,7 @@ def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) 
     n = len(order)
     keys = op_keys(ops, order) + 1
     keys = keys.astype(np.uint32 if keys.max(initial=0) < 2**32 else np.uint64)
-    ok = ~_codes_map(ops["core"], lambda c: str(c) in set(cfg["break_cores"]), False, bool, rows=order)
+    ok = ~cat_map(ops["core"], lambda c: str(c) in set(cfg["break_cores"]), False, bool, rows=order)
     sums = _prefix_sums(ops, order, cfg["no_saving_types"])
     start = _f(ops, "start_us")
     times = _Times(order.astype(np.int32 if n < 2**31 else np.int64), start,
@@ -1224,7 +1205,7 @@ def _fusible_finding(ctx: AnalysisContext, pattern: str, seqs: list[Sequence_], 
     tasks = order[np.concatenate([(s.positions[:, None] + np.arange(s.length)).ravel() for s in seqs])]
     name, names = _str_codes(ops["name"], tasks)  # grouped by name in the names' order, a code per task
     dur = np.nan_to_num(_f(ops, "duration_us", tasks))
-    heavy = _codes_map(ops["type"], lambda c: str(c) in set(cfg["no_saving_types"]), False, bool, rows=tasks)
+    heavy = cat_map(ops["type"], lambda c: str(c) in set(cfg["no_saving_types"]), False, bool, rows=tasks)
     del tasks
     per_name = pd.Series(dur).groupby(name).sum()
     per_name.index = names[per_name.index]

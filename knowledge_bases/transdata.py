@@ -30,6 +30,7 @@ from advisor.toolkit.advice import context_of, family
 from advisor.toolkit.common import (
     canon_format,
     categorical,
+    code_table,
     fmt_shapes,
     next_index,
     node_shapes,
@@ -306,9 +307,8 @@ class ProfileView:
                                  -1, dtype=np.int64)
 
     def _table(self, col: str, fn: Any, fill: Any, dtype: Any = object) -> np.ndarray:
-        """``fn`` of each category of ``col`` (one call each, in order), then ``fill``: indexed by a code, the
-        missing code -1 picks the fill."""
-        return np.array([fn(c) for c in self.values[col]] + [fill], dtype=dtype)
+        """:func:`code_table` of ``col``'s categories: indexed by the codes of ``col`` kept in stream order."""
+        return code_table(self.values[col], fn, fill, dtype)
 
     def _per_row(self, col: str, fn: Any, fill: Any) -> np.ndarray:
         """:meth:`_table` of ``col`` (booleans) for every row."""

@@ -133,16 +133,28 @@ def categorical(series: pd.Series) -> pd.Series:
     return series if isinstance(series.dtype, pd.CategoricalDtype) else series.astype("category")
 
 
-def cat_map(series: pd.Series, fn: Any, fill: Any = None, dtype: Any = object) -> np.ndarray:
-    """``fn`` applied once per distinct value, broadcast to every row (``fill`` for missing values).
+def code_table(categories: Iterable[Any], fn: Any, fill: Any = None, dtype: Any = object) -> np.ndarray:
+    """``fn`` of each category (one call each, in order), then ``fill``: indexed by a categorical's codes, the
+    missing value's code -1 picks the fill."""
+    return np.array([fn(c) for c in categories] + [fill], dtype=dtype)
+
+
+def cat_lookup(series: pd.Series, fn: Any, fill: Any = None, dtype: Any = object) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`code_table` of the column's categories, its codes): ``table[codes]`` is ``fn`` per row, and a
+    subset of rows costs no copy of the codes of the others."""
+    s = categorical(series)
+    return code_table(s.cat.categories, fn, fill, dtype), s.cat.codes.to_numpy()
+
+
+def cat_map(series: pd.Series, fn: Any, fill: Any = None, dtype: Any = object, rows: np.ndarray | None = None
+            ) -> np.ndarray:
+    """``fn`` applied once per distinct value, broadcast to every row (to the rows ``rows`` only, if given;
+    ``fill`` for missing values).
 
     The cheap way to derive per-row values from a million-row categorical column with a few hundred values.
     """
-    s = categorical(series)
-    cats = list(s.cat.categories)
-    table_ = np.array([fn(c) for c in cats] + [fill], dtype=dtype)
-    codes = s.cat.codes.to_numpy()
-    return table_[np.where(codes >= 0, codes, len(cats))]
+    table_, codes = cat_lookup(series, fn, fill, dtype)
+    return table_[codes if rows is None else codes[rows]]
 
 
 def texts(series: pd.Series, mask: np.ndarray | None = None) -> np.ndarray:
@@ -155,6 +167,19 @@ def texts(series: pd.Series, mask: np.ndarray | None = None) -> np.ndarray:
     if mask is not None:
         codes = codes[mask]
     return table_[np.where(codes >= 0, codes, len(table_) - 1)]
+
+
+def text_ids(series: pd.Series, rows: np.ndarray | None = None, missing: str | None = "nan"
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's id of its text (``str`` of its value; a missing value has the text ``missing``, or id -1 when
+    that is None) for the rows ``rows`` (a mask or positions; all rows without), and the texts by id: grouping by
+    the ids groups as by the texts, on small integers computed per category instead of a ``str`` per row."""
+    s = categorical(series)
+    labels = [str(c) for c in s.cat.categories] + ([] if missing is None else [missing])
+    ids, text = pd.factorize(np.array(labels, dtype=object))
+    table_ = (np.append(ids, -1) if missing is None else ids).astype(np.int32)  # code -1 picks the last entry
+    codes = s.cat.codes.to_numpy()
+    return table_[codes if rows is None else codes[rows]], np.asarray(text, dtype=object)
 
 
 def all_dynamic(ops: pd.DataFrame, names: Iterable[str]) -> bool:
