@@ -29,7 +29,16 @@ from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import dtype_bytes, parse_list, parse_shapes
 from advisor.toolkit import advice, tuning
 from advisor.toolkit.bound import op_bounds, rules_of
-from advisor.toolkit.common import all_dynamic, cat_map, categorical, pct, severity_for, text_ids, texts, type_mask
+from advisor.toolkit.common import (
+    all_dynamic,
+    cat_map,
+    combined_codes,
+    pct,
+    severity_for,
+    text_ids,
+    texts,
+    type_mask,
+)
 from advisor.toolkit.cores import core_counts, task_occupancy
 from advisor.toolkit.time import window_us
 
@@ -673,11 +682,7 @@ def _groups(ops: pd.DataFrame, mask: np.ndarray, extra: Mapping[str, np.ndarray]
 def _group_key(ops: pd.DataFrame, cols: Sequence[str], at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group id (0, 1, ... in order of first appearance; a missing value is a value) of each row ``at`` by its
     values in ``cols``, and each group's first row (a position in ``at``)."""
-    key = np.zeros(len(at), dtype=np.int64)
-    for c in cols:
-        cat = categorical(ops[c])
-        codes = cat.cat.codes.to_numpy()[at].astype(np.int64)  # int8/int16: +1 below must not wrap
-        key, _ = pd.factorize(key * (len(cat.cat.categories) + 1) + codes + 1)
+    key = combined_codes(ops, cols, at)
     first = pd.Series(key).drop_duplicates().index.to_numpy()
     return key, first
 

@@ -37,6 +37,7 @@ import pandas as pd
 
 from advisor.costmodel import op_work
 from advisor.model import canonical_dtype, canonical_format, parse_list, parse_shapes
+from advisor.toolkit.common import combined_codes
 from advisor.toolkit.cores import CoreCounts, core_counts, task_occupancy
 from advisor.toolkit.time import isin_mask
 
@@ -200,7 +201,7 @@ def _task_work(df: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str
     """Per task: FLOPs, bytes, whether it runs on the cube, its unit's peak, its dtype (categorical) and whether
     the PMU measured its FLOPs / its bytes. The PMU's values where it measured them, else the shapes', worked out
     once per distinct (type, shapes, dtypes, formats); each per-task array is freed once merged."""
-    codes = _combined_codes(df, _SHAPE_KEYS)
+    codes = combined_codes(df, _SHAPE_KEYS)
     work = [_shape_work(df.iloc[i], rules) for i in np.unique(codes, return_index=True)[1]]
     m_flops = _metric_flops(df)
     has_m_flops = np.nan_to_num(m_flops) > 0
@@ -427,17 +428,6 @@ def _peak(cube: bool, dtype: str, platform: Mapping[str, Any], rules: Mapping[st
     entry = table_.get(dtype) or table_["*"]
     base = platform.get(entry["peak"]) or platform.get("fp16_tflops") or 1.0
     return float(base) * float(entry["scale"])
-
-
-def _combined_codes(df: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
-    """0..m-1 id of each row's combination of values in ``columns`` (hash-based, no sort of the rows)."""
-    key = np.zeros(len(df), dtype=np.int64)
-    for col in columns:
-        cat = df[col] if isinstance(df[col].dtype, pd.CategoricalDtype) else df[col].astype("category")
-        c = cat.cat.codes.to_numpy().astype(np.int64) + 1
-        key, _ = pd.factorize(key * (len(cat.cat.categories) + 1) + c)
-        key = key.astype(np.int64)
-    return key
 
 
 def _categorical(col: pd.Series) -> pd.Categorical:

@@ -182,6 +182,20 @@ def text_ids(series: pd.Series, rows: np.ndarray | None = None, missing: str | N
     return table_[codes if rows is None else codes[rows]], np.asarray(text, dtype=object)
 
 
+def combined_codes(df: pd.DataFrame, columns: Sequence[str], rows: np.ndarray | None = None) -> np.ndarray:
+    """0..m-1 id, in order of first appearance, of each row's combination of values in ``columns`` (a missing
+    value is a value), for the rows ``rows`` only if given: hash-based on the categoricals' codes, no sort and no
+    copy of the rows."""
+    key = np.zeros(len(df) if rows is None else len(rows), dtype=np.int64)
+    for col in columns:
+        cat = categorical(df[col])
+        codes = cat.cat.codes.to_numpy()
+        c = (codes if rows is None else codes[rows]).astype(np.int64) + 1  # int8/int16 codes: +1 must not wrap
+        key, _ = pd.factorize(key * (len(cat.cat.categories) + 1) + c)
+        key = key.astype(np.int64)
+    return key
+
+
 def all_dynamic(ops: pd.DataFrame, names: Iterable[str]) -> bool:
     """Every task of the ops named ``names`` ran a dynamic-shape kernel (``op_state`` "dynamic")."""
     sel = type_mask(ops["name"], {str(n) for n in names})
