@@ -273,9 +273,8 @@ class _CoreLabels:
     per-task test is decided once per label, with no per-task text."""
 
     def __init__(self, cores: pd.Series) -> None:
-        codes, uniques = pd.factorize(cores, use_na_sentinel=True)
+        self.codes, uniques = pd.factorize(cores, use_na_sentinel=True)  # missing: -1, the slot after the labels
         self.labels = [str(u).strip().upper() for u in uniques]
-        self.codes = np.where(codes < 0, len(self.labels), codes)  # missing: the slot after the labels
 
     def test(self, fn: Callable[[str], Any]) -> np.ndarray:
         """Tasks whose label passes ``fn`` (a missing core is the label "")."""
