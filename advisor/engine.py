@@ -294,17 +294,29 @@ def select(infos: Sequence[KBInfo], only: Iterable[str] = (), skip: Iterable[str
 # ---------------------------------------------------------------------------------------------------------
 def ops_projection(infos: Sequence[KBInfo]) -> OpsProjection | None:
     """The ops columns the rank-scope knowledge bases ``infos`` read (``KnowledgeBase.ops_columns``) with the
-    pipeline's own; None -- every column -- when one of them does not say (a plugin written before API 1.2)."""
+    pipeline's own; None -- every column -- when one of them does not say (a plugin written before API 1.2).
+    Metrics are stored at the file's precision only when every one of them is written for API 1.3 or later (it
+    reads them with ``advisor.model.metric_values``)."""
     from advisor.model import OpsProjection
 
     declared: set[str] = set()
+    at_precision = True
     for info in infos:
         if getattr(info.cls, "scope", "rank") != "rank":
             continue  # cluster-scope KBs see RankData, no op rows
         if info.cls.ops_columns is None:
             return None
         declared.update(info.cls.ops_columns)
-    return OpsProjection.of(declared)
+        at_precision &= _api_at_least(info.cls.api_version, (1, 3))
+    return OpsProjection.of(declared, at_precision)
+
+
+def _api_at_least(kb_api: str, version: tuple[int, int]) -> bool:
+    try:
+        parts = tuple(int(x) for x in str(kb_api).strip().split("."))
+    except ValueError:
+        return False
+    return (parts + (0,))[:2] >= version
 
 
 def api_mismatch(kb_api: str) -> str | None:

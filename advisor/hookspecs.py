@@ -15,7 +15,7 @@ tables' column names, ``Meta``, the ``profile.extras`` keys documented there), t
 (:class:`advisor.timemodel.TimeModel`, ``profile.time``) and the test kit :mod:`advisor.testing`. The minor number
 grows when something is added (a new optional hook, a new field with a default, a new column or extras key); the
 major number grows on any incompatible change (a removed or renamed field, column or key, a changed meaning). A
-knowledge base states the version it was written for in ``api_version`` (``"1"`` or ``"1.2"``); the engine
+knowledge base states the version it was written for in ``api_version`` (``"1"``, ``"1.2"``...); the engine
 reports it as ``failed`` (and runs the others) when the major differs or when it needs a newer minor than this
 advisor provides.
 
@@ -25,7 +25,10 @@ shows the value in force), the ``rule`` decorator (a rule declared on its check)
 ``RankData`` fields for cluster-scope knowledge bases (``scope = "cluster"``, ``ctx.cluster``), ``Fix.kind``
 checked against ``advisor.findings.FIX_KINDS``, and :mod:`advisor.testing`. 1.2 added
 ``KnowledgeBase.ops_columns`` (the ops columns a KB reads; when every KB of a run declares them, the others are not
-read), :class:`advisor.model.OpsProjection` and ``Meta.ops_columns``.
+read), :class:`advisor.model.OpsProjection` and ``Meta.ops_columns``. 1.3 added
+:func:`advisor.model.metric_values` (a metric column as the float64 the file wrote) and
+``OpsProjection.metrics_at_precision``: when every KB of a run declares ``ops_columns`` and ``api_version`` 1.3 or
+later, the ops metric columns (all number columns but ``OPS_FULL_PRECISION_COLUMNS``) may be stored as float32.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import pluggy
 if TYPE_CHECKING:
     from advisor.kb import KnowledgeBase
 
-API_VERSION = "1.2"
+API_VERSION = "1.3"
 """Major.minor of the plugin API. Minor bumps only add; major bumps break."""
 
 hookspec = pluggy.HookspecMarker("advisor")

@@ -98,19 +98,23 @@ keeps them (names or ``fnmatch`` patterns)."""
 class OpsProjection:
     """The ops columns an analysis reads: the pipeline's (:data:`OPS_PIPELINE_COLUMNS`) and those its knowledge
     bases declare (``KnowledgeBase.ops_columns``). Readers skip the other columns of a large profile -- a
-    kernel_details.csv of a split-core chip carries ~30 per-core metrics no rule reads, ~0.3 GB at 2M kernels."""
+    kernel_details.csv of a split-core chip carries ~30 per-core metrics no rule reads, ~0.3 GB at 2M kernels.
+
+    ``metrics_at_precision``: every knowledge base reads metrics with :func:`metric_values` (API 1.3), so readers
+    store them at the precision the file wrote them (:func:`store_metric`)."""
 
     patterns: frozenset[str]
+    metrics_at_precision: bool = False
 
     @classmethod
-    def of(cls, declared: Any) -> OpsProjection:
-        return cls(frozenset(OPS_PIPELINE_COLUMNS) | frozenset(declared))
+    def of(cls, declared: Any, metrics_at_precision: bool = False) -> OpsProjection:
+        return cls(frozenset(OPS_PIPELINE_COLUMNS) | frozenset(declared), metrics_at_precision)
 
     def wants(self, column: str) -> bool:
         return _projection_wants(self.patterns, column)
 
     def plus(self, columns: Any) -> OpsProjection:
-        return OpsProjection(self.patterns | frozenset(columns))
+        return OpsProjection(self.patterns | frozenset(columns), self.metrics_at_precision)
 
     def apply(self, ops: pd.DataFrame) -> pd.DataFrame:
         """``ops`` without the columns this projection does not want (the same frame when it wants them all)."""
@@ -287,6 +291,63 @@ def busy_time_us(ops: pd.DataFrame) -> float:
     durs = ops["duration_us"].to_numpy(dtype="float64")
     no_start = np.isnan(starts)
     return union_length(starts, starts + durs) + float(np.nansum(durs[no_start]))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# metric columns at the data's precision
+# ---------------------------------------------------------------------------------------------------------
+OPS_FULL_PRECISION_COLUMNS = frozenset({*OP_TIME_COLUMNS, *OP_TASK_COLUMNS, "rank"})
+"""Ops number columns always stored as float64: time stamps need it, ids and durations are read everywhere. Every
+other number column is a metric, stored as float32 where that holds every value the file wrote exactly
+(:func:`store_metric`) -- half the memory of the ops table at 2M kernels. Read metrics with :func:`metric_values`."""
+
+_SCALED_LIMIT = float(2 ** 22)
+"""A float32 holds ``v`` within ``|v| * 2**-24``; scaled by ``10**d`` below this bound the error stays under 0.25, so
+rounding the scaled value recovers the integer ``v * 10**d`` of a value with at most ``d`` decimals."""
+
+
+def metric_values(values: pd.Series | np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    """The float64 values of a metric column (at ``rows`` only, if given) exactly as the file wrote them.
+
+    A float32 column is decoded: each value rounded to the most decimals its magnitude allows in float32 (at most 9)
+    -- the decimals the file wrote, which :func:`store_metric` checked for the whole column before storing it; a
+    part of it has smaller magnitudes, so as many decimals or more. Anything else is returned as float64."""
+    if isinstance(values, pd.Series):
+        if values.dtype != np.float32:
+            out = values.to_numpy(dtype="float64")
+            return out if rows is None else out[rows]
+        values = values.to_numpy()
+    raw = np.asarray(values) if rows is None else np.asarray(values)[rows]
+    return _restore(raw) if raw.dtype == np.float32 else raw.astype("float64", copy=False)
+
+
+def store_metric(values: np.ndarray) -> np.ndarray:
+    """``values`` (float64) as float32 when :func:`metric_values` gives every one of them back exactly (NaN kept),
+    else ``values`` itself. A value with more digits than a float32 holds -- a large cycle count, a 17-digit time --
+    keeps the whole column float64."""
+    if values.dtype != np.float64 or len(values) < 2 or values.strides == (0,) or np.isinf(values).any():
+        return values
+    stored = _store(values)
+    back = _restore(stored)
+    same = (back == values) | (np.isnan(back) & np.isnan(values))
+    return stored if bool(same.all()) else values
+
+
+def _store(values: np.ndarray) -> np.ndarray:
+    return values.astype(np.float32)
+
+
+def _restore(stored: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        top = float(np.nanmax(np.abs(stored), initial=0.0))
+        out = stored.astype("float64")
+        if not np.isfinite(top) or top == 0.0:
+            return out
+        scale = 10.0 ** min(9, max(0, int(np.floor(np.log10(_SCALED_LIMIT / top)))))
+        out *= scale
+        np.rint(out, out=out)
+        out /= scale
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from advisor import costmodel
-from advisor.model import Profile
+from advisor.model import Profile, metric_values
 from advisor.rules import EffectiveRules
 from advisor.toolkit.common import type_mask
 
@@ -41,10 +41,10 @@ def memory_bound_ratio(ops: pd.DataFrame) -> tuple[np.ndarray, str]:
     aic_/aiv_ values)."""
     soc = "soc_dld_ratio" in ops.columns
     formula = SOC_FORMULA if soc else MSPROF_FORMULA
-    given = ops["memory_bound"].to_numpy(dtype="float64") if "memory_bound" in ops.columns else np.full(len(ops), np.nan)
+    given = metric_values(ops["memory_bound"]) if "memory_bound" in ops.columns else np.full(len(ops), np.nan)
 
     def col(name: str) -> np.ndarray:
-        return ops[name].to_numpy(dtype="float64") if name in ops.columns else np.full(len(ops), np.nan)
+        return metric_values(ops[name]) if name in ops.columns else np.full(len(ops), np.nan)
 
     mte2 = np.fmax(col("mte2_ratio"), np.fmax(col("aic_mte2_ratio"), col("aiv_mte2_ratio")))
     busy = np.fmax(np.fmax(col("mac_ratio"), col("vec_ratio")), np.fmax(col("aic_mac_ratio"), col("aiv_vec_ratio")))
@@ -107,8 +107,8 @@ def summarize(profile: Profile, platform: Mapping[str, Any], rules: EffectiveRul
     compute = ops["core"].isin(COMPUTE_CORES).to_numpy(dtype=bool)
     dur = ops["duration_us"].to_numpy(dtype="float64")
     flops, nbytes, unit = costmodel.profile_work(ops, cost_rules)
-    cube_m = ops["cube_fops"].to_numpy(dtype="float64") if "cube_fops" in ops.columns else np.full(len(ops), np.nan)
-    vec_m = ops["vector_fops"].to_numpy(dtype="float64") if "vector_fops" in ops.columns else np.full(len(ops), np.nan)
+    cube_m = metric_values(ops["cube_fops"]) if "cube_fops" in ops.columns else np.full(len(ops), np.nan)
+    vec_m = metric_values(ops["vector_fops"]) if "vector_fops" in ops.columns else np.full(len(ops), np.nan)
     measured = bool(np.nansum(cube_m) + np.nansum(vec_m) > 0)
     is_cube = unit == "cube"
     fp16 = float(platform.get("fp16_tflops") or 0.0)
@@ -207,10 +207,10 @@ def _memory(ops: pd.DataFrame, compute: np.ndarray, nbytes: np.ndarray) -> dict[
     """Measured against theoretical traffic; the redundancy only over the tasks that have both."""
     real, source = np.full(len(ops), np.nan), None
     if "soc_ddr_total_bytes" in ops.columns and ops["soc_ddr_total_bytes"].notna().any():
-        real, source = ops["soc_ddr_total_bytes"].to_numpy(dtype="float64"), "DDR Total(byte) (SoC JOB summary)"
+        real, source = metric_values(ops["soc_ddr_total_bytes"]), "DDR Total(byte) (SoC JOB summary)"
     else:
-        rd, wr = ops["main_mem_read_bw"].to_numpy(dtype="float64"), ops["main_mem_write_bw"].to_numpy(dtype="float64")
-        t = ops["aicore_time_us"].to_numpy(dtype="float64")
+        rd, wr = metric_values(ops["main_mem_read_bw"]), metric_values(ops["main_mem_write_bw"])
+        t = metric_values(ops["aicore_time_us"])
         ok = compute & np.isfinite(t) & (np.isfinite(rd) | np.isfinite(wr))
         if ok.any():
             real = np.where(ok, (np.nan_to_num(rd) + np.nan_to_num(wr)) * 1e3 * t, np.nan)  # GB/s x us = 1e3 bytes

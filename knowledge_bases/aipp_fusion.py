@@ -96,7 +96,7 @@ class AippFusionKB(KnowledgeBase):
     id = "aipp-fusion"
     title = "Input preprocessing that static AIPP can absorb"
     version = "1.1.0"
-    api_version = "1"
+    api_version = "1.3"
     requires = ()
     requires_any = ("ops", "graph")
     ops_columns = ()

@@ -98,7 +98,7 @@ class CommunicationKB(KnowledgeBase):
     id = "communication"
     title = "Communication efficiency"
     version = "2.0.0"
-    api_version = "1"
+    api_version = "1.3"
     requires = ()
     requires_any = ("comm", "events", "ops")
     ops_columns = ()

@@ -17,6 +17,7 @@ import pandas as pd
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
+from advisor.model import metric_values
 from advisor.model_summary import COMPUTE_CORES, SOC_FORMULA, memory_bound_ratio
 from advisor.platform import has_tool, supports_dtype
 from advisor.toolkit import run_context as rc
@@ -39,7 +40,7 @@ class MemoryBoundKB(KnowledgeBase):
     id = "memory-bound"
     title = "Layers bound by data movement (the chip's Memory Bound)"
     version = "2.0.0"
-    api_version = "1"
+    api_version = "1.3"
     requires = ("ops",)
     ops_columns = ()
     rules_file = "memory-bound"
@@ -159,7 +160,7 @@ def _per_layer(ops: pd.DataFrame, bound: np.ndarray, ratio: np.ndarray) -> pd.Da
     del mb, known
     for col in _SOC_PARTS:
         if col in ops.columns:
-            per[col] = total(ops[col].to_numpy(dtype="float64")[bound] * dur)
+            per[col] = total(metric_values(ops[col], bound) * dur)
     return per
 
 

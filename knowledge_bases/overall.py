@@ -30,7 +30,7 @@ class OverallKB(KnowledgeBase):
     id = "overall"
     title = "Where the analyzed time goes (idle device, exposed communication)"
     version = "3.0.0"
-    api_version = "1"
+    api_version = "1.3"
     requires = ()
     requires_any = ("ops", "steps", "timeline", "op_stats")
     ops_columns = ()

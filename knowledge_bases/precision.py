@@ -36,7 +36,7 @@ class PrecisionKB(KnowledgeBase):
     id = "precision"
     title = "Compute dtypes of conv/matmul ops (fp32 on the cube, int8 via AMCT)"
     version = "2.0.0"
-    api_version = "1"
+    api_version = "1.3"
     requires = ()
     requires_any = ("ops", "graph")
     ops_columns = ()

@@ -48,7 +48,7 @@ class RooflineKB(KnowledgeBase):
     id = "roofline"
     title = "Roofline: heavy ops against the chip's compute and bandwidth roofs"
     version = "2.0.0"
-    api_version = "1"
+    api_version = "1.3"
     requires = ("ops",)
     ops_columns = ()
     rules_file = "roofline"

@@ -28,7 +28,7 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.intervals import overlap, union
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
-from advisor.model import Profile
+from advisor.model import Profile, metric_values
 from advisor.platform import has_tool
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import cat_lookup, cat_map, categorical, severity_for
@@ -60,11 +60,11 @@ _MTE_PIPES = ("aic_mte2", "aiv_mte2", "aic_fixpipe", "aiv_mte3")
 
 
 def _f(frame: pd.DataFrame, col: str, rows: np.ndarray | None = None) -> np.ndarray:
-    """A column as float64 (all NaN if absent), at ``rows`` only if given."""
+    """A column as float64 as the file wrote it (:func:`~advisor.model.metric_values`; all NaN if absent), at
+    ``rows`` only if given."""
     if col not in frame.columns:
         return np.full(len(frame) if rows is None else len(rows), np.nan)
-    values = frame[col].to_numpy(dtype="float64")
-    return values if rows is None else values[rows]
+    return metric_values(frame[col], rows)
 
 
 def _stacks(events: pd.DataFrame, rows: np.ndarray) -> list[str]:
@@ -156,7 +156,7 @@ class ScheduleKB(KnowledgeBase):
     id = "schedule"
     title = "Host scheduling (compilation, synchronization, data loading, GC, fusion candidates)"
     version = "2.0.0"
-    api_version = "1"
+    api_version = "1.3"
     requires = ()
     requires_any = ("events", "ops", "api")
     ops_columns = ("aiv_time_us", *(f"{p}_{m}" for p in _MTE_PIPES for m in ("time_us", "ratio")))

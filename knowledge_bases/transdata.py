@@ -700,7 +700,7 @@ class TransDataKB(KnowledgeBase):
     id = "transdata"
     title = "TransData format conversions"
     version = "1.1.0"
-    api_version = "1"
+    api_version = "1.3"
     requires = ()
     requires_any = ("ops", "graph")
     ops_columns = ()

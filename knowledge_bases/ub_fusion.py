@@ -72,7 +72,7 @@ class UbFusionKB(KnowledgeBase):
     id = "ub-fusion"
     title = "Unfused conv/matmul epilogues and elementwise chains (UB / graph fusion)"
     version = "1.1.0"
-    api_version = "1"
+    api_version = "1.3"
     requires = ()
     requires_any = ("ops", "graph")
     ops_columns = ()

@@ -33,7 +33,7 @@ from advisor import safeload
 from advisor.errors import InputError
 from advisor.ingest import context
 from advisor.ingest.detect import RankSource, detect
-from advisor.ingest.normalize import share_constant_columns
+from advisor.ingest.normalize import share_constant_columns, store_metrics
 from advisor.ingest.sanitize import sanitize
 from advisor.model import Meta, OpsProjection, Profile
 from advisor.stagetimes import stage
@@ -96,7 +96,7 @@ def read_source(src: RankSource, ops_columns: OpsProjection | None = None) -> Pr
         merged = read_runs(src, read_source)  # whole: which run is primary depends on the metrics each holds
         if ops_columns is not None:
             merged.ops = ops_columns.apply(merged.ops)
-        merged.ops = share_constant_columns(merged.ops)  # pins the frame that leaves ingest (see its doc)
+        merged.ops = store_metrics(share_constant_columns(merged.ops), ops_columns)  # pinned: see its doc
         return merged
     module = importlib.import_module(_READERS[src.layout])
     tune_allocator()  # before the first large column of this process
@@ -108,7 +108,7 @@ def read_source(src: RankSource, ops_columns: OpsProjection | None = None) -> Pr
         release_memory()
     with stage("sanitize"):
         sanitize(profile)
-        profile.ops = share_constant_columns(profile.ops)
+        profile.ops = store_metrics(share_constant_columns(profile.ops), ops_columns)
     if not len(profile.ops) and not len(profile.op_stats) and not len(profile.steps):
         skipped = "; ".join(f"{s.path}: {s.reason}" for s in meta.files_skipped[:3])
         raise InputError(src.root, f"no profile data could be read (layout {src.layout})"

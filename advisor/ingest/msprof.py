@@ -27,7 +27,7 @@ from advisor import safeload
 from advisor.errors import InputError
 from advisor.ingest import columns as C
 from advisor.ingest.csvread import found_list, read_columns, read_table, sniff_header
-from advisor.ingest.normalize import clean_text, finalize_ops, read_projection
+from advisor.ingest.normalize import clean_text, finalize_ops, read_projection, store_metrics
 from advisor.model import (
     API_COLUMNS,
     COMPUTE_CORES,
@@ -136,7 +136,7 @@ def read_ops_files(paths: list[Path], meta: Meta) -> pd.DataFrame:
     if ops["device_id"].nunique() > 1:
         ids = ", ".join(str(int(v)) for v in sorted(ops["device_id"].dropna().unique())[:8])
         meta.notes.append(f"the ops table holds several devices ({ids}); they are analyzed together")
-    return ops
+    return store_metrics(ops, meta.ops_columns)  # before the trace is read: ~0.15 GB less at 2M tasks
 
 
 def _read_ops_csv(path: Path, meta: Meta) -> pd.DataFrame:

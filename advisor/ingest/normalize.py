@@ -18,7 +18,9 @@ from advisor.model import (
     OP_TASK_COLUMNS,
     OP_TENSOR_COLUMNS,
     OPS_COLUMNS,
+    OPS_FULL_PRECISION_COLUMNS,
     OpsProjection,
+    store_metric,
 )
 
 EAGER_MODEL_ID = 4294967295
@@ -173,6 +175,22 @@ def share_constant_columns(df: pd.DataFrame) -> pd.DataFrame:
     if pins:
         _PINNED[id(df)] = pins
         weakref.finalize(df, _PINNED.pop, id(df), None)
+    return df
+
+
+def store_metrics(df: pd.DataFrame, projection: OpsProjection | None) -> pd.DataFrame:
+    """``df`` with its metric columns (every float64 column but ``OPS_FULL_PRECISION_COLUMNS``) stored at the
+    precision the file wrote them (:func:`advisor.model.store_metric`: float32 where that is exact) -- when the
+    run's ``projection`` says every knowledge base reads them with ``metric_values``; else ``df`` as it is."""
+    if projection is None or not projection.metrics_at_precision:
+        return df
+    for col in df.columns:
+        if col in OPS_FULL_PRECISION_COLUMNS or df[col].dtype != np.float64:
+            continue
+        values = df[col].to_numpy()
+        stored = store_metric(values)
+        if stored is not values:
+            df[col] = pd.Series(stored, index=df.index, copy=False)
     return df
 
 

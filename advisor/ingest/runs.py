@@ -23,7 +23,7 @@ import pandas as pd
 
 from advisor.errors import InputError
 from advisor.ingest.detect import RankSource
-from advisor.model import OP_ID_COLUMNS, OP_TASK_COLUMNS, OP_TENSOR_COLUMNS, OP_TIME_COLUMNS, Profile
+from advisor.model import OP_ID_COLUMNS, OP_TASK_COLUMNS, OP_TENSOR_COLUMNS, OP_TIME_COLUMNS, Profile, metric_values
 
 _NOT_METRICS = frozenset({*OP_ID_COLUMNS, *OP_TIME_COLUMNS, *OP_TASK_COLUMNS, *OP_TENSOR_COLUMNS, "rank", "launch",
                           "kernel_mode", "pid", "current_freq_mhz", "rated_freq_mhz", "hf32_eligible", "model_name",
@@ -111,7 +111,7 @@ def _merge_metrics(primary: pd.DataFrame, other: pd.DataFrame) -> list[str]:
     lookup = pd.Series(np.arange(len(other)), index=_op_keys(other).to_numpy())
     rows = lookup.reindex(_op_keys(primary).to_numpy()).to_numpy()
     for col in new:
-        values = other[col].to_numpy(dtype="float64")
+        values = metric_values(other[col])
         primary[col] = values[rows.astype(int)]
     return new
 

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.errors import InputError
-from advisor.model import OP_TENSOR_COLUMNS, Meta, Profile
+from advisor.model import OP_TENSOR_COLUMNS, Meta, Profile, metric_values
 
 MAX_DURATION_US = 1e11
 """Longest duration accepted (about 28 hours): a profiler records seconds to minutes; anything longer is a corrupt
@@ -126,7 +126,7 @@ def _sanitize_frame(df: pd.DataFrame, table: str, meta: Meta, source: str | None
             continue
         if pd.api.types.is_integer_dtype(s.dtype) and not _is_time(col):
             continue  # integers are finite; ids and counts are not bounded here
-        arr = s.to_numpy(dtype="float64", copy=False)
+        arr = metric_values(s)  # a metric stored as float32 (store_metrics): the values the file wrote
         bad, kinds = _out_of_range(arr, col)
         if bad.any():
             fixed = arr.copy()

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.costmodel import op_work
-from advisor.model import canonical_dtype, canonical_format, parse_list, parse_shapes
+from advisor.model import canonical_dtype, canonical_format, metric_values, parse_list, parse_shapes
 from advisor.toolkit.common import combined_codes
 from advisor.toolkit.cores import CoreCounts, core_counts, task_occupancy
 from advisor.toolkit.time import isin_mask
@@ -162,7 +162,7 @@ def _chunk_sums(ops: pd.DataFrame, at: np.ndarray, positions: list[int], platfor
     del rows, groups
     for pipe in PIPES:
         col = f"{pipe}_ratio"
-        ratio = ops[col].to_numpy(dtype="float64")[at] if col in ops.columns else np.full(len(at), np.nan)
+        ratio = metric_values(ops[col], at) if col in ops.columns else np.full(len(at), np.nan)
         _add_sums(agg, pipe, ids, ratio, dur)
     _add_sums(agg, "occ", ids, occupancy, dur)
     return agg
@@ -375,7 +375,7 @@ def _metric_flops(df: pd.DataFrame) -> np.ndarray:
     cols = split if split else [c for c in ("cube_fops", "vector_fops") if c in df.columns]
     if not cols:
         return np.full(len(df), np.nan)
-    arr = np.column_stack([df[c].to_numpy(dtype="float64") for c in cols])
+    arr = np.column_stack([metric_values(df[c]) for c in cols])
     out = np.nansum(arr, axis=1)
     out[np.isnan(arr).all(axis=1)] = np.nan
     return out
@@ -386,7 +386,7 @@ def _metric_cube_flops(df: pd.DataFrame) -> np.ndarray:
     out = np.zeros(len(df))
     for c in ("aic_cube_fops", "aiv_cube_fops", "cube_fops"):
         if c in df.columns:
-            out = np.fmax(out, np.nan_to_num(df[c].to_numpy(dtype="float64")))
+            out = np.fmax(out, np.nan_to_num(metric_values(df[c])))
     return out
 
 
@@ -394,8 +394,8 @@ def _metric_bytes(df: pd.DataFrame) -> np.ndarray:
     """Bytes moved to/from main memory: (read + write bandwidth, GB/s) x time (us) x 1e3."""
     if "main_mem_read_bw" not in df.columns or "main_mem_write_bw" not in df.columns:
         return np.full(len(df), np.nan)
-    bw = df["main_mem_read_bw"].to_numpy(dtype="float64") + df["main_mem_write_bw"].to_numpy(dtype="float64")
-    t = df["aicore_time_us"].to_numpy(dtype="float64") if "aicore_time_us" in df.columns else \
+    bw = metric_values(df["main_mem_read_bw"]) + metric_values(df["main_mem_write_bw"])
+    t = metric_values(df["aicore_time_us"]) if "aicore_time_us" in df.columns else \
         np.full(len(df), np.nan)
     t = np.where(np.nan_to_num(t) > 0, t, df["duration_us"].to_numpy(dtype="float64"))
     return bw * t * 1e3
