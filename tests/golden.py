@@ -18,6 +18,7 @@ kept as the report rounds them (3 decimals).
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import re
@@ -95,6 +96,21 @@ def dump(data: dict[str, Any]) -> str:
 
 def names() -> list[str]:
     return [EXAMPLE, *[p for p in sample_paths() if (SAMPLES / p).exists()]]
+
+
+def committed() -> list[str]:
+    """The names that have a committed golden."""
+    return [n for n in names() if (GOLDEN / golden_name(n)).is_file()]
+
+
+def changes(rel: str, lines: int = 60) -> str:
+    """How a fresh analysis of ``rel`` differs from its golden (a unified diff, ``lines`` at most); "" when not."""
+    want = (GOLDEN / golden_name(rel)).read_text("utf-8")
+    have = dump(fresh_digest(rel))
+    if have == want:
+        return ""
+    return "\n".join(list(difflib.unified_diff(want.splitlines(), have.splitlines(), "golden", "fresh",
+                                               lineterm=""))[:lines])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,8 +3,6 @@ wrote, read back exactly with ``advisor.model.metric_values`` -- so no finding, 
 
 from __future__ import annotations
 
-import difflib
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -49,7 +47,7 @@ def test_float64_columns_read_as_they_are() -> None:
     np.testing.assert_array_equal(metric_values(pd.Series(values)), values)
 
 
-NAMES = [n for n in golden.names() if (golden.GOLDEN / golden.golden_name(n)).is_file()]
+NAMES = golden.committed()
 
 
 @pytest.fixture
@@ -63,11 +61,8 @@ def negated_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_reader_of_a_metric_goes_through_metric_values(name: str, negated_metrics: None) -> None:
-    want = (golden.GOLDEN / golden.golden_name(name)).read_text("utf-8")
-    have = golden.dump(golden.fresh_digest(name))
-    if have != want:
-        diff = "\n".join(list(difflib.unified_diff(want.splitlines(), have.splitlines(), "golden", "negated",
-                                                   lineterm=""))[:40])
+    diff = golden.changes(name, lines=40)
+    if diff:
         pytest.fail(f"{name}: a metric column is read without advisor.model.metric_values\n{diff}")
 
 
