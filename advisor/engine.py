@@ -307,24 +307,24 @@ def ops_projection(infos: Sequence[KBInfo]) -> OpsProjection | None:
         if info.cls.ops_columns is None:
             return None
         declared.update(info.cls.ops_columns)
-        at_precision &= _api_at_least(info.cls.api_version, (1, 3))
+        theirs = _api_parts(info.cls.api_version)
+        at_precision &= theirs is not None and (theirs + [0])[:2] >= [1, 3]
     return OpsProjection.of(declared, at_precision)
 
 
-def _api_at_least(kb_api: str, version: tuple[int, int]) -> bool:
+def _api_parts(kb_api: str) -> list[int] | None:
+    """``"1.2"`` -> ``[1, 2]``; None when it is not numbers separated by dots."""
     try:
-        parts = tuple(int(x) for x in str(kb_api).strip().split("."))
+        return [int(x) for x in str(kb_api).strip().split(".")]
     except ValueError:
-        return False
-    return (parts + (0,))[:2] >= version
+        return None
 
 
 def api_mismatch(kb_api: str) -> str | None:
     """Why a KB written for plugin API ``kb_api`` cannot run on this advisor, or None."""
     ours = [int(x) for x in hookspecs.API_VERSION.split(".")]
-    try:
-        theirs = [int(x) for x in str(kb_api).strip().split(".")]
-    except ValueError:
+    theirs = _api_parts(kb_api)
+    if theirs is None:
         return f"api_version {kb_api!r} is not MAJOR or MAJOR.MINOR"
     if theirs[0] != ours[0] or (len(theirs) > 1 and theirs[1] > ours[1]):
         return f"written for plugin API {kb_api}, this advisor provides {hookspecs.API_VERSION}"

@@ -7,8 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor import model
-from advisor.model import metric_values, store_metric
+from advisor import engine, model
+from advisor.ingest import detect, read_source
+from advisor.kb import KnowledgeBase
+from advisor.model import OPS_FULL_PRECISION_COLUMNS, OpsProjection, metric_values, store_metric
 from tests import golden
 
 
@@ -66,16 +68,11 @@ def test_every_reader_of_a_metric_goes_through_metric_values(name: str, negated_
         pytest.fail(f"{name}: a metric column is read without advisor.model.metric_values\n{diff}")
 
 
-def _info(cls: type) -> object:
-    from advisor import engine
-
+def _info(cls: type[KnowledgeBase]) -> engine.KBInfo:
     return engine.KBInfo(cls=cls, plugin="test", package="test", package_version="0")
 
 
 def test_metrics_are_stored_at_precision_only_when_every_knowledge_base_reads_them_through_metric_values() -> None:
-    from advisor import engine
-    from advisor.kb import KnowledgeBase
-
     class Current(KnowledgeBase):
         id = "current"
         api_version = "1.3"
@@ -96,9 +93,6 @@ SPLIT_CORE_KERNELS = "Ascend__msinsight/test/st/level2/rank_0_ascend_pt"
 
 
 def test_a_real_profile_read_at_precision_holds_the_same_values() -> None:
-    from advisor.ingest import detect, read_source
-    from advisor.model import OPS_FULL_PRECISION_COLUMNS, OpsProjection
-
     root = golden.SAMPLES / SPLIT_CORE_KERNELS
     if not root.is_dir():
         pytest.skip("../shared/samples not present")
