@@ -121,7 +121,7 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
         from advisor import static_audit
 
         return static_audit.analyze(src, graph, infos, rules, chip, time_limit_s, cann)
-    profile = ingest.read_source(src, engine.ops_projection(infos))
+    profile = ingest.read_source(src, engine.ops_projection(infos), engine.events_projection(infos, rules))
     require_analyzable(profile, graph)
     ingest.context.refine_with_graph(profile.meta, graph)
     target_cann(profile.meta, cann)

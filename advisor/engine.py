@@ -31,7 +31,7 @@ from advisor.util import release_memory
 
 if TYPE_CHECKING:  # annotations only: discovery (also in plugin child processes) does not need pandas
     from advisor.graph.model import ModelGraph
-    from advisor.model import OpsProjection, Profile
+    from advisor.model import EventSelection, OpsProjection, Profile
 
 ENTRY_POINT_GROUP = "advisor.knowledge_bases"
 
@@ -310,6 +310,29 @@ def ops_projection(infos: Sequence[KBInfo]) -> OpsProjection | None:
         theirs = _api_parts(info.cls.api_version)
         at_precision &= theirs is not None and (theirs + [0])[:2] >= [1, 3]
     return OpsProjection.of(declared, at_precision)
+
+
+def events_projection(infos: Sequence[KBInfo], rules: EffectiveRules) -> EventSelection | None:
+    """The timeline events the rank-scope knowledge bases ``infos`` read row by row (``KnowledgeBase.events_read``)
+    with the time model's; None -- keep every event -- when one of them does not say (a plugin
+    written before API 1.4) or its declaration raises."""
+    from advisor.model import EventSelection
+    from advisor.timemodel import TIME_MODEL_EVENTS
+
+    selection = TIME_MODEL_EVENTS
+    for info in infos:
+        if getattr(info.cls, "scope", "rank") != "rank":
+            continue  # cluster-scope KBs see RankData, no events
+        theirs = info.cls.events_read
+        if callable(theirs):
+            try:
+                theirs = theirs(rules.for_kb(info.cls.rules_file))
+            except Exception:  # noqa: BLE001 - a plugin's bug must not cost the run its events
+                return None
+        if not isinstance(theirs, EventSelection):
+            return None  # not declared (None), or not a selection
+        selection = selection | theirs
+    return selection
 
 
 def _api_parts(kb_api: str) -> list[int] | None:

@@ -29,6 +29,9 @@ read), :class:`advisor.model.OpsProjection` and ``Meta.ops_columns``. 1.3 added
 :func:`advisor.model.metric_values` (a metric column as the float64 the file wrote) and
 ``OpsProjection.metrics_at_precision``: when every KB of a run declares ``ops_columns`` and ``api_version`` 1.3 or
 later, the ops metric columns (all number columns but ``OPS_FULL_PRECISION_COLUMNS``) may be stored as float32.
+1.4 added ``KnowledgeBase.events_read`` (the timeline events a KB reads row by row), :class:`advisor.model.EventSelection`,
+``Meta.events_read`` and ``profile.event_summary``: when every rank-scope KB of a run declares ``events_read``, the
+events none of them selects are counted per process and name instead of kept in ``profile.events``.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ import pluggy
 if TYPE_CHECKING:
     from advisor.kb import KnowledgeBase
 
-API_VERSION = "1.3"
+API_VERSION = "1.4"
 """Major.minor of the plugin API. Minor bumps only add; major bumps break."""
 
 hookspec = pluggy.HookspecMarker("advisor")

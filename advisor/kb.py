@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from advisor.graph.model import ModelGraph
-    from advisor.model import Meta, Profile
+    from advisor.model import EventSelection, Meta, Profile
     from advisor.timemodel import TimeModel
 
 _Check = Callable[..., Any]
@@ -110,6 +110,11 @@ class KnowledgeBase:
     """The ``ops`` columns this KB reads (names, or ``fnmatch`` patterns like ``"aiv_*_ratio"``), beyond the ones
     every analysis keeps (:data:`advisor.model.OPS_PIPELINE_COLUMNS`). When every KB of a run declares them, the
     others are not read (a 2M-kernel profile then holds ~0.35 GB less). None (the default): all columns (API 1.2)."""
+    events_read: ClassVar[EventSelection | Callable[[Mapping[str, Any]], EventSelection] | None] = None
+    """The timeline events this KB reads row by row: an :class:`advisor.model.EventSelection` of name, process and
+    category patterns (``EventSelection()``: none), or a static method that builds one from the KB's rules (when
+    the names are thresholds). When every KB of a run declares it, trace readers count the other events per process
+    and name (``profile.event_summary``) instead of keeping them. None (the default): every event (API 1.3)."""
     rules_file: ClassVar[str | None] = None
     """Name of the rules file (``<name>.yaml`` in a rules dir), usually the KB id."""
     rules: ClassVar[tuple[RuleDoc, ...]] = ()

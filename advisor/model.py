@@ -13,6 +13,7 @@ formats) are kept as canonical strings -- tensors separated by ``;``, dims by ``
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from functools import lru_cache
@@ -127,6 +128,46 @@ def _projection_wants(patterns: frozenset[str], column: str) -> bool:
     return column in patterns or any(fnmatchcase(column, p) for p in patterns if "*" in p)
 
 
+@dataclass(frozen=True)
+class EventSelection:
+    """The timeline events an analysis reads row by row: regular expressions, each matched against the whole event
+    name, process name or category (``(?i:...)`` for case-insensitive parts). An event any of them matches is kept
+    in ``Profile.events``; every other one is only counted, per process and name, into ``Profile.event_summary``
+    while the trace streams (Python-function events of a ``with_stack`` trace, enqueue/dequeue, runtime calls no
+    rule reads). Knowledge bases declare theirs with ``KnowledgeBase.events_read`` (API 1.4)."""
+
+    names: tuple[str, ...] = ()
+    processes: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+
+    def __or__(self, other: EventSelection) -> EventSelection:
+        return EventSelection(*(tuple(dict.fromkeys((*a, *b))) for a, b in
+                                ((self.names, other.names), (self.processes, other.processes),
+                                 (self.categories, other.categories))))
+
+    def matcher(self) -> Callable[[Any, Any, Any], bool]:
+        """``keeps(process, name, category)``: whether an event with these values is selected (values that are not
+        strings match nothing)."""
+        tests = [_full_matcher(p) for p in (self.processes, self.names, self.categories)]
+
+        def keeps(process: Any, name: Any, category: Any) -> bool:
+            return any(test(v) for test, v in zip(tests, (process, name, category), strict=True))
+
+        return keeps
+
+
+def _full_matcher(patterns: tuple[str, ...]) -> Callable[[Any], bool]:
+    if not patterns:
+        return lambda value: False
+    rx = re.compile("|".join(f"(?:{p})" for p in patterns))
+    return lambda value: type(value) is str and rx.fullmatch(value) is not None
+
+
+EVENT_SUMMARY_COLUMNS = ["process", "name", "count", "total_us", "first_us", "last_end_us"]
+"""``Profile.event_summary``: one row per process and name of the events not kept (:class:`EventSelection`):
+how many, their summed duration, the first start and the last end (start + duration, a missing duration 0)."""
+
+
 COMPUTE_CORES = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "AI_CPU")
 
 # Other tables (each may be empty with these columns)
@@ -214,6 +255,9 @@ class Meta:
     """One line saying which signal decided ``context``."""
     ops_columns: OpsProjection | None = field(default=None, repr=False, compare=False)
     """The ops columns the analysis reads (:class:`OpsProjection`): readers may skip the others. None: all."""
+    events_read: EventSelection | None = field(default=None, repr=False, compare=False)
+    """The timeline events the analysis reads row by row (:class:`EventSelection`): trace readers count the others
+    into ``Profile.event_summary`` instead of keeping them. None: keep every event."""
 
     def read(self, path: object) -> None:
         self.files_read.append(str(path))
@@ -243,6 +287,9 @@ class Profile:
     events: pd.DataFrame = field(default_factory=lambda: empty_frame(EVENTS_COLUMNS))
     comm: pd.DataFrame = field(default_factory=lambda: empty_frame(COMM_COLUMNS))
     memory: pd.DataFrame = field(default_factory=lambda: empty_frame(MEMORY_COLUMNS))
+    event_summary: pd.DataFrame = field(default_factory=lambda: empty_frame(EVENT_SUMMARY_COLUMNS))
+    """Events of the timeline not kept in ``events`` because no knowledge base reads them row by row
+    (``Meta.events_read``), counted per process and name (:data:`EVENT_SUMMARY_COLUMNS`)."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Raw-but-parsed side data a knowledge base may want (e.g. ``communication_matrix``)."""
     _time: Any = field(default=None, repr=False, compare=False)
@@ -264,8 +311,8 @@ class Profile:
         for name in ("ops", "op_stats", "api", "tx", "steps", "events", "comm", "memory"):
             if len(getattr(self, name)):
                 have.add(name)
-        if len(self.events):
-            have.add("timeline")
+        if len(self.events) or len(self.event_summary):  # a timeline whose events no rule reads is still one
+            have.update(("events", "timeline"))
         if len(self.ops) and self.ops["aicore_time_us"].notna().any():
             have.add("metrics")
         return have

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.intervals import overlap, union
-from advisor.model import Profile, label_mask
+from advisor.model import EventSelection, Profile, label_mask
 
 COMPUTE_KEYS: tuple[str, ...] = ("cube", "vector", "mix", "ai_cpu", "other")
 UNCOVERED_KEYS: tuple[str, ...] = ("wait", "transmit", "idle")
@@ -67,6 +67,10 @@ _DEVICE_COMM_TASK = re.compile(r"^(notify[ _]?(wait|record)|reduce[ _]?async\w*)
 
 HCCL_PROCESSES = ("HCCL", "Communication")
 OVERLAP_PROCESS = "Overlap Analysis"
+TIME_MODEL_EVENTS = EventSelection(names=(r"ProfilerStep#\d+",),
+                                   processes=tuple(re.escape(p) for p in (*HCCL_PROCESSES, OVERLAP_PROCESS)))
+"""The events the time model reads row by row (HCCL ops and tasks, Overlap Analysis intervals, step markers); it
+reads the extent of every other event from ``Profile.event_summary``."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -770,7 +774,7 @@ def _untimed_step(iv: _Intervals) -> list[StepTime]:
 
 
 def _capture_span(profile: Profile) -> float | None:
-    """Span of every time stamp the profile holds (device tasks and host events)."""
+    """Span of every time stamp the profile holds (device tasks and host events, kept or counted)."""
     lo, hi = np.inf, -np.inf
     for frame in (profile.ops, profile.events, profile.tx):
         if not len(frame) or "start_us" not in frame:
@@ -779,6 +783,9 @@ def _capture_span(profile: Profile) -> float | None:
         e = s + np.nan_to_num(frame["duration_us"].to_numpy(dtype="float64"))
         if np.isfinite(s).any():
             lo, hi = min(lo, float(np.nanmin(s))), max(hi, float(np.nanmax(e)))
+    counted = profile.event_summary  # events not kept: their first start and last end
+    if len(counted) and np.isfinite(first := counted["first_us"].to_numpy(dtype="float64")).any():
+        lo, hi = min(lo, float(np.nanmin(first))), max(hi, float(np.nanmax(counted["last_end_us"].to_numpy())))
     return hi - lo if np.isfinite(lo) and hi > lo else None
 
 

@@ -23,6 +23,7 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.intervals import covered_before, union
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
+from advisor.model import EventSelection
 from advisor.platform import cann_release
 from advisor.toolkit.advice import atc_option_fits, family, for_run
 from advisor.toolkit.common import (
@@ -262,10 +263,11 @@ class AicpuKB(KnowledgeBase):
     id = "aicpu"
     title = "AI CPU fallback"
     version = "1.1.0"
-    api_version = "1.3"
+    api_version = "1.4"
     requires = ()
     requires_any = ("ops", "graph")
     ops_columns = ()
+    events_read = EventSelection()
     rules_file = "aicpu"
 
     def _scan(self, ctx: AnalysisContext) -> _Scan:

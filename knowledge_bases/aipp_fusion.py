@@ -27,7 +27,7 @@ import pandas as pd
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
-from advisor.model import canonical_format, parse_list, parse_shapes
+from advisor.model import EventSelection, canonical_format, parse_list, parse_shapes
 from advisor.toolkit.advice import context_of
 from advisor.toolkit.graph_patterns import (
     atc_cmdline,
@@ -96,10 +96,11 @@ class AippFusionKB(KnowledgeBase):
     id = "aipp-fusion"
     title = "Input preprocessing that static AIPP can absorb"
     version = "1.1.0"
-    api_version = "1.3"
+    api_version = "1.4"
     requires = ()
     requires_any = ("ops", "graph")
     ops_columns = ()
+    events_read = EventSelection()
     rules_file = "aipp-fusion"
 
     @rule(RuleDoc(

@@ -24,7 +24,7 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.intervals import overlap, union
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
-from advisor.model import Profile
+from advisor.model import EventSelection, Profile
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import pct, severity_for, soc_matches
 from advisor.toolkit.time import comm_op_times, exposed_fraction, isin_mask, window_us
@@ -98,10 +98,11 @@ class CommunicationKB(KnowledgeBase):
     id = "communication"
     title = "Communication efficiency"
     version = "2.0.0"
-    api_version = "1.3"
+    api_version = "1.4"
     requires = ()
     requires_any = ("comm", "events", "ops")
     ops_columns = ()
+    events_read = EventSelection(processes=tuple(re.escape(p) for p in COMM_PROCESSES))  # byte-alignment
     rules_file = "communication"
 
     def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:

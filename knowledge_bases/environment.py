@@ -18,7 +18,7 @@ from typing import Any
 from advisor import hookimpl
 from advisor.findings import Finding, Fix
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
-from advisor.model import Profile
+from advisor.model import EventSelection, Profile
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import severity_for
 from advisor.toolkit.free_time import within_free_time
@@ -78,9 +78,10 @@ class EnvironmentKB(KnowledgeBase):
     id = "environment"
     title = "Environment variables"
     version = "2.0.0"
-    api_version = "1.3"
+    api_version = "1.4"
     requires = ("meta",)
     ops_columns = ()
+    events_read = EventSelection()
     rules_file = "environment"
 
     @rule(RuleDoc(

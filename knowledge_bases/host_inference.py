@@ -28,6 +28,7 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.intervals import overlap, union
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
+from advisor.model import EventSelection
 from advisor.platform import has_tool
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import pct, severity_for
@@ -42,10 +43,11 @@ class HostInferenceKB(KnowledgeBase):
     id = "host-inference"
     title = "Host-side waste of an inference application (ACL API statistics, msproftx ranges)"
     version = "2.0.0"
-    api_version = "1.3"
+    api_version = "1.4"
     requires = ()
     requires_any = ("api", "tx")
     ops_columns = ()
+    events_read = EventSelection()
     rules_file = "host-inference"
 
     def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:

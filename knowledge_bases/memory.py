@@ -22,6 +22,7 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.intervals import union_length
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
+from advisor.model import EventSelection
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import severity_for
 from advisor.toolkit.time import FREE_TIME_KEY
@@ -72,10 +73,12 @@ class MemoryKB(KnowledgeBase):
     id = "memory"
     title = "Device memory allocation"
     version = "2.0.0"
-    api_version = "1.3"
+    api_version = "1.4"
     requires = ()
     requires_any = ("events", "api")
     ops_columns = ()
+    events_read = staticmethod(lambda rules: EventSelection(names=tuple(p for p in rules["event_patterns"] if p)))
+    """The allocator calls (event_patterns, full-match regular expressions like the selection's)."""
     rules_file = "memory"
 
     @rule(RuleDoc(

@@ -17,7 +17,7 @@ import pandas as pd
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
-from advisor.model import metric_values
+from advisor.model import EventSelection, metric_values
 from advisor.model_summary import COMPUTE_CORES, SOC_FORMULA, memory_bound_ratio
 from advisor.platform import has_tool, supports_dtype
 from advisor.toolkit import run_context as rc
@@ -40,9 +40,10 @@ class MemoryBoundKB(KnowledgeBase):
     id = "memory-bound"
     title = "Layers bound by data movement (the chip's Memory Bound)"
     version = "2.0.0"
-    api_version = "1.3"
+    api_version = "1.4"
     requires = ("ops",)
     ops_columns = ()
+    events_read = EventSelection()
     rules_file = "memory-bound"
 
     @rule(RuleDoc(

@@ -24,6 +24,7 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.graph.model import ModelGraph
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
+from advisor.model import EventSelection
 from advisor.toolkit.advice import context_of, family, native_kernel_for_run, native_since
 from advisor.toolkit.common import (
     categorical,
@@ -305,10 +306,11 @@ class MishLeakyReluKB(KnowledgeBase):
     id = "mish-leakyrelu"
     title = "Decomposed activations and norms"
     version = "1.1.0"
-    api_version = "1.3"
+    api_version = "1.4"
     requires = ()
     requires_any = ("ops", "graph")
     ops_columns = ()
+    events_read = EventSelection()
     rules_file = "mish-leakyrelu"
 
     @rule(_doc(

@@ -26,7 +26,7 @@ import pandas as pd
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
-from advisor.model import dtype_bytes, parse_list, parse_shapes
+from advisor.model import EventSelection, dtype_bytes, parse_list, parse_shapes
 from advisor.toolkit import advice, tuning
 from advisor.toolkit.bound import op_bounds, rules_of
 from advisor.toolkit.common import (
@@ -51,9 +51,10 @@ class OperatorKB(KnowledgeBase):
     id = "operator"
     title = "Operator launch, shape and clock causes (block dim, dynamic shape, frequency, shape affinity)"
     version = "2.0.0"
-    api_version = "1.3"
+    api_version = "1.4"
     requires = ("ops",)
     ops_columns = ()
+    events_read = EventSelection()
     rules_file = "operator"
 
     _limits: dict[str, dict[str, float]] | None = None

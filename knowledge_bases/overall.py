@@ -19,6 +19,7 @@ import pandas as pd
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
+from advisor.model import EventSelection
 from advisor.platform import has_tool
 from advisor.timemodel import TimeModel
 from advisor.toolkit import run_context as rc
@@ -30,10 +31,11 @@ class OverallKB(KnowledgeBase):
     id = "overall"
     title = "Where the analyzed time goes (idle device, exposed communication)"
     version = "3.0.0"
-    api_version = "1.3"
+    api_version = "1.4"
     requires = ()
     requires_any = ("ops", "steps", "timeline", "op_stats")
     ops_columns = ()
+    events_read = EventSelection(processes=("Overlap Analysis",))  # the largest Free intervals
     rules_file = "overall"
 
     def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:

@@ -21,7 +21,7 @@ from advisor import hookimpl
 from advisor.costmodel import cube_tflops, op_work
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
-from advisor.model import OP_TENSOR_COLUMNS, canonical_format, parse_list, parse_shapes
+from advisor.model import OP_TENSOR_COLUMNS, EventSelection, canonical_format, parse_list, parse_shapes
 from advisor.platform import cube_supports, has_tool, is_assumed, supports_dtype
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for, text_ids
@@ -36,10 +36,11 @@ class PrecisionKB(KnowledgeBase):
     id = "precision"
     title = "Compute dtypes of conv/matmul ops (fp32 on the cube, int8 via AMCT)"
     version = "2.0.0"
-    api_version = "1.3"
+    api_version = "1.4"
     requires = ()
     requires_any = ("ops", "graph")
     ops_columns = ()
+    events_read = EventSelection()
     rules_file = "precision"
 
     def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:

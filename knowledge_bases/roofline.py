@@ -20,6 +20,7 @@ import pandas as pd
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
+from advisor.model import EventSelection
 from advisor.platform import is_assumed
 from advisor.toolkit import advice, tuning
 from advisor.toolkit.bound import COLUMNS, op_bounds, rules_of
@@ -48,9 +49,10 @@ class RooflineKB(KnowledgeBase):
     id = "roofline"
     title = "Roofline: heavy ops against the chip's compute and bandwidth roofs"
     version = "2.0.0"
-    api_version = "1.3"
+    api_version = "1.4"
     requires = ("ops",)
     ops_columns = ()
+    events_read = EventSelection()
     rules_file = "roofline"
 
     _heavy: pd.DataFrame | None = None

@@ -28,7 +28,7 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.intervals import overlap, union
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
-from advisor.model import Profile, metric_values
+from advisor.model import EventSelection, Profile, metric_values
 from advisor.platform import has_tool
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import cat_lookup, cat_map, categorical, severity_for
@@ -139,9 +139,31 @@ def _host_finding(ctx: AnalysisContext, rule_id: str, title: str, saving: float,
 
 
 def _events(ctx: AnalysisContext) -> pd.DataFrame | None:
-    """The trace events, or None (the event-based rules then do not run; ``analyze`` says so once)."""
-    ev = ctx.profile.events
-    return ev if len(ev) else None
+    """The trace events this KB reads (:func:`events_read`), or None when the profile has no timeline (the
+    event-based rules then do not run; ``analyze`` says so once)."""
+    return ctx.profile.events if "events" in ctx.profile.available else None
+
+
+def events_read(rules: Mapping[str, Any]) -> EventSelection:
+    """The events the rules below read row by row, from their thresholds (each line names its reader)."""
+    def exact(values: Iterable[str]) -> list[str]:  # _named: equal ignoring case
+        return [f"(?i:{re.escape(str(v))})" for v in values]
+
+    def prefixed(values: Iterable[str]) -> list[str]:  # str.startswith
+        return [re.escape(str(v)) + "(?s:.*)" for v in values]
+
+    loader = f"(?is:.*{re.escape(str(rules['dataloader']['name_contains']))}.*)"
+    gap = rules["conjectured_gc"]
+    return EventSelection(
+        names=(*exact(rules["op_compile"]["event_names"]),  # op-compile
+               *prefixed([rules["sync_stream"]["launch_prefix"], rules["sync_stream"]["sync_prefix"]]),  # sync-stream
+               *exact(rules["syncbn"]["event_names"]),  # syncbn
+               loader,  # dataloader, and the gaps it explains (conjectured-gc)
+               *prefixed(gap["host_prefixes"]),  # conjectured-gc: host activity
+               *prefixed([*rules["affinity_api"]["prefixes"], "Optimizer.step#"])),  # affinity-api
+        processes=(*(re.escape(str(p)) for p in gap["host_processes"]),  # conjectured-gc: host activity
+                   "(?is:.*overlap.*)"),  # device_gaps: Overlap Analysis Free
+        categories=tuple(exact(rules["gc"]["categories"])))  # gc, and the gaps it explains (conjectured-gc)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -156,10 +178,11 @@ class ScheduleKB(KnowledgeBase):
     id = "schedule"
     title = "Host scheduling (compilation, synchronization, data loading, GC, fusion candidates)"
     version = "2.0.0"
-    api_version = "1.3"
+    api_version = "1.4"
     requires = ()
     requires_any = ("events", "ops", "api")
     ops_columns = ("aiv_time_us", *(f"{p}_{m}" for p in _MTE_PIPES for m in ("time_us", "ratio")))
+    events_read = staticmethod(events_read)
     rules_file = "schedule"
 
     def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
@@ -169,7 +192,7 @@ class ScheduleKB(KnowledgeBase):
         skipped = [r.id for r in self.rules if context not in set(ctx.rules[_section(r.id)]["contexts"])]
         if skipped:
             rc.skip_note(ctx, ", ".join(skipped))
-        if not len(ctx.profile.events):
+        if "events" not in ctx.profile.available:
             ctx.note("schedule: no trace events (trace_view.json / msprof_*.json): the synchronization, SyncBN, "
                      "GC and affinity-API rules did not run")
         return _share_free_time(ctx, found)
@@ -330,7 +353,7 @@ class ScheduleKB(KnowledgeBase):
         names: list[str] = []
         durs = np.zeros(0)
         source = "trace"
-        if len(ev):
+        if "events" in ctx.profile.available:
             mask = cat_map(ev["name"], lambda c: key in str(c).lower(), False, bool)
             d = _f(ev, "duration_us")
             mask &= d >= limit

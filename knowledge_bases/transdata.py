@@ -26,6 +26,7 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.graph.model import ModelGraph
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
+from advisor.model import EventSelection
 from advisor.toolkit.advice import context_of, family
 from advisor.toolkit.common import (
     canon_format,
@@ -700,10 +701,11 @@ class TransDataKB(KnowledgeBase):
     id = "transdata"
     title = "TransData format conversions"
     version = "1.1.0"
-    api_version = "1.3"
+    api_version = "1.4"
     requires = ()
     requires_any = ("ops", "graph")
     ops_columns = ()
+    events_read = EventSelection()
     rules_file = "transdata"
 
     def _scan(self, ctx: AnalysisContext) -> _Scan:

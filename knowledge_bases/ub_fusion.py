@@ -27,6 +27,7 @@ import pandas as pd
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
+from advisor.model import EventSelection
 from advisor.toolkit.advice import context_of, family
 from advisor.toolkit.graph_patterns import (
     FusedMarkers,
@@ -72,10 +73,11 @@ class UbFusionKB(KnowledgeBase):
     id = "ub-fusion"
     title = "Unfused conv/matmul epilogues and elementwise chains (UB / graph fusion)"
     version = "1.1.0"
-    api_version = "1.3"
+    api_version = "1.4"
     requires = ()
     requires_any = ("ops", "graph")
     ops_columns = ()
+    events_read = EventSelection()
     rules_file = "ub-fusion"
 
     def _graph_groups(self, ctx: AnalysisContext) -> list[tuple[Pattern, list[_Chain]]]:

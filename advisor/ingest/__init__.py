@@ -35,7 +35,7 @@ from advisor.ingest import context
 from advisor.ingest.detect import RankSource, detect
 from advisor.ingest.normalize import share_constant_columns, store_metrics
 from advisor.ingest.sanitize import sanitize
-from advisor.model import Meta, OpsProjection, Profile
+from advisor.model import EventSelection, Meta, OpsProjection, Profile
 from advisor.stagetimes import stage
 from advisor.util import paused_gc, release_memory, tune_allocator
 
@@ -86,21 +86,24 @@ def refuse_special_files(root: Path, max_depth: int = 4, max_entries: int = 200_
                     raise
 
 
-def read_source(src: RankSource, ops_columns: OpsProjection | None = None) -> Profile:
+def read_source(src: RankSource, ops_columns: OpsProjection | None = None,
+                events_read: EventSelection | None = None) -> Profile:
     """Read one rank with the reader for its layout (several runs of one device: merged, see ``runs``), keeping the
-    ops columns ``ops_columns`` wants (all when None)."""
+    ops columns ``ops_columns`` wants and the timeline events ``events_read`` selects (all when None)."""
     refuse_special_files(src.root)
     if src.runs:
         from advisor.ingest.runs import read_runs
 
-        merged = read_runs(src, read_source)  # whole: which run is primary depends on the metrics each holds
+        # whole ops: which run is primary depends on the metrics each holds
+        merged = read_runs(src, lambda run: read_source(run, None, events_read))
         if ops_columns is not None:
             merged.ops = ops_columns.apply(merged.ops)
         merged.ops = store_metrics(share_constant_columns(merged.ops), ops_columns)  # pinned: see its doc
         return merged
     module = importlib.import_module(_READERS[src.layout])
     tune_allocator()  # before the first large column of this process
-    meta = Meta(source=str(src.root), layout=src.layout, rank=src.rank, ops_columns=ops_columns)
+    meta = Meta(source=str(src.root), layout=src.layout, rank=src.rank, ops_columns=ops_columns,
+                events_read=events_read)
     with stage("read"), paused_gc():
         profile: Profile = module.read(src.root, meta)
         if ops_columns is not None:

@@ -28,9 +28,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
-from advisor.model import Meta, Profile, label_mask
+from advisor.model import Meta, Profile
 
 if TYPE_CHECKING:
     from advisor.graph.model import ModelGraph
@@ -66,13 +67,26 @@ def _names(series: pd.Series) -> list[str]:
     return [str(v) for v in s.cat.categories if str(v)]
 
 
+def _present(column: pd.Series) -> set[str]:
+    """The non-empty strings ``column`` holds (per category, not per row)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()
+        values = column.cat.categories.to_numpy(dtype=object)[np.unique(codes[codes >= 0])]
+    else:
+        values = pd.unique(column.to_numpy(dtype=object))
+    return {v for v in values if isinstance(v, str) and v}
+
+
+def _event_names(profile: Profile) -> list[str]:
+    """Distinct names of the timeline's events, kept or counted, sorted."""
+    return sorted(set().union(*(_present(t["name"]) for t in (profile.events, profile.event_summary) if len(t))))
+
+
 def _api_names(profile: Profile) -> list[str]:
-    """API names from api_statistic and from CANN-layer trace events (``AscendCL@aclmdlExecute`` -> aclmdlExecute)."""
+    """API names from api_statistic and from the timeline's event names (CANN layer ``AscendCL@aclmdlExecute`` ->
+    aclmdlExecute; device tasks of single-op launches carry their ``aclnn*`` API's name)."""
     names = _names(profile.api["name"]) if "name" in profile.api.columns else []
-    ev = profile.events
-    if len(ev):
-        cann = ev.loc[label_mask(ev["process"], {"CANN", "AscendCL", "Runtime"}.__contains__), "name"]
-        names += [n.split("@", 1)[-1] for n in _names(cann)]
+    names += [n.split("@", 1)[-1] for n in _event_names(profile)]
     return names
 
 
@@ -96,9 +110,8 @@ def detect(profile: Profile) -> tuple[str, str]:
     s = signals()
     meta = profile.meta
     apis = _api_names(profile)
-    ev = profile.events
-    event_names = _names(ev["name"]) if len(ev) else []
-    processes = set(_names(ev["process"])) if len(ev) else set()
+    event_names = _event_names(profile)
+    processes = {p for table in (profile.events, profile.event_summary) if len(table) for p in _present(table["process"])}
     ops = profile.ops
     op_names = _names(ops["name"]) if len(ops) else []
 

@@ -27,6 +27,7 @@ from advisor import safeload
 from advisor.errors import InputError
 from advisor.ingest import columns as C
 from advisor.ingest.csvread import found_list, read_columns, read_table, sniff_header
+from advisor.ingest.event_summary import merge_summaries
 from advisor.ingest.normalize import clean_text, finalize_ops, read_projection, store_metrics
 from advisor.model import (
     API_COLUMNS,
@@ -408,6 +409,7 @@ class Traces:
     events: list[pd.DataFrame] = field(default_factory=list)
     counters: list[pd.DataFrame] = field(default_factory=list)
     steps: list[pd.DataFrame] = field(default_factory=list)
+    event_summaries: list[pd.DataFrame] = field(default_factory=list)
 
     def add(self, paths: list[Path], meta: Meta, *, device_ops: bool, required: bool = False,
             events: bool = True, steps: bool = True) -> None:
@@ -417,7 +419,7 @@ class Traces:
 
         for path in paths:
             try:
-                t = read_trace(path, meta, device_ops=device_ops)
+                t = read_trace(path, meta, device_ops=device_ops, select=meta.events_read if events else None)
             except InputError as e:
                 if required:
                     raise
@@ -430,6 +432,7 @@ class Traces:
             if events:
                 self.events.append(t.events)
                 self.counters.append(t.counters)
+                self.event_summaries.append(t.event_summary)
             if steps and t.steps is not None and len(t.steps):
                 self.steps.append(t.steps)
 
@@ -438,6 +441,8 @@ class Traces:
         events = [e for e in self.events if e is not None and len(e)]
         if events:
             profile.events = concat(events, EVENTS_COLUMNS)
+        if any(len(s) for s in self.event_summaries):
+            profile.event_summary = merge_summaries([profile.event_summary, *self.event_summaries])
         counters = [c for c in self.counters if c is not None and len(c)]
         if counters:
             profile.extras["counters"] = pd.concat(counters, ignore_index=True)

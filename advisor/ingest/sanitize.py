@@ -74,31 +74,39 @@ def _is_timestamp(col: str) -> bool:
     return _is_time(col) and col not in _DURATIONS and not col.endswith(("duration_us", "_time_us", "elapse_us"))
 
 
-def _out_of_range(arr: np.ndarray, col: str) -> tuple[np.ndarray, list[str]]:
+def out_of_range(arr: np.ndarray, col: str) -> tuple[np.ndarray, dict[str, int]]:
     """Values of column ``col`` to read as missing (not finite; for times: absurd time stamps, negative or absurd
-    durations) and what was wrong with them."""
+    durations), and how many of each kind of problem (for :func:`note_problems`)."""
     bad = ~np.isfinite(arr) & ~np.isnan(arr)
-    kinds: list[str] = []
+    kinds: dict[str, int] = {}
     if bad.any():
-        kinds.append(f"{int(bad.sum())} not finite")
+        kinds["not finite"] = int(bad.sum())
     if not _is_time(col):
         return bad, kinds
     if _is_timestamp(col):
         absurd = np.abs(np.nan_to_num(arr, nan=0.0, posinf=0.0, neginf=0.0)) > MAX_TIMESTAMP_US
         if absurd.any():
-            kinds.append(f"{int(absurd.sum())} beyond {MAX_TIMESTAMP_US:.0e} us")
+            kinds[f"beyond {MAX_TIMESTAMP_US:.0e} us"] = int(absurd.sum())
             bad |= absurd
         return bad, kinds
     with np.errstate(invalid="ignore"):
         negative = arr < 0
         absurd = np.isfinite(arr) & (arr > MAX_DURATION_US)
     if negative.any():
-        kinds.append(f"{int(negative.sum())} negative")
+        kinds["negative"] = int(negative.sum())
         bad |= negative
     if absurd.any():
-        kinds.append(f"{int(absurd.sum())} longer than {MAX_DURATION_US:.0e} us")
+        kinds[f"longer than {MAX_DURATION_US:.0e} us"] = int(absurd.sum())
         bad |= absurd
     return bad, kinds
+
+
+def note_problems(meta: Meta, where: str, table: str, problems: dict[str, dict[str, int]]) -> None:
+    """One note per column of ``table`` with values read as missing: ``{column: {problem: count}}``."""
+    for col, kinds in problems.items():
+        if kinds:
+            meta.notes.append(f"{where}: {table}.{col}: {', '.join(f'{n} {k}' for k, n in kinds.items())} value(s) "
+                              "read as missing")
 
 
 def _sanitize_frame(df: pd.DataFrame, table: str, meta: Meta, source: str | None = None) -> None:
@@ -106,7 +114,7 @@ def _sanitize_frame(df: pd.DataFrame, table: str, meta: Meta, source: str | None
     if not isinstance(df, pd.DataFrame) or not len(df):
         return
     where = source or _source(table, meta)
-    problems: dict[str, list[str]] = {}
+    problems: dict[str, dict[str, int]] = {}
     for col in list(df.columns):
         if not isinstance(col, str) or col in _TEXT:
             continue
@@ -119,7 +127,7 @@ def _sanitize_frame(df: pd.DataFrame, table: str, meta: Meta, source: str | None
             if texts and not _is_time(col):
                 continue  # a text column outside the contract: leave it to its reader
             if texts:
-                problems.setdefault(col, []).append(f"{texts} not a number")
+                problems.setdefault(col, {})["not a number"] = texts
             df[col] = values
             s = df[col]
         if not pd.api.types.is_float_dtype(s.dtype) and not pd.api.types.is_integer_dtype(s.dtype):
@@ -127,15 +135,14 @@ def _sanitize_frame(df: pd.DataFrame, table: str, meta: Meta, source: str | None
         if pd.api.types.is_integer_dtype(s.dtype) and not _is_time(col):
             continue  # integers are finite; ids and counts are not bounded here
         arr = metric_values(s)  # a metric stored as float32 (store_metrics): the values the file wrote
-        bad, kinds = _out_of_range(arr, col)
+        bad, kinds = out_of_range(arr, col)
         if bad.any():
             fixed = arr.copy()
             fixed[bad] = np.nan
             df[col] = fixed
         if kinds:
-            problems.setdefault(col, []).extend(kinds)
-    for col, kinds in problems.items():
-        meta.notes.append(f"{where}: {table}.{col}: {', '.join(kinds)} value(s) read as missing")
+            problems.setdefault(col, {}).update(kinds)
+    note_problems(meta, where, table, problems)
 
 
 def sanitize(profile: Profile) -> Profile:

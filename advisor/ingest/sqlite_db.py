@@ -53,6 +53,7 @@ import pandas as pd
 from advisor import safeload
 from advisor.errors import InputError
 from advisor.ingest.columns import metric_name
+from advisor.ingest.event_summary import EventCounter, note_counted, split_events
 from advisor.ingest.normalize import finalize_ops
 from advisor.ingest.task_types import fill_missing_cores
 from advisor.ingest.timebase import us_from_float, us_from_ns
@@ -335,7 +336,7 @@ def _read_main(con: sqlite3.Connection, tables: set[str], path: Path, meta: Meta
         ops = ops.sort_values("start_us", kind="stable", ignore_index=True)
     ops = finalize_ops(ops)
 
-    events = _events(con, tables, strings, path, meta)
+    events, event_summary = _events(con, tables, strings, path, meta)
     meta.source_of("ops", f"{path.name} TASK + COMPUTE_TASK_INFO")
     meta.source_of("events", path)
     if len(comm_ops):
@@ -346,6 +347,7 @@ def _read_main(con: sqlite3.Connection, tables: set[str], path: Path, meta: Meta
         api=_api(con, tables, strings, path),
         steps=_steps_from_overlap(con, tables, step_ranges, path, meta),
         events=events,
+        event_summary=event_summary,
         comm=_comm_from_ops(comm_ops),
         memory=_memory(con, tables, strings, path, meta),
         tx=_tx(con, tables, strings, path, meta),
@@ -742,7 +744,9 @@ def _api(con: sqlite3.Connection, tables: set[str], strings: StringIds, path: Pa
     return out[API_COLUMNS].sort_values("total_us", ascending=False, ignore_index=True)
 
 
-def _events(con: sqlite3.Connection, tables: set[str], strings: StringIds, path: Path, meta: Meta) -> pd.DataFrame:
+def _events(con: sqlite3.Connection, tables: set[str], strings: StringIds, path: Path,
+            meta: Meta) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the events the analysis reads, the others counted per process and name): ``Meta.events_read``."""
     frames: list[pd.DataFrame] = []
     levels = _enum(con, tables, "ENUM_API_TYPE")
     if "CANN_API" in tables:
@@ -777,14 +781,17 @@ def _events(con: sqlite3.Connection, tables: set[str], strings: StringIds, path:
         raw = _numeric(con, f"SELECT {_rel(meta, 'startNs')} AS startNs, endNs - startNs AS dur, NULL AS tid "
                             "FROM GC_RECORD", path)
         frames.append(_event_frame("Python", pd.Series(["GC"] * len(raw)), "GC", raw, meta))
-    frames = [f for f in frames if len(f)]
+    counted = EventCounter()
+    frames = [kept for f in frames if len(f) and len(kept := split_events(f, meta.events_read, counted))]
+    summary = counted.frame()
+    note_counted(meta, path.name, counted, summary)
     if not frames:
-        return empty_frame(EVENTS_COLUMNS)
+        return empty_frame(EVENTS_COLUMNS), summary
     events = pd.concat(frames, ignore_index=True)
     for col in ("process", "name", "category"):
         events[col] = events[col].astype(object).astype("category")
     events["tid"] = events["tid"].astype("category")
-    return events[EVENTS_COLUMNS]
+    return events[EVENTS_COLUMNS], summary
 
 
 _HCCL_TASK_ARGS = (("size", "size(Byte)"), ("srcRank", "src rank"), ("dstRank", "dst rank"))

@@ -39,6 +39,16 @@ def _origin(meta: Meta, ns: np.ndarray, valid: np.ndarray) -> int:
     return int(meta.time_origin_ns)
 
 
+def set_origin(meta: Meta, ns: np.ndarray) -> None:
+    """Take the rank's origin from ``ns`` (integer nanoseconds, ``MISSING_NS`` where absent) if none is set yet and
+    ``ns`` holds a time stamp: a reader that converts only part of what it reads (events it counts but does not
+    keep) fixes the origin the whole would have given."""
+    if meta.time_origin_ns is None:
+        valid = ns != _MISSING
+        if valid.any():
+            _origin(meta, ns, valid)
+
+
 def us_from_ns(meta: Meta, ns: np.ndarray | list[int]) -> np.ndarray:
     """Integer nanoseconds (``MISSING_NS`` or NaN where absent) -> float64 microsecond offsets from the origin."""
     arr = np.asarray(ns)

@@ -15,7 +15,10 @@ What becomes what:
   dropped when ``device_ops=False`` (the caller has a kernel/op summary for them). Step-trace events that msprof
   writes into that process (args ``Iteration ID``, thread ``Step Trace...``) are not tasks and go to ``events``.
 * every other ``ph: "X"`` -> ``events`` (CANN API ``AscendCL@...``/``Runtime@...``/``Node@launch``, Python
-  ``cpu_op``, HCCL ops and tasks, ``Overlap Analysis`` Computing/Communication/Free, GC, dataloader...).
+  ``cpu_op``, HCCL ops and tasks, ``Overlap Analysis`` Computing/Communication/Free, GC, dataloader...). Given an
+  :class:`advisor.model.EventSelection` (``Meta.events_read``: what the knowledge bases read), only the events it
+  selects are kept; the others are counted per process and name as the blocks stream
+  (``advisor.ingest.event_summary``), their fields never buffered.
 * ``ph: "C"`` -> ``counters``: one row per numeric arg (``AI Core Freq`` ``MHz``, ``HBM 0/Read``
   ``Read(MB/s)``...), the arg name in ``key``.
 * msprof step trace ``Iteration N`` events (``cat: "Iteration Time"``) -> ``steps``.
@@ -45,10 +48,19 @@ import orjson
 import pandas as pd
 
 from advisor.errors import InputError
+from advisor.ingest.event_summary import EventCounter, note_counted, split_events
 from advisor.ingest.jsonstream import StreamError, iter_array_chunks
 from advisor.ingest.normalize import finalize_ops
-from advisor.ingest.timebase import ns_of, ns_of_many, us_from_ns
-from advisor.model import EVENTS_COLUMNS, STEPS_COLUMNS, Meta, Profile, empty_frame
+from advisor.ingest.timebase import ns_of, ns_of_many, set_origin, us_from_ns
+from advisor.model import (
+    EVENT_SUMMARY_COLUMNS,
+    EVENTS_COLUMNS,
+    STEPS_COLUMNS,
+    EventSelection,
+    Meta,
+    Profile,
+    empty_frame,
+)
 from advisor.util import release_memory
 
 try:  # the C backend is ~10x faster; pure-python fallback keeps the reader working everywhere
@@ -84,11 +96,13 @@ class TraceTables:
     ops: pd.DataFrame | None
     """Canonical ops (``finalize_ops``) from ``Ascend Hardware`` X events; None when read with device_ops=False."""
     events: pd.DataFrame
-    """``advisor.model.EVENTS_COLUMNS``: every other X event."""
+    """``advisor.model.EVENTS_COLUMNS``: every other X event (those the selection keeps)."""
     counters: pd.DataFrame
     """``process, name, key, ts_us, value`` from C events."""
     steps: pd.DataFrame
     """``advisor.model.STEPS_COLUMNS`` (+ ``STEP_EXTRA_COLUMNS``) from msprof step trace, else empty."""
+    event_summary: pd.DataFrame = field(default_factory=lambda: empty_frame(EVENT_SUMMARY_COLUMNS))
+    """The X events the selection did not keep, counted per process and name (``advisor.ingest.event_summary``)."""
     process_names: dict[Any, str] = field(default_factory=dict)
     thread_names: dict[tuple[Any, Any], str] = field(default_factory=dict)
 
@@ -340,8 +354,15 @@ class _TraceReader:
     metadata (``M`` events) takes effect at its position in the file, as it would event by event.
     """
 
-    def __init__(self, device_ops: bool) -> None:
+    def __init__(self, device_ops: bool, meta: Meta, select: EventSelection | None = None) -> None:
         self.device_ops = device_ops
+        self.meta = meta
+        self.keeps = select.matcher() if select is not None else None
+        """Whether the analysis reads an event (None: every event is kept); the others go to ``dropped``."""
+        self.dropped = EventCounter()
+        self.keep_pid: dict[Any, bool] = {}  # whether the selection keeps a value, tested once per value
+        self.keep_name: dict[str, bool] = {}
+        self.keep_cat: dict[Any, bool] = {}
         self.proc: dict[Any, str] = {}
         self.threads: dict[tuple[Any, Any], str] = {}
         self.device_pids: set[Any] = set()  # pids already known to be the device process
@@ -379,6 +400,7 @@ class _TraceReader:
             return
         if ev.name == "process_name":
             self.proc[ev.pid] = label
+            self.keep_pid.pop(ev.pid, None)
             if label == DEVICE_PROCESS:
                 self.device_pids.add(ev.pid)
         elif ev.name == "thread_name":
@@ -434,13 +456,31 @@ class _TraceReader:
         return type(a) is dict and "Iteration ID" in a
 
     def _host_rows(self, events: list[TraceEvent], pids: list[Any]) -> None:
+        names = [v if type(v) is str else str(v) for v in [e.name for e in events]]
+        cats = [v if type(v) is str else None for v in [e.cat for e in events]]
+        ns = ns_of_many([e.ts for e in events])
+        durs = [v if type(v) is float else _float_or_nan(v) for v in [e.dur for e in events]]
+        if self.keeps is not None:
+            set_origin(self.meta, ns)  # what x.frame would take: this trace's first host time stamp
+            keep = self._selected(events, pids, names, cats)
+            if not all(keep):
+                drop = [not k for k in keep]
+                gone = ns[np.array(drop)]
+                starts = us_from_ns(self.meta, gone) if self.meta.time_origin_ns is not None else \
+                    np.full(len(gone), np.nan)  # no time stamp read yet: these have none either
+                self.dropped.add(list(compress(pids, drop)), list(compress(names, drop)), starts,
+                                 np.array(list(compress(durs, drop)), dtype="float64"))
+                if True not in keep:
+                    return
+                events, pids, names, cats, durs = (list(compress(c, keep)) for c in (events, pids, names, cats, durs))
+                ns = ns[np.array(keep)]
         cols = self.x.cols
         cols["pid"].extend(pids)
         cols["tid"].extend([e.tid for e in events])
-        cols["name"].extend([v if type(v) is str else str(v) for v in [e.name for e in events]])
-        cols["cat"].extend([v if type(v) is str else None for v in [e.cat for e in events]])
-        cols["ts"].frombytes(ns_of_many([e.ts for e in events]).tobytes())
-        cols["dur"].extend([v if type(v) is float else _float_or_nan(v) for v in [e.dur for e in events]])
+        cols["name"].extend(names)
+        cols["cat"].extend(cats)
+        cols["ts"].frombytes(ns.tobytes())
+        cols["dur"].extend(durs)
         args = [e.args for e in events]
         if set(map(type, args)) <= {msgspec.Raw, type(None)}:  # from the block decoder: look raw args up first
             keys = [b"" if a is None else bytes(a) for a in args]
@@ -451,6 +491,25 @@ class _TraceReader:
             cols["args"].extend(args)
         else:
             cols["args"].extend([self._args(a) for a in args])
+
+    def _selected(self, events: list[TraceEvent], pids: list[Any], names: list[str], cats: list[Any]) -> list[bool]:
+        """Per event, whether the analysis reads it: its process, name or category is selected, its pid is not
+        named yet (decided when the tables are assembled), or it carries msprof step trace (``Iteration ID``).
+        Each distinct value is tested once (``by_pid``/``by_name``/``by_cat``), each event costs three lookups."""
+        keeps, proc = self.keeps, self.proc
+        assert keeps is not None
+        by_pid, by_name, by_cat = self.keep_pid, self.keep_name, self.keep_cat
+        for p in set(pids).difference(by_pid):
+            by_pid[p] = p not in proc or keeps(proc[p], None, None)
+        for n in set(names).difference(by_name):
+            by_name[n] = keeps(None, n, None)
+        for c in set(cats).difference(by_cat):
+            by_cat[c] = keeps(None, None, c)
+        keep = [by_pid[p] or by_name[n] or by_cat[c] for p, n, c in zip(pids, names, cats, strict=True)]
+        if self.block_steps and False in keep:
+            is_step = self._is_step
+            keep = [k or is_step(e.args) for k, e in zip(keep, events, strict=True)]
+        return keep
 
     def _args(self, a: Any) -> dict[str, Any] | None:
         """A kept row's args: volatile keys dropped, strings interned, equal dicts shared; None when empty or
@@ -529,10 +588,11 @@ class _TraceReader:
             cols["value"].append(float(value))
 
 
-def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:
-    """Stream one trace file into tables (see the module doc for what goes where)."""
+def read_trace(path: Path, meta: Meta, *, device_ops: bool, select: EventSelection | None = None) -> TraceTables:
+    """Stream one trace file into tables (see the module doc for what goes where). With ``select``, X events it
+    does not select are counted into ``event_summary`` instead of kept."""
     path = Path(path)
-    reader = _TraceReader(device_ops)
+    reader = _TraceReader(device_ops, meta, select)
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed in finally; the error message needs its position
     except OSError as e:
@@ -561,8 +621,13 @@ def read_trace(path: Path, meta: Meta, *, device_ops: bool) -> TraceTables:
     if skipped_phases:
         meta.notes.append(f"{path.name}: skipped " + ", ".join(f"{n} '{p}' events" for p, n in
                                                               sorted(skipped_phases.items())) + " (flows/other)")
-    return _assemble(x, dev, cnt, proc, threads, device_ops=device_ops, n_dropped=n_dropped_device, meta=meta,
-                     path=path, saw_steps=saw_steps)
+    tables = _assemble(x, dev, cnt, proc, threads, device_ops=device_ops, n_dropped=n_dropped_device, meta=meta,
+                       path=path, saw_steps=saw_steps)
+    if select is not None:
+        tables.events = split_events(tables.events, select, reader.dropped)  # rows whose pid was named after them
+        tables.event_summary = reader.dropped.frame(lambda owner: proc.get(owner, str(owner)))
+        note_counted(meta, path.name, reader.dropped, tables.event_summary)
+    return tables
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -748,7 +813,7 @@ def read_trace_file(path: Path, meta: Meta | None = None) -> Profile:
     """A single trace JSON as a Profile: device tasks as ops, the rest as events; counters in extras."""
     path = Path(path)
     meta = meta or Meta(source=str(path), layout="trace-json")
-    tables = read_trace(path, meta, device_ops=True)
+    tables = read_trace(path, meta, device_ops=True, select=meta.events_read)
     meta.source_of("ops", path)
     meta.source_of("events", path)
     if len(tables.steps):
@@ -757,7 +822,8 @@ def read_trace_file(path: Path, meta: Meta | None = None) -> Profile:
     extras: dict[str, Any] = {}
     if len(tables.counters):
         extras["counters"] = tables.counters
-    return Profile(ops=ops, meta=meta, steps=tables.steps, events=tables.events, extras=extras)
+    return Profile(ops=ops, meta=meta, steps=tables.steps, events=tables.events, extras=extras,
+                   event_summary=tables.event_summary)
 
 
 def read(root: Path, meta: Meta) -> Profile:
