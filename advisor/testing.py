@@ -23,6 +23,7 @@ import pandas as pd
 
 from advisor import engine
 from advisor.findings import Finding
+from advisor.ingest.event_summary import EventCounter, merge_summaries, split_events
 from advisor.kb import KnowledgeBase, RankData
 from advisor.model import (
     API_COLUMNS,
@@ -33,6 +34,7 @@ from advisor.model import (
     OPS_COLUMNS,
     STEPS_COLUMNS,
     TX_COLUMNS,
+    EventSelection,
     Meta,
     Profile,
     empty_frame,
@@ -135,7 +137,8 @@ def run_kb(kb: type[KnowledgeBase], profile: Profile | None = None, graph: Any =
     (a mapping, validated against its schema like a user's override) or a ``--rules`` YAML file. ``chip`` picks
     the platform (else the profile's chip; else the default chip, marked assumed). A cluster-scope KB gets
     ``cluster`` (one :class:`advisor.kb.RankData` per rank, see :func:`rank_data`). The KB's status must be
-    ``expect`` (``ok``, ``skipped`` or ``failed``), else AssertionError with the engine's reason.
+    ``expect`` (``ok``, ``skipped`` or ``failed``), else AssertionError with the engine's reason. A KB that
+    declares ``events_read`` sees only the events it selects, as in ``advisor analyze``.
     """
     eff = _rules_for(kb, rules, override)
     if profile is None:
@@ -144,6 +147,7 @@ def run_kb(kb: type[KnowledgeBase], profile: Profile | None = None, graph: Any =
         profile = Profile(ops=empty_frame(OPS_COLUMNS), meta=cluster[0].meta, steps=cluster[0].steps)
     platform = resolve_platform(eff, chip or profile.meta.chip)
     info = engine.KBInfo(kb, "test", "", "")
+    profile = _events_it_reads(profile, engine.events_projection([info], eff))
     available = None
     if cluster is not None:  # what the ranks carry, as advisor analyze gives it to cluster-scope KBs
         available = {"meta", "cluster"} | {name for name in ("steps", "comm") for r in cluster
@@ -158,6 +162,22 @@ def run_kb(kb: type[KnowledgeBase], profile: Profile | None = None, graph: Any =
         raise AssertionError(f"{kb.id} {status.status}" + (f": {status.reason}" if status.reason else "")
                              + f" (expected {expect})")
     return findings, list(status.notes)
+
+
+def _events_it_reads(profile: Profile, selection: EventSelection | None) -> Profile:
+    """``profile`` with only the events ``selection`` keeps, the others counted (a copy; None: as it is): what
+    ``advisor analyze`` gives a KB that declares ``events_read``, so a rule reading an event its KB does not
+    declare fails in the plugin's own tests."""
+    if selection is None or not len(profile.events):
+        return profile
+    counter = EventCounter()
+    kept = split_events(profile.events, selection, counter)
+    if kept is profile.events:
+        return profile
+    out = copy.copy(profile)
+    out.events = kept
+    out.event_summary = merge_summaries([profile.event_summary, counter.frame()])
+    return out
 
 
 def rank_data(profile: Profile) -> RankData:

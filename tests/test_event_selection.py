@@ -25,7 +25,7 @@ WITH_UNREAD_EVENTS = [
     "Ascend__msinsight/test/data/pytorch/text/level2/rank0_ascend_pt",  # trace_view.json, with_stack
     "Ascend__msinsight/test/data/pytorch/db/level1/rank0_ascend_pt",  # ascend_pytorch_profiler_0.db
     "Ascend__msprof-analyze/test/ut/advisor/timeline_advice/trace_view.json",  # a lone trace
-    "mindspore-ai__mindinsight/tests/utils/resource/profiler",  # msprof JSON timelines (MindSpore)
+    "hicann__cann-learning-hub/skills/examples/as_strided/docs/perf/profiler_output/trace.json",  # Python frames
 ]
 
 
@@ -149,3 +149,23 @@ def test_reports_are_the_same_with_every_event_kept(name: str, every_event_kept:
     diff = golden.changes(name, lines=40)
     if diff:
         pytest.fail(f"{name}: a rule reads events its knowledge base's events_read does not select\n{diff}")
+
+
+def test_events_read_before_their_process_is_named_are_selected_once_it_is(tmp_path: Path) -> None:
+    from advisor.ingest.timeline import read_trace
+    from advisor.model import Meta
+
+    trace = tmp_path / "trace_view.json"
+    trace.write_text(
+        '[{"ph":"X","pid":5,"tid":1,"name":"model.py(3): forward","cat":"python_function","ts":"10.000","dur":4},'
+        '{"ph":"X","pid":5,"tid":1,"name":"aten::add","cat":"cpu_op","ts":"11.000","dur":2},'
+        '{"ph":"X","pid":7,"tid":1,"name":"Free","ts":"20.000","dur":5},'
+        '{"ph":"M","pid":5,"name":"process_name","args":{"name":"Python"}},'
+        '{"ph":"M","pid":7,"name":"process_name","args":{"name":"Overlap Analysis"}},'
+        '{"ph":"X","pid":5,"tid":1,"name":"model.py(3): forward","cat":"python_function","ts":"30.000","dur":1}]')
+    tables = read_trace(trace, Meta(), device_ops=False,
+                        select=EventSelection(names=(r"aten::.*",), processes=("Overlap Analysis",)))
+    assert tables.events["name"].astype(str).tolist() == ["aten::add", "Free"]
+    (row,) = tables.event_summary.itertuples()
+    assert (row.process, row.name, row.count, row.total_us, row.first_us, row.last_end_us) == \
+        ("Python", "model.py(3): forward", 2, 5.0, 10.0, 31.0)

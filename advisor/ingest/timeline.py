@@ -363,6 +363,8 @@ class _TraceReader:
         self.keep_pid: dict[Any, bool] = {}  # whether the selection keeps a value, tested once per value
         self.keep_name: dict[str, bool] = {}
         self.keep_cat: dict[Any, bool] = {}
+        self.undecided = False
+        """Some event was kept because its pid had no process name yet: the selection is applied again at the end."""
         self.proc: dict[Any, str] = {}
         self.threads: dict[tuple[Any, Any], str] = {}
         self.device_pids: set[Any] = set()  # pids already known to be the device process
@@ -494,17 +496,24 @@ class _TraceReader:
 
     def _selected(self, events: list[TraceEvent], pids: list[Any], names: list[str], cats: list[Any]) -> list[bool]:
         """Per event, whether the analysis reads it: its process, name or category is selected, its pid is not
-        named yet (decided when the tables are assembled), or it carries msprof step trace (``Iteration ID``).
-        Each distinct value is tested once (``by_pid``/``by_name``/``by_cat``), each event costs three lookups."""
+        named yet (decided again when the tables are assembled), or it carries msprof step trace (``Iteration
+        ID``). Each distinct value is tested once; a block whose processes, names or categories are all selected
+        is kept without a test per event."""
         keeps, proc = self.keeps, self.proc
         assert keeps is not None
-        by_pid, by_name, by_cat = self.keep_pid, self.keep_name, self.keep_cat
-        for p in set(pids).difference(by_pid):
-            by_pid[p] = p not in proc or keeps(proc[p], None, None)
-        for n in set(names).difference(by_name):
-            by_name[n] = keeps(None, n, None)
-        for c in set(cats).difference(by_cat):
-            by_cat[c] = keeps(None, None, c)
+        tests = []
+        for values, known, kind in ((pids, self.keep_pid, 0), (names, self.keep_name, 1), (cats, self.keep_cat, 2)):
+            distinct = set(values)
+            for v in distinct.difference(known):
+                if kind == 0:
+                    known[v] = v not in proc or keeps(proc[v], None, None)
+                    self.undecided |= v not in proc
+                else:
+                    known[v] = keeps(None, v, None) if kind == 1 else keeps(None, None, v)
+            if all(known[v] for v in distinct):
+                return [True] * len(values)
+            tests.append(known)
+        by_pid, by_name, by_cat = tests
         keep = [by_pid[p] or by_name[n] or by_cat[c] for p, n, c in zip(pids, names, cats, strict=True)]
         if self.block_steps and False in keep:
             is_step = self._is_step
@@ -624,7 +633,8 @@ def read_trace(path: Path, meta: Meta, *, device_ops: bool, select: EventSelecti
     tables = _assemble(x, dev, cnt, proc, threads, device_ops=device_ops, n_dropped=n_dropped_device, meta=meta,
                        path=path, saw_steps=saw_steps)
     if select is not None:
-        tables.events = split_events(tables.events, select, reader.dropped)  # rows whose pid was named after them
+        if reader.undecided:  # rows whose pid was named after them
+            tables.events = split_events(tables.events, select, reader.dropped)
         tables.event_summary = reader.dropped.frame(lambda owner: proc.get(owner, str(owner)))
         note_counted(meta, path.name, reader.dropped, tables.event_summary)
     return tables
