@@ -15,7 +15,8 @@ the same invocation:
 
 * **floor**: what merely reading the inputs costs -- a full ``orjson`` parse of the trace JSON plus a
   ``pyarrow.csv.read_csv`` of the kernel CSV(s), nothing else (issue 18.1's yardstick);
-* **advisor**: ``advisor analyze --format json`` with every built-in knowledge base, with its time per stage
+* **advisor**: ``advisor analyze --format json`` with every built-in knowledge base (its modules byte-compiled
+  first, as a regular install has them), with its time per stage
   (``ADVISOR_STAGE_TIMES``, see ``advisor.stagetimes``): start-up (imports, plugin discovery, rules) is the wall
   time the stages do not account for;
 * **peer**: msprof-analyze advisor (``../shared/bench/peer_msprof_analyze.sh``) on the torch_npu data at the sizes
@@ -25,6 +26,7 @@ the same invocation:
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import platform
@@ -125,6 +127,17 @@ def run_floor(profile: Path) -> dict[str, float]:
         return {"wall_s": float("nan"), "rss_mb": float("nan")}
     wall, rss, _ = measure([sys.executable, "-c", FLOOR_SCRIPT, *map(str, inputs)])
     return {"wall_s": wall, "rss_mb": rss}
+
+
+def byte_compile_advisor() -> None:
+    """Byte-compile advisor's own modules, as a regular ``pip install`` does: an editable install run with
+    ``PYTHONDONTWRITEBYTECODE=1`` (set in this machine's shells) would otherwise compile ~70 modules from source at
+    every start (~0.2 s) -- a cost the floor's libraries, byte-compiled at install, never pay."""
+    import advisor
+    import advisor.knowledge_bases
+
+    for package in (advisor, advisor.knowledge_bases):
+        compileall.compile_dir(Path(package.__file__).parent, quiet=1)
 
 
 def run_advisor(profile: Path) -> dict[str, object]:
@@ -243,6 +256,7 @@ def main() -> None:
         DATA = Path(tempfile.mkdtemp(prefix="advisor_bench_"))
         args.no_peer = True
     print(f"Machine: {machine()}" + ("\n" if args.markdown else ""), flush=True)
+    byte_compile_advisor()
     rows: list[dict[str, object]] = []
     for layout in args.layouts:
         for n in args.sizes:

@@ -38,7 +38,7 @@ from array import array
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import compress, repeat
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -214,8 +214,8 @@ class _Coded:
 
     def extend(self, values: list[Any]) -> None:
         get, index = self.index.get, self.index
-        keys = [id(v) for v in values] if self.by_identity else values
-        codes = [get(k, -1) for k in keys]
+        keys = list(map(id, values)) if self.by_identity else values
+        codes = list(map(get, keys, repeat(-1, len(keys))))  # map: a quarter faster than a comprehension
         if -1 in codes:
             for i in [i for i, c in enumerate(codes) if c == -1]:
                 c = get(keys[i], -1)
@@ -487,7 +487,7 @@ class _TraceReader:
         if set(map(type, args)) <= {msgspec.Raw, type(None)}:  # from the block decoder: look raw args up first
             keys = [b"" if a is None else bytes(a) for a in args]
             get = self.args_by_raw.get
-            args = [get(k, _MISSING_ARGS) for k in keys]
+            args = list(map(get, keys, repeat(_MISSING_ARGS, len(keys))))
             for i in [i for i, a in enumerate(args) if a is _MISSING_ARGS]:
                 args[i] = self._args(keys[i])
             cols["args"].extend(args)
