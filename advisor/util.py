@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import importlib.util
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -76,3 +77,19 @@ def _malloc_trim() -> Any:
                 fn = None
         _TRIM.append(fn)
     return _TRIM[0]
+
+
+def lazy_module(name: str) -> Any:
+    """``name`` imported on first attribute access (``importlib.util.LazyLoader``): networkx costs 0.1 s of every
+    start, and only runs that analyze a model graph use it."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+    loader = importlib.util.LazyLoader(spec.loader)
+    spec.loader = loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    loader.exec_module(module)
+    return module

@@ -18,9 +18,8 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 import pandas as pd
 
@@ -40,6 +39,9 @@ from advisor.toolkit.graph_patterns import (
     stream_order,
 )
 from advisor.toolkit.time import window_us
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 CONFIG_FILE = "aipp.cfg"
 _NORMALIZE_ROLES = ("subtract", "add", "multiply", "divide", "power")
@@ -236,6 +238,8 @@ def _walk(mg: Any, dg: nx.DiGraph, start: str, rank: int, r: Mapping[str, Any]) 
         for p in dg.predecessors(node):
             if p not in inside and dg.nodes[p].get("type") not in consts:
                 return None
+    import networkx as nx  # here: a module-level lazy module would be imported by the plugin manager's scan
+
     order = [n for n in nx.topological_sort(dg.subgraph(inside | set(convs))) if n in set(ops)]
     desc = (mg.node(start).get("outputs") or [{}])[0] or {}
     layout, c, h, w = _image_dims(desc, [dg.nodes[n].get("type") for n in order], r)

@@ -11,11 +11,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import networkx as nx
 import numpy as np
 
 from advisor.graph.engines import infer_engine
 from advisor.graph.model import ModelGraph
+from advisor.util import lazy_module
+
+nx = lazy_module("networkx")  # imported when a graph is analyzed
 
 EMPTY_DESC: dict[str, Any] = {"format": None, "origin_format": None, "dtype": None, "shape": None,
                               "origin_shape": None}

@@ -26,7 +26,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import networkx as nx
+from advisor.util import lazy_module
+
+nx = lazy_module("networkx")  # imported when a graph is analyzed
+
 
 BUILD_ATTRS = ("soc_version", "atc_cmdline", "opp_version", "atc_version", "framework_type")
 DYNAMIC_ATC_OPTIONS = ("dynamic_batch_size", "dynamic_image_size", "dynamic_dims", "input_shape_range")

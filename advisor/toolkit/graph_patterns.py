@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-import networkx as nx
 import numpy as np
 import pandas as pd
-from networkx.algorithms import isomorphism
 
 from advisor.costmodel import numel
 from advisor.graph.model import ModelGraph
 from advisor.model import dtype_bytes
+from advisor.util import lazy_module
+
+nx = lazy_module("networkx")  # imported when a graph is analyzed
 
 # ---------------------------------------------------------------------------------------------------------
 # tensors (``numel``, the element count of a shape, is the cost model's: ``advisor.costmodel.numel``)
@@ -240,7 +241,7 @@ def find_matches(dg: nx.DiGraph, patterns: Sequence[Pattern], exclude: Iterable[
                 continue
             depth = max(dists.values())
             local = [n for n, dist in reach.items() if dist <= depth]
-            matcher = isomorphism.DiGraphMatcher(sub.subgraph(local), pattern.graph, node_match=_type_match)
+            matcher = nx.algorithms.isomorphism.DiGraphMatcher(sub.subgraph(local), pattern.graph, node_match=_type_match)
             seen: set[tuple[str, ...]] = set()
             for mapping in matcher.subgraph_monomorphisms_iter():
                 if mapping.get(head) != 0:
