@@ -145,15 +145,10 @@ class EventSelection:
                                 ((self.names, other.names), (self.processes, other.processes),
                                  (self.categories, other.categories))))
 
-    def matcher(self) -> Callable[[Any, Any, Any], bool]:
-        """``keeps(process, name, category)``: whether an event with these values is selected (values that are not
-        strings match nothing)."""
-        tests = [_full_matcher(p) for p in (self.processes, self.names, self.categories)]
-
-        def keeps(process: Any, name: Any, category: Any) -> bool:
-            return any(test(v) for test, v in zip(tests, (process, name, category), strict=True))
-
-        return keeps
+    def tests(self) -> tuple[Callable[[Any], bool], Callable[[Any], bool], Callable[[Any], bool]]:
+        """(process test, name test, category test): whether a value of that field selects the event (values that
+        are not strings select nothing). Readers test each distinct value once."""
+        return _full_matcher(self.processes), _full_matcher(self.names), _full_matcher(self.categories)
 
 
 def _full_matcher(patterns: tuple[str, ...]) -> Callable[[Any], bool]:

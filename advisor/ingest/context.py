@@ -28,7 +28,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 
 from advisor.model import Meta, Profile
@@ -67,19 +66,9 @@ def _names(series: pd.Series) -> list[str]:
     return [str(v) for v in s.cat.categories if str(v)]
 
 
-def _present(column: pd.Series) -> set[str]:
-    """The non-empty strings ``column`` holds (per category, not per row)."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        codes = column.cat.codes.to_numpy()
-        values = column.cat.categories.to_numpy(dtype=object)[np.unique(codes[codes >= 0])]
-    else:
-        values = pd.unique(column.to_numpy(dtype=object))
-    return {v for v in values if isinstance(v, str) and v}
-
-
 def _event_names(profile: Profile) -> list[str]:
     """Distinct names of the timeline's events, kept or counted, sorted."""
-    return sorted(set().union(*(_present(t["name"]) for t in (profile.events, profile.event_summary) if len(t))))
+    return sorted(set().union(*(_names(t["name"]) for t in (profile.events, profile.event_summary) if len(t))))
 
 
 def _api_names(profile: Profile) -> list[str]:
@@ -111,7 +100,7 @@ def detect(profile: Profile) -> tuple[str, str]:
     meta = profile.meta
     apis = _api_names(profile)
     event_names = _event_names(profile)
-    processes = {p for table in (profile.events, profile.event_summary) if len(table) for p in _present(table["process"])}
+    processes = {p for table in (profile.events, profile.event_summary) if len(table) for p in _names(table["process"])}
     ops = profile.ops
     op_names = _names(ops["name"]) if len(ops) else []
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.ingest.sanitize import note_problems, out_of_range
-from advisor.model import EVENT_SUMMARY_COLUMNS, EventSelection, Meta, empty_frame
+from advisor.model import EVENT_SUMMARY_COLUMNS, EventSelection, Meta, empty_frame, label_mask
 
 _GROW = 256
 
@@ -107,24 +107,14 @@ def merge_summaries(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     return out[EVENT_SUMMARY_COLUMNS]
 
 
-def _value_mask(column: pd.Series, test: Callable[[Any], bool]) -> np.ndarray:
-    """``test`` of every value of ``column``, run once per distinct value."""
-    col = column if isinstance(column.dtype, pd.CategoricalDtype) else column.astype(object).astype("category")
-    hit = np.array([test(v) for v in col.cat.categories], dtype=bool)
-    codes = col.cat.codes.to_numpy()
-    return np.append(hit, False)[codes]  # code -1 (missing) picks the False at the end
-
-
 def split_events(events: pd.DataFrame, selection: EventSelection | None, into: EventCounter) -> pd.DataFrame:
     """The events ``selection`` keeps; the others are added to ``into`` (events without a name are kept: the
     sanitizer drops them with its note). None keeps everything."""
     if selection is None or not len(events):
         return events
-    keeps = selection.matcher()
-    wanted = _value_mask(events["process"], lambda v: keeps(v, None, None))
-    wanted |= _value_mask(events["name"], lambda v: keeps(None, v, None))
-    wanted |= _value_mask(events["category"], lambda v: keeps(None, None, v))
-    wanted |= events["name"].isna().to_numpy()
+    wanted = events["name"].isna().to_numpy(copy=True)
+    for column, test in zip(("process", "name", "category"), selection.tests(), strict=True):
+        wanted |= label_mask(events[column], test)
     if wanted.all():
         return events
     dropped = events[~wanted]

@@ -357,8 +357,9 @@ class _TraceReader:
     def __init__(self, device_ops: bool, meta: Meta, select: EventSelection | None = None) -> None:
         self.device_ops = device_ops
         self.meta = meta
-        self.keeps = select.matcher() if select is not None else None
-        """Whether the analysis reads an event (None: every event is kept); the others go to ``dropped``."""
+        self.tests = select.tests() if select is not None else None
+        """Per field (process, name, category), whether a value selects an event (None: every event is kept); the
+        events none selects go to ``dropped``."""
         self.dropped = EventCounter()
         self.keep_pid: dict[Any, bool] = {}  # whether the selection keeps a value, tested once per value
         self.keep_name: dict[str, bool] = {}
@@ -462,7 +463,7 @@ class _TraceReader:
         cats = [v if type(v) is str else None for v in [e.cat for e in events]]
         ns = ns_of_many([e.ts for e in events])
         durs = [v if type(v) is float else _float_or_nan(v) for v in [e.dur for e in events]]
-        if self.keeps is not None:
+        if self.tests is not None:
             set_origin(self.meta, ns)  # what x.frame would take: this trace's first host time stamp
             keep = self._selected(events, pids, names, cats)
             if not all(keep):
@@ -499,21 +500,24 @@ class _TraceReader:
         named yet (decided again when the tables are assembled), or it carries msprof step trace (``Iteration
         ID``). Each distinct value is tested once; a block whose processes, names or categories are all selected
         is kept without a test per event."""
-        keeps, proc = self.keeps, self.proc
-        assert keeps is not None
-        tests = []
-        for values, known, kind in ((pids, self.keep_pid, 0), (names, self.keep_name, 1), (cats, self.keep_cat, 2)):
+        assert self.tests is not None
+        process_test, name_test, category_test = self.tests
+        proc = self.proc
+
+        def pid_test(pid: Any) -> bool:
+            if pid not in proc:
+                self.undecided = True
+                return True
+            return process_test(proc[pid])
+
+        for values, known, test in ((pids, self.keep_pid, pid_test), (names, self.keep_name, name_test),
+                                    (cats, self.keep_cat, category_test)):
             distinct = set(values)
             for v in distinct.difference(known):
-                if kind == 0:
-                    known[v] = v not in proc or keeps(proc[v], None, None)
-                    self.undecided |= v not in proc
-                else:
-                    known[v] = keeps(None, v, None) if kind == 1 else keeps(None, None, v)
+                known[v] = test(v)
             if all(known[v] for v in distinct):
                 return [True] * len(values)
-            tests.append(known)
-        by_pid, by_name, by_cat = tests
+        by_pid, by_name, by_cat = self.keep_pid, self.keep_name, self.keep_cat
         keep = [by_pid[p] or by_name[n] or by_cat[c] for p, n, c in zip(pids, names, cats, strict=True)]
         if self.block_steps and False in keep:
             is_step = self._is_step
