@@ -17,6 +17,7 @@ about dispatch for a kernel-development capture.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -71,12 +72,18 @@ def _stacks(events: pd.DataFrame, rows: np.ndarray) -> list[str]:
     """Distinct ``Call stack`` args of the event rows, most frequent first."""
     if not len(rows) or "args" not in events.columns:
         return []
+    args = events["args"].to_numpy(dtype=object)[rows]
+    # events with equal args share one dict (advisor.ingest.timeline): each distinct object is read once, in the
+    # order of its first row, so the stacks keep the order of their first row
+    ids = np.fromiter(map(id, args), dtype=np.int64, count=len(args))
+    _, first, times = np.unique(ids, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
     counts: dict[str, int] = {}
-    for a in events["args"].to_numpy(dtype=object)[rows]:
+    for a, n in zip(args[first[order]], times[order].tolist(), strict=True):
         if isinstance(a, dict):
             st = a.get("Call stack") or a.get("Call Stack")
             if isinstance(st, str) and st.strip():
-                counts[st] = counts.get(st, 0) + 1
+                counts[st] = counts.get(st, 0) + n
     return [s for s, _ in sorted(counts.items(), key=lambda kv: -kv[1])]
 
 
@@ -539,7 +546,11 @@ class ScheduleKB(KnowledgeBase):
         durs = _f(ev, "duration_us")
         out = []
         for api, rec in matches.items():
-            rows = np.unique(np.concatenate(rec["rows"]))
+            matched = np.zeros(len(ev), dtype=bool)  # the rows of every match, each once, in order
+            for r in rec["rows"]:
+                matched[r] = True
+            rows = np.flatnonzero(matched)
+            del matched
             host_us = float(np.nansum(durs[rows]))
             stacks = _stacks(ev, rows)
             source = "trace"
@@ -751,19 +762,48 @@ def device_gaps(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
 # schedule.affinity-api
 # ---------------------------------------------------------------------------------------------------------
 _TOKEN = re.compile(r"^(?P<alt>[A-Za-z0-9_.|]+?)(?P<q>\?|\{\d+,\d+\})?$")
+THREAD_BREAK = "\x00"
+"""Between the ops of two threads in the text the patterns scan: no token matches it."""
+OTHER_OP = "\x01"
+"""The letter of every op no pattern names."""
 
 
-def compile_pattern(tokens: Sequence[str]) -> re.Pattern[str]:
-    """Token list -> regex over ``-op1--op2-...`` (each op wrapped in dashes)."""
+def parse_pattern(tokens: Sequence[str]) -> list[tuple[list[str], str]]:
+    """Token list (``name``, ``a|b``, ``name?``, ``name{0,2}``) -> (op names, quantifier) per token; ValueError
+    on a token that is not one."""
     parts = []
     for tok in tokens:
         m = _TOKEN.match(str(tok).strip())
         if not m:
             raise ValueError(f"bad affinity pattern token {tok!r}")
-        alts = "|".join(re.escape(a) for a in m.group("alt").split("|"))
-        q = m.group("q") or ""
-        parts.append(f"(?:-(?:{alts})-){q}")
+        parts.append((m.group("alt").split("|"), m.group("q") or ""))
+    return parts
+
+
+def op_alphabet(patterns: Iterable[Sequence[str]]) -> dict[str, str]:
+    """One letter per op name the patterns mention (every other op is :data:`OTHER_OP`): the first-level ops of
+    a rank become one character each, so the patterns scan a string as long as the op count."""
+    names = dict.fromkeys(n for tokens in patterns for alts, _ in parse_pattern(tokens) for n in alts)
+    return {name: _letter(i) for i, name in enumerate(names)}
+
+
+def _letter(i: int) -> str:
+    code = i + 2  # after THREAD_BREAK and OTHER_OP
+    return chr(code if code < 0xD800 else code + 0x800)  # never a surrogate
+
+
+def compile_pattern(tokens: Sequence[str], alphabet: Mapping[str, str]) -> re.Pattern[str]:
+    """Token list -> regex over ops written one letter each in ``alphabet`` (:func:`op_alphabet`)."""
+    parts = []
+    for alts, q in parse_pattern(tokens):
+        letters = "".join(re.escape(alphabet[a]) for a in dict.fromkeys(alts))
+        parts.append(f"[{letters}]{q}")
     return re.compile("".join(parts))
+
+
+def encode_ops(op_names: Sequence[str], alphabet: Mapping[str, str]) -> str:
+    """``op_names`` in the letters of ``alphabet`` (the text :func:`compile_pattern`'s regexes scan)."""
+    return "".join(alphabet.get(n, OTHER_OP) for n in op_names)
 
 
 @dataclass
@@ -824,38 +864,34 @@ def _sequence_matches(ev: pd.DataFrame, cfg: Mapping[str, Any]) -> dict[str, dic
     top = first_level(ev, cfg["prefixes"])
     if not len(top.rows):
         return matches
-    # one string per thread, threads separated by a token no pattern matches; built from one token per distinct
-    # op (a Python string per event would take ~300 MB at 2M events)
+    # one letter per op, threads separated by a letter no pattern matches (op_alphabet); built as code points
+    # from one letter per distinct op (a Python string per event would take ~300 MB at 2M events)
     op_codes, op_names, top_rows = top.ops, top.names, top.rows
     tid_change = np.r_[False, top.tids[1:] != top.tids[:-1]]
-    op_tokens = np.array([f"-{op}-" for op in op_names], dtype=object)
-    tokens = op_tokens[op_codes]
-    for k in np.flatnonzero(tid_change).tolist():
-        tokens[k] = "-|-" + tokens[k]
-    text = "".join(tokens.tolist())
-    del tokens
-    # where each op's own "-op-" begins: the text up to the end of its token, less the token
-    token_len = np.array([len(t) for t in op_tokens], dtype=np.int64)[op_codes]
-    own = np.cumsum(token_len + np.where(tid_change, 3, 0))
-    own -= token_len
-    del token_len
-    for spec in cfg["rules"]:
-        api = str(spec["api"])
-        for pattern in spec["patterns"]:
-            bounds = np.fromiter((i for m in compile_pattern(pattern).finditer(text) if m.end() != m.start()
-                                  for i in m.span()), dtype=np.int64).reshape(-1, 2)
-            if not len(bounds):
-                continue
-            first = np.searchsorted(own, bounds[:, 0], side="left")
-            last = np.searchsorted(own, bounds[:, 1], side="left")
-            rec = matches.setdefault(api, {"count": 0, "rows": [], "sequences": {}, "note": spec.get("note"),
-                                           "snippet": spec.get("snippet")})
-            rec["count"] += len(bounds)
-            rec["rows"].append(top_rows[_ranges(first, last)].astype(np.int64))
-            seqs = rec["sequences"]
-            for i, j in zip(first.tolist(), last.tolist(), strict=True):
-                seq = "-".join(op_names[op_codes[i:j]].tolist())
-                seqs[seq] = seqs.get(seq, 0) + 1
+    specs = [(str(spec["api"]), pattern, spec) for spec in cfg["rules"] for pattern in spec["patterns"]]
+    alphabet = op_alphabet(pattern for _, pattern, _ in specs)
+    name_of_letter = {letter: name for name, letter in alphabet.items()}
+    letter_of_op = np.array([ord(alphabet.get(str(n), OTHER_OP)) for n in op_names], dtype=np.uint32)
+    points = np.insert(letter_of_op[op_codes], np.flatnonzero(tid_change), np.uint32(ord(THREAD_BREAK)))
+    text = points.tobytes().decode("utf-32-le")
+    del points
+    # where each op's letter is: its index plus the thread breaks before it
+    own = np.arange(len(op_codes), dtype=np.int64) + np.cumsum(tid_change)
+    for api, pattern, spec in specs:
+        bounds = np.fromiter((i for m in compile_pattern(pattern, alphabet).finditer(text) if m.end() != m.start()
+                              for i in m.span()), dtype=np.int64).reshape(-1, 2)
+        if not len(bounds):
+            continue
+        first = np.searchsorted(own, bounds[:, 0], side="left")
+        last = np.searchsorted(own, bounds[:, 1], side="left")
+        rec = matches.setdefault(api, {"count": 0, "rows": [], "sequences": {}, "note": spec.get("note"),
+                                       "snippet": spec.get("snippet")})
+        rec["count"] += len(bounds)
+        rec["rows"].append(top_rows[_ranges(first, last)].astype(np.int64))
+        seqs = rec["sequences"]  # counted by the matched letters, each distinct one spelt out once
+        for letters, n in Counter(text[a:b] for a, b in bounds.tolist()).items():
+            seq = "-".join(name_of_letter[ch] for ch in letters)
+            seqs[seq] = seqs.get(seq, 0) + n
     return matches
 
 
@@ -944,12 +980,18 @@ def _prefixed_mte2(ops: pd.DataFrame) -> bool:
     return False
 
 
-def _prefix_sums(ops: pd.DataFrame, order: np.ndarray, no_saving_types: Iterable[str]) -> dict[str, np.ndarray]:
+_SUMS = ("dur", "mte", "aic", "fus")
+"""The per-task quantities a sequence's occurrences are summed over (columns of :func:`_prefix_sums`)."""
+
+
+def _prefix_sums(ops: pd.DataFrame, order: np.ndarray, no_saving_types: Iterable[str]) -> np.ndarray:
     """Prefix sums over the tasks in ``order`` of duration, MTE time, AI Core time and the duration of the ops
-    fusion can merge: an occurrence's sum is the difference of two. Built a chunk at a time, each continuing the
-    running sum, so that no per-task column is kept beside them (the same numbers as one cumulative sum)."""
+    fusion can merge (:data:`_SUMS`, a column each): an occurrence's sums are the difference of two rows, read in
+    two cache lines, not eight (at 2M tasks these gathers were a third of the rule's time). Built a chunk at a
+    time, each continuing the running sum, so that no per-task column is kept beside them (the same numbers as one
+    cumulative sum)."""
     n = len(order)
-    sums = {name: np.zeros(n + 1) for name in ("dur", "mte", "aic", "fus")}
+    sums = np.zeros((n + 1, len(_SUMS)))
     heavy, type_codes = cat_lookup(ops["type"], lambda c: str(c) in set(no_saving_types), False, bool)
     prefixed = _prefixed_mte2(ops)
     for a in range(0, n, _CHUNK):
@@ -957,9 +999,8 @@ def _prefix_sums(ops: pd.DataFrame, order: np.ndarray, no_saving_types: Iterable
         dur = np.nan_to_num(_f(ops, "duration_us", rows))
         mte, aicore = _mte_time(ops, rows, prefixed)
         fus = np.where(heavy[type_codes[rows]], 0.0, dur)
-        for name, v in (("dur", dur), ("mte", mte), ("aic", aicore), ("fus", fus)):
-            c = sums[name]
-            np.cumsum(np.r_[c[a], np.nan_to_num(v)], out=c[a:a + len(rows) + 1])
+        for k, v in enumerate((dur, mte, aicore, fus)):
+            np.cumsum(np.r_[sums[a, k], np.nan_to_num(v)], out=sums[a:a + len(rows) + 1, k])
     return sums
 
 
@@ -1107,17 +1148,22 @@ class _Times:
         return end - self.start(pos)
 
 
-def _sequence_sums(occ: _Occurrences, length: int, times: _Times, sums: Mapping[str, np.ndarray]) -> pd.DataFrame:
-    """Per sequence (index: hash, in hash order): occurrences, wall span and the sums, each summed over the
-    occurrences in position order; one column at a time (a frame of them all is copied into one block)."""
+def _sequence_sums(occ: _Occurrences, length: int, times: _Times, sums: np.ndarray) -> pd.DataFrame:
+    """Per sequence (index: hash, in hash order): occurrences, wall span and the :data:`_SUMS` (``sums``: their
+    prefix sums), each summed over the occurrences in position order; one column at a time (a frame of them all is
+    copied into one block)."""
     ps = occ.positions
     ids = np.zeros(len(ps), dtype=np.int32)  # the sequence of each occurrence, numbered in hash order
     ids[occ.begin[1:]] = 1
     np.cumsum(ids, out=ids)
     agg = pd.DataFrame({"occ": np.diff(np.r_[occ.begin, len(ps)])}, index=pd.Index(occ.hashes))
     agg["span"] = _group_sums(_per_occurrence(ps, lambda p: times.span(p, length)), ids)
-    for name, c in sums.items():
-        agg[name] = _group_sums(_per_occurrence(ps, lambda p, c=c: c[p + length] - c[p]), ids)
+    per = np.empty((len(ps), len(_SUMS)))
+    for a in range(0, len(ps), _CHUNK):
+        p = ps[a:a + _CHUNK]
+        per[a:a + _CHUNK] = sums[p + length] - sums[p]
+    for k, name in enumerate(_SUMS):
+        agg[name] = _group_sums(per[:, k], ids)
     return agg
 
 

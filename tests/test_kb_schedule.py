@@ -15,7 +15,15 @@ from advisor import engine, hierarchy, ingest
 from advisor.findings import Finding
 from advisor.ingest.normalize import finalize_ops
 from advisor.knowledge_bases.overall import OverallKB
-from advisor.knowledge_bases.schedule import ScheduleKB, compile_pattern, find_sequences
+from advisor.knowledge_bases.schedule import (
+    OTHER_OP,
+    THREAD_BREAK,
+    ScheduleKB,
+    compile_pattern,
+    encode_ops,
+    find_sequences,
+    op_alphabet,
+)
 from advisor.model import API_COLUMNS, EVENTS_COLUMNS, STEPS_COLUMNS, Meta, Profile, empty_frame
 from advisor.platform import resolve_platform
 from advisor.rules import builtin_rules_dir, load_effective_rules
@@ -198,13 +206,20 @@ def _aten(name: str, start: float, dur: float = 5.0, tid: int = 7, stack: str | 
 
 
 def test_pattern_compiles_tokens() -> None:
-    pat = compile_pattern(["pow?", "mean?", "add?", "rsqrt", "mul", "type_as?"])
-    assert pat.fullmatch("-pow--mean--add--rsqrt--mul-")
-    assert pat.fullmatch("-rsqrt--mul--type_as-")
-    assert not pat.fullmatch("-pow--mean--add--mul-")
-    assert compile_pattern(["chunk|slice", "neg", "cat", "mul{0,2}", "add"]).fullmatch("-slice--neg--cat--add-")
+    rms = ["pow?", "mean?", "add?", "rsqrt", "mul", "type_as?"]
+    rotary = ["chunk|slice", "neg", "cat", "mul{0,2}", "add"]
+    abc = op_alphabet([rms, rotary])
+    assert len(set(abc.values())) == len(abc) == 10 and not {THREAD_BREAK, OTHER_OP} & set(abc.values())
+    pat = compile_pattern(rms, abc)
+    assert pat.fullmatch(encode_ops(["pow", "mean", "add", "rsqrt", "mul"], abc))
+    assert pat.fullmatch(encode_ops(["rsqrt", "mul", "type_as"], abc))
+    assert not pat.fullmatch(encode_ops(["pow", "mean", "add", "mul"], abc))
+    assert not pat.search(encode_ops(["rsqrt", "matmul"], abc))  # an op no pattern names matches no token
+    assert not pat.search(encode_ops(["rsqrt"], abc) + THREAD_BREAK + encode_ops(["mul"], abc))
+    assert compile_pattern(rotary, abc).fullmatch(encode_ops(["slice", "neg", "cat", "add"], abc))
+    assert compile_pattern(rotary, abc).fullmatch(encode_ops(["chunk", "neg", "cat", "mul", "mul", "add"], abc))
     with pytest.raises(ValueError):
-        compile_pattern(["bad token!"])
+        op_alphabet([["bad token!"]])
 
 
 def test_rms_norm_and_optimizer_with_stacks() -> None:

@@ -47,10 +47,18 @@ def error_of(fn, *args, **kwargs) -> RulesError:  # type: ignore[no-untyped-def]
 
 
 def test_builtin_rules_files_all_validate() -> None:
+    # the run-time load skips validating the shipped files (this test is where they are checked)
     eff = load_effective_rules([builtin_rules_dir()])
     assert "platforms" in eff.values
     for name, path in eff.files.items():
         assert path.name == f"{name}.yaml"
+        assert load_rules_file(path) == eff.values[name]
+
+
+def test_a_plugin_rules_dir_is_validated_at_load(tmp_path: Path) -> None:
+    d = rules_dir(tmp_path, text="max_count: many\nseverity: {}\n")
+    err = error_of(load_effective_rules, [builtin_rules_dir(), d])
+    assert err.key == "max_count" and "is not of type 'integer'" in err.problem
 
 
 @pytest.mark.parametrize(("text", "key", "problem"), [

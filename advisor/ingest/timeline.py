@@ -200,6 +200,14 @@ _NS_FIELDS = frozenset({"ts"})
 """Time stamps are buffered as exact integer nanoseconds (``advisor.ingest.timebase.ns_of``)."""
 
 
+def _find(values: list[Any], value: Any, start: int) -> int:
+    """The position of ``value`` in ``values`` from ``start`` on, -1 when there is none."""
+    try:
+        return values.index(value, start)
+    except ValueError:
+        return -1
+
+
 class _Coded:
     """A column of repeated values buffered as 4-byte codes into its distinct values (a 2M-kernel trace has 4M
     host events but a few thousand names, threads and args dicts): a quarter of a list of pointers, and a
@@ -216,13 +224,13 @@ class _Coded:
         get, index = self.index.get, self.index
         keys = list(map(id, values)) if self.by_identity else values
         codes = list(map(get, keys, repeat(-1, len(keys))))  # map: a quarter faster than a comprehension
-        if -1 in codes:
-            for i in [i for i, c in enumerate(codes) if c == -1]:
-                c = get(keys[i], -1)
-                if c == -1:
-                    c = index[keys[i]] = len(self.values)
-                    self.values.append(values[i])
-                codes[i] = c
+        i = -1
+        while (i := _find(codes, -1, i + 1)) >= 0:  # the values new in this block (list.index: a C scan)
+            c = get(keys[i], -1)
+            if c == -1:
+                c = index[keys[i]] = len(self.values)
+                self.values.append(values[i])
+            codes[i] = c
         self.codes.extend(codes)
 
     def objects(self) -> np.ndarray:
