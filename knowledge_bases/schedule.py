@@ -801,11 +801,6 @@ def compile_pattern(tokens: Sequence[str], alphabet: Mapping[str, str]) -> re.Pa
     return re.compile("".join(parts))
 
 
-def encode_ops(op_names: Sequence[str], alphabet: Mapping[str, str]) -> str:
-    """``op_names`` in the letters of ``alphabet`` (the text :func:`compile_pattern`'s regexes scan)."""
-    return "".join(alphabet.get(n, OTHER_OP) for n in op_names)
-
-
 @dataclass
 class TopOps:
     """First-level torch ops in time order per thread (threads in the order of their names)."""
@@ -1129,23 +1124,32 @@ def _group_sums(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 @dataclass
 class _Times:
-    """Start and end times of the tasks in start order: the ends (read many times per occurrence) sorted, the
-    starts (once) read through ``order``."""
+    """Start and end times of the tasks in start order: the ends sorted, the starts read through ``order``; and
+    per start position the latest end among the ``length`` tasks from it (widened one task at a time as the
+    sequences grow: one pass over the tasks per length, then one read per occurrence, not ``length``)."""
 
     order: np.ndarray
     start_us: np.ndarray
     end: np.ndarray
+    window_end: np.ndarray | None = None
+    length: int = 1
 
     def start(self, pos: np.ndarray) -> np.ndarray:
         return self.start_us[self.order[pos]]
 
+    def widen(self, length: int) -> None:
+        """Make :attr:`window_end` cover ``length`` tasks (NaN where any of them has no end, as a max over them)."""
+        if self.window_end is None:
+            self.window_end = self.end
+        while self.length < length:
+            self.length += 1
+            self.window_end = np.maximum(self.window_end[:-1], self.end[self.length - 1:])
+
     def span(self, pos: np.ndarray, length: int) -> np.ndarray:
-        """Wall time of the occurrences at ``pos``: the latest end among their tasks (NaN if any is NaN, as a max
-        over them) less their start."""
-        end = self.end[pos]
-        for j in range(1, length):
-            np.maximum(end, self.end[pos + j], out=end)
-        return end - self.start(pos)
+        """Wall time of the occurrences at ``pos``: the latest end among their tasks less their start."""
+        self.widen(length)
+        assert self.window_end is not None and self.length == length
+        return self.window_end[pos] - self.start(pos)
 
 
 def _sequence_sums(occ: _Occurrences, length: int, times: _Times, sums: np.ndarray) -> pd.DataFrame:
@@ -1161,7 +1165,7 @@ def _sequence_sums(occ: _Occurrences, length: int, times: _Times, sums: np.ndarr
     per = np.empty((len(ps), len(_SUMS)))
     for a in range(0, len(ps), _CHUNK):
         p = ps[a:a + _CHUNK]
-        per[a:a + _CHUNK] = sums[p + length] - sums[p]
+        per[a:a + _CHUNK] = np.take(sums, p + length, axis=0) - np.take(sums, p, axis=0)  # rows: take's fast path
     for k, name in enumerate(_SUMS):
         agg[name] = _group_sums(per[:, k], ids)
     return agg

@@ -20,7 +20,6 @@ from advisor.knowledge_bases.schedule import (
     THREAD_BREAK,
     ScheduleKB,
     compile_pattern,
-    encode_ops,
     find_sequences,
     op_alphabet,
 )
@@ -209,6 +208,10 @@ def test_pattern_compiles_tokens() -> None:
     rms = ["pow?", "mean?", "add?", "rsqrt", "mul", "type_as?"]
     rotary = ["chunk|slice", "neg", "cat", "mul{0,2}", "add"]
     abc = op_alphabet([rms, rotary])
+
+    def encode_ops(ops: list[str], abc: dict[str, str]) -> str:  # the text the KB builds from a thread's ops
+        return "".join(abc.get(o, OTHER_OP) for o in ops)
+
     assert len(set(abc.values())) == len(abc) == 10 and not {THREAD_BREAK, OTHER_OP} & set(abc.values())
     pat = compile_pattern(rms, abc)
     assert pat.fullmatch(encode_ops(["pow", "mean", "add", "rsqrt", "mul"], abc))
