@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, ClassVar, Union
 
 import msgspec
 import numpy as np
@@ -124,8 +124,54 @@ class TraceEvent(msgspec.Struct, gc=False):
     args: msgspec.Raw = None  # type: ignore[assignment] - None when absent; a dict when built from ijson
 
 
+class _XEvent(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
+    """An ``X`` event from the phase-tagged decoder: :class:`TraceEvent`'s fields, its phase told by its type."""
+
+    ph: ClassVar[str] = "X"
+    pid: Any = None
+    tid: Any = None
+    name: Any = None
+    cat: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: msgspec.Raw = None  # type: ignore[assignment] - None when absent
+
+
+class _MEvent(_XEvent, tag="M"):
+    ph: ClassVar[str] = "M"
+
+
+class _CEvent(_XEvent, tag="C"):
+    ph: ClassVar[str] = "C"
+
+
+_UNREAD_PHASES = ("B", "E", "i", "I", "b", "n", "e", "s", "t", "f", "P", "N", "O", "D", "V", "v", "R", "c", "(", ")")
+"""Trace-event phases no table reads (flows, async, instant, object, sample, mark...): decoded as their phase only."""
+_UNREAD_EVENTS = tuple(msgspec.defstruct(f"_Event_{i}", [], tag=ph, tag_field="ph", gc=False, namespace={"ph": ph})
+                       for i, ph in enumerate(_UNREAD_PHASES))
+_EVENT_TYPES = frozenset({TraceEvent, _XEvent, _MEvent, _CEvent, *_UNREAD_EVENTS})
 _ITERATION_KEY = b"Iteration ID"
 _DECODER = msgspec.json.Decoder(list[TraceEvent | list | str | int | float | bool | None])
+_TAGGED_DECODER = msgspec.json.Decoder(
+    list[Union[(_XEvent, _MEvent, _CEvent, *_UNREAD_EVENTS, list, str, int, float, bool, None)]])  # noqa: UP007
+
+
+class _BlockDecoder:
+    """Decodes the blocks of one trace tagged by phase -- ``X``, ``M`` and ``C`` events with their fields, the
+    others with none (a torch_npu trace's flow events are two in five: their names, ids and time stamps are never
+    built) -- until a block holds an event of another phase, or without one: from there the generic decoder
+    (:class:`TraceEvent`, any ``ph``) reads the rest of the file."""
+
+    def __init__(self) -> None:
+        self.tagged = True
+
+    def __call__(self, data: bytes) -> list[Any]:
+        if self.tagged:
+            try:
+                return _TAGGED_DECODER.decode(data)
+            except msgspec.ValidationError:
+                self.tagged = False
+        return _DECODER.decode(data)
 _TOKEN_BATCH = 8192
 
 
@@ -149,13 +195,13 @@ def _batches(f: BinaryIO, path: Path) -> Iterator[tuple[list[TraceEvent], bool]]
     if first == b"[":
         f.seek(head.index(b"["))
         try:
-            for batch, text in iter_array_chunks(f, TRACE_BLOCK_BYTES, _DECODER.decode):
+            for batch, text in iter_array_chunks(f, TRACE_BLOCK_BYTES, _BlockDecoder()):
                 steps = _ITERATION_KEY in text
-                if set(map(type, batch)) == {TraceEvent}:
+                if set(map(type, batch)) <= _EVENT_TYPES:
                     yield batch, steps  # type: ignore[misc]
                 else:  # bare values (skipped), or dicts from the fallback parser
-                    yield [e if type(e) is TraceEvent else _as_event(e) for e in batch
-                           if type(e) is TraceEvent or type(e) is dict], steps
+                    yield [e if type(e) in _EVENT_TYPES else _as_event(e) for e in batch
+                           if type(e) in _EVENT_TYPES or type(e) is dict], steps
         except StreamError as e:
             if e.truncated:
                 raise InputError(path, f"truncated JSON ({e} at byte {e.offset})") from None
