@@ -307,3 +307,40 @@ def test_coded_columns_give_the_tables_per_row_objects_gave(tmp_path: Path) -> N
     assert ev["args"].iloc[0] == {"k": "v"} and ev["args"].iloc[0] is ev["args"].iloc[1]
     assert ev["tid"].astype(str).tolist() == ["2", "1", "t"]
     assert t.ops is not None and t.ops["name"].tolist() == ["task"]
+
+
+def _same_tables(a: TraceTables, b: TraceTables) -> None:
+    import pandas as pd
+
+    for x, y in ((a.events, b.events), (a.counters, b.counters), (a.ops, b.ops), (a.steps, b.steps)):
+        pd.testing.assert_frame_equal(x, y)
+
+
+@pytest.mark.parametrize("odd", [{"ph": "Q", "name": "odd"}, {"name": "no phase"}, {"ph": 7, "name": "number"}])
+def test_phase_tagged_decoding_reads_what_the_generic_decoder_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    odd: dict[str, Any]) -> None:
+    """Blocks are decoded tagged by phase (flows without their fields) until a block holds a phase the tagged
+    decoder does not know, or none: from there the generic decoder reads the rest, and nothing differs."""
+    import advisor.ingest.timeline as timeline
+
+    events = _torch_like() * 3
+    events.insert(len(events) // 2, odd)  # in a later block: earlier blocks were read tagged
+    path = _write(tmp_path / "trace_view.json", events)
+    monkeypatch.setattr(timeline, "TRACE_BLOCK_BYTES", 512)
+    tagged_meta, generic_meta = Meta(), Meta()
+    switched: list[bool] = []
+    decode = timeline._BlockDecoder.__call__
+
+    def spy(self: Any, data: bytes) -> list[Any]:
+        out = decode(self, data)
+        switched.append(not self.tagged)
+        return out
+
+    monkeypatch.setattr(timeline._BlockDecoder, "__call__", spy)
+    tagged = read_trace(path, tagged_meta, device_ops=True)
+    assert switched[0] is False and switched[-1] is True  # tagged first, generic after the odd event
+    monkeypatch.setattr(timeline._BlockDecoder, "__init__", lambda self: setattr(self, "tagged", False))
+    generic = read_trace(path, generic_meta, device_ops=True)
+    _same_tables(tagged, generic)
+    assert tagged_meta.notes == generic_meta.notes
+    assert any("3 's' events" in n for n in tagged_meta.notes)
