@@ -6,6 +6,7 @@ Usage:
     python benchmarks/run.py --sizes 20000 200000 --layouts torch_npu --no-peer
     python benchmarks/run.py --sizes 2000 --smoke # quick check that the script works (CI)
     python benchmarks/run.py --markdown           # the tables as Markdown (benchmarks/README.md)
+    python benchmarks/run.py --sizes 200000 --layouts torch_npu --no-peer --pairs 7   # + 7 pairs, medians
 
 Data: ``../shared/bench/gen_ascend_pt.py`` for the torch_npu layout and ``benchmarks/gen_prof.py`` for the
 msprof ``PROF_*`` layout, cached under ``benchmarks/_data/``.
@@ -32,6 +33,7 @@ import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -156,6 +158,19 @@ def run_advisor(profile: Path) -> dict[str, object]:
             "failed": sum(k["status"] == "failed" for k in report["knowledge_bases"])}
 
 
+def pairs(profile: Path, n: int, label: str) -> str:
+    """``n`` floor/advisor pairs back to back: one run each moves with the machine's load, the medians and the
+    spread of the per-pair ratios less so."""
+    floor, advisor = [], []
+    for _ in range(n):
+        floor.append(run_floor(profile)["wall_s"])
+        advisor.append(float(run_advisor(profile)["wall_s"]))  # type: ignore[arg-type]
+    ratios = sorted(a / f for a, f in zip(advisor, floor, strict=True))
+    return (f"{label}, {n} pairs: median floor {statistics.median(floor):.2f} s, advisor "
+            f"{statistics.median(advisor):.2f} s ({statistics.median(advisor) / statistics.median(floor):.2f}x); "
+            f"per-pair advisor/floor {ratios[0]:.2f}-{ratios[-1]:.2f}x")
+
+
 def run_peer(profile: Path) -> dict[str, float]:
     script = SHARED_BENCH / "peer_msprof_analyze.sh"
     out = Path(tempfile.mkdtemp(prefix="peer_"))
@@ -250,6 +265,8 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, temporary data dir, no peer (CI check)")
     ap.add_argument("--markdown", action="store_true", help="print Markdown tables")
     ap.add_argument("--json", type=Path, help="also write the raw figures here")
+    ap.add_argument("--pairs", type=int, default=0, metavar="N",
+                    help="then N back-to-back floor/advisor pairs per layout and size, with their medians")
     args = ap.parse_args()
     global DATA
     if args.smoke:
@@ -274,6 +291,8 @@ def main() -> None:
     print(f"Load average after: {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
         args.json.write_text(json.dumps({"machine": machine(), "rows": rows}, indent=1), encoding="utf-8")
+    for row in rows if args.pairs else []:
+        print(pairs(generate(str(row["layout"]), int(row["size"])), args.pairs, f"{row['layout']} {row['size']:,}"))
     if any(r["advisor"]["failed"] for r in rows):
         print("warning: some knowledge bases failed; see the JSON report", file=sys.stderr)
     if args.smoke:
