@@ -110,11 +110,10 @@ class TraceTables:
 # ---------------------------------------------------------------------------------------------------------
 # streaming
 # ---------------------------------------------------------------------------------------------------------
-class TraceEvent(msgspec.Struct, gc=False):
+class _EventFields(msgspec.Struct, gc=False):
     """The fields of a trace event that any table keeps; the decoder skips every other key without building it,
     and ``args`` stays raw JSON (``msgspec.Raw``) until a kept row needs it as a dict."""
 
-    ph: Any = None
     pid: Any = None
     tid: Any = None
     name: Any = None
@@ -124,17 +123,16 @@ class TraceEvent(msgspec.Struct, gc=False):
     args: msgspec.Raw = None  # type: ignore[assignment] - None when absent; a dict when built from ijson
 
 
-class _XEvent(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
-    """An ``X`` event from the phase-tagged decoder: :class:`TraceEvent`'s fields, its phase told by its type."""
+class TraceEvent(_EventFields):
+    """An event of any phase, ``ph`` as written (the generic decoder, and events built from ijson's dicts)."""
+
+    ph: Any = None
+
+
+class _XEvent(_EventFields, tag_field="ph", tag="X"):
+    """An ``X`` event from the phase-tagged decoder, its phase told by its type."""
 
     ph: ClassVar[str] = "X"
-    pid: Any = None
-    tid: Any = None
-    name: Any = None
-    cat: Any = None
-    ts: Any = None
-    dur: Any = None
-    args: msgspec.Raw = None  # type: ignore[assignment] - None when absent
 
 
 class _MEvent(_XEvent, tag="M"):
@@ -172,12 +170,14 @@ class _BlockDecoder:
             except msgspec.ValidationError:
                 self.tagged = False
         return _DECODER.decode(data)
+
+
 _TOKEN_BATCH = 8192
 
 
 def _as_event(d: dict[str, Any]) -> TraceEvent:
-    return TraceEvent(d.get("ph"), d.get("pid"), d.get("tid"), d.get("name"), d.get("cat"), d.get("ts"),
-                      d.get("dur"), d.get("args"))
+    return TraceEvent(d.get("pid"), d.get("tid"), d.get("name"), d.get("cat"), d.get("ts"), d.get("dur"),
+                      d.get("args"), ph=d.get("ph"))
 
 
 def _batches(f: BinaryIO, path: Path) -> Iterator[tuple[list[TraceEvent], bool]]:
