@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import importlib.util
 import sys
@@ -35,12 +36,11 @@ def release_memory() -> None:
         pa.default_memory_pool().release_unused()
     except ImportError:  # pragma: no cover - pyarrow is a dependency
         pass
-    trim = _malloc_trim()
+    trim = _glibc("malloc_trim")
     if trim is not None:
         trim(0)
 
 
-_TRIM: list[Any] = []
 _M_MMAP_THRESHOLD = -3
 _M_ARENA_MAX = -8
 MMAP_THRESHOLD_BYTES = 4 << 20
@@ -62,31 +62,23 @@ def tune_allocator() -> None:
     if _TUNED:
         return
     _TUNED.append(True)
+    mallopt = _glibc("mallopt")
+    if mallopt is not None:
+        mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+        mallopt(_M_ARENA_MAX, 1)
+
+
+@functools.cache
+def _glibc(name: str) -> Any:
+    """glibc's function ``name`` (None elsewhere: macOS, musl, Windows)."""
     if not sys.platform.startswith("linux"):
-        return
+        return None
     try:
         import ctypes
 
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
-        libc.mallopt(_M_ARENA_MAX, 1)
+        return getattr(ctypes.CDLL("libc.so.6"), name)
     except (OSError, AttributeError):
-        pass
-
-
-def _malloc_trim() -> Any:
-    """glibc's ``malloc_trim`` (None elsewhere: macOS, musl, Windows)."""
-    if not _TRIM:
-        fn = None
-        if sys.platform.startswith("linux"):
-            try:
-                import ctypes
-
-                fn = ctypes.CDLL("libc.so.6").malloc_trim
-            except (OSError, AttributeError):
-                fn = None
-        _TRIM.append(fn)
-    return _TRIM[0]
+        return None
 
 
 def lazy_module(name: str) -> Any:

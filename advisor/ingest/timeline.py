@@ -543,7 +543,8 @@ class _TraceReader:
             keys = [b"" if a is None else bytes(a) for a in args]
             get = self.args_by_raw.get
             args = list(map(get, keys, repeat(_MISSING_ARGS, len(keys))))
-            for i in [i for i, a in enumerate(args) if a is _MISSING_ARGS]:
+            i = -1
+            while (i := _find(args, _MISSING_ARGS, i + 1)) >= 0:  # args not seen before (as in _Coded.extend)
                 args[i] = self._args(keys[i])
             cols["args"].extend(args)
         else:
