@@ -25,6 +25,7 @@ from advisor.platform import resolve_platform
 from advisor.rank_summary import RankSummary
 from advisor.report.build import build_report, cluster_section
 from advisor.rules import EffectiveRules
+from advisor.steady import analyzed_ops
 
 Progress = Callable[[str], None]
 
@@ -121,8 +122,10 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
         from advisor import static_audit
 
         return static_audit.analyze(src, graph, infos, rules, chip, time_limit_s, cann)
-    profile = ingest.read_source(src, engine.ops_projection(infos), engine.events_projection(infos, rules))
+    profile = ingest.read_source(src, engine.ops_projection(infos), engine.events_projection(infos, rules),
+                                 rules.for_kb("time") or None)
     require_analyzable(profile, graph)
+    profile.ops = analyzed_ops(profile)  # the knowledge bases read the steps the time model analyzes
     ingest.context.refine_with_graph(profile.meta, graph)
     target_cann(profile.meta, cann)
     hint = chip or profile.meta.chip or (graph.soc_version if graph is not None else None)

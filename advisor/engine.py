@@ -317,9 +317,9 @@ def events_projection(infos: Sequence[KBInfo], rules: EffectiveRules) -> EventSe
     with the time model's; None -- keep every event -- when one of them does not say (a plugin
     written before API 1.4) or its declaration raises."""
     from advisor.model import EventSelection
-    from advisor.timemodel import TIME_MODEL_EVENTS
+    from advisor.timemodel import time_model_events
 
-    selection = TIME_MODEL_EVENTS
+    selection = time_model_events(rules.for_kb("time") or None)
     for info in infos:
         if getattr(info.cls, "scope", "rank") != "rank":
             continue  # cluster-scope KBs see RankData, no events

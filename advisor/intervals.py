@@ -58,3 +58,44 @@ def covered_before(bs: np.ndarray, be: np.ndarray, t: np.ndarray) -> np.ndarray:
 def overlap(bs: np.ndarray, be: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     """How long each interval ``[s, e)`` overlaps the blocks."""
     return covered_before(bs, be, e) - covered_before(bs, be, s)
+
+
+Blocks = tuple[np.ndarray, np.ndarray]
+"""Sorted, disjoint ``[starts, ends)`` blocks, as :func:`union` returns them."""
+
+
+def length(blocks: Blocks) -> float:
+    """Total length of disjoint blocks."""
+    return float((blocks[1] - blocks[0]).sum()) if len(blocks[0]) else 0.0
+
+
+def complement(blocks: Blocks, lo: float, hi: float) -> Blocks:
+    """The parts of ``[lo, hi)`` that no block covers (the gaps between them), as blocks."""
+    bs, be = blocks
+    keep = (be > lo) & (bs < hi)
+    bs, be = np.maximum(bs[keep], lo), np.minimum(be[keep], hi)
+    starts = np.r_[lo, be]
+    ends = np.r_[bs, hi]
+    ok = ends > starts
+    return starts[ok], ends[ok]
+
+
+def intersect(a: Blocks, b: Blocks) -> Blocks:
+    """The blocks covered by both ``a`` and ``b`` (each sorted and disjoint): each block of ``a`` meets a run of
+    consecutive blocks of ``b``, so there are at most ``len(a) + len(b)`` pieces."""
+    (a_s, a_e), (b_s, b_e) = a, b
+    if not len(a_s) or not len(b_s):
+        return np.empty(0), np.empty(0)
+    first = np.searchsorted(b_e, a_s, side="right")
+    last = np.searchsorted(b_s, a_e, side="left")
+    counts = np.maximum(last - first, 0)
+    total = int(counts.sum())
+    if not total:
+        return np.empty(0), np.empty(0)
+    ai = np.repeat(np.arange(len(a_s)), counts)
+    offsets = np.repeat(np.cumsum(counts) - counts, counts)
+    bi = np.arange(total) - offsets + np.repeat(first, counts)
+    s = np.maximum(a_s[ai], b_s[bi])
+    e = np.minimum(a_e[ai], b_e[bi])
+    ok = e > s
+    return s[ok], e[ok]

@@ -253,6 +253,8 @@ class Meta:
     events_read: EventSelection | None = field(default=None, repr=False, compare=False)
     """The timeline events the analysis reads row by row (:class:`EventSelection`): trace readers count the others
     into ``Profile.event_summary`` instead of keeping them. None: keep every event."""
+    time_rules: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    """The time model's thresholds (``rules/time.yaml`` as the analysis loaded it); None: the built-in file."""
 
     def read(self, path: object) -> None:
         self.files_read.append(str(path))

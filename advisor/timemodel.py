@@ -34,17 +34,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from advisor.intervals import overlap, union
+from advisor.intervals import complement, overlap, union
 from advisor.model import EventSelection, Profile, label_mask
 
 COMPUTE_KEYS: tuple[str, ...] = ("cube", "vector", "mix", "ai_cpu", "other")
 UNCOVERED_KEYS: tuple[str, ...] = ("wait", "transmit", "idle")
+FREE_KEYS: tuple[str, ...] = ("data_loading", "launch", "comm_wait", "unknown")
+"""What the device's idle time is spent on (``advisor.freetime``): the input pipeline (a step trace's data
+augmentation gap, DataLoader or dataset events), host launch and dispatch gaps, the host blocked in a collective,
+or unknown (no host timeline and no step phase to tell)."""
 
 CORE_COMPUTE: dict[str, str] = {
     "AI_CORE": "cube", "KERNEL_AICORE": "cube", "AIC": "cube",
@@ -52,8 +57,11 @@ CORE_COMPUTE: dict[str, str] = {
     "MIX_AIC": "mix", "MIX_AIV": "mix", "KERNEL_MIX_AIC": "mix", "KERNEL_MIX_AIV": "mix", "FFTS_PLUS": "mix",
     "AI_CPU": "ai_cpu", "KERNEL_AICPU": "ai_cpu", "AICPU": "ai_cpu",
     "DSA_SQE": "other", "DSA": "other",
+    "OTHER": "other",
 }
-"""Device task core / task type -> compute bucket. Anything not here and not communication is not compute."""
+"""Device task core / task type -> compute bucket. Anything not here and not communication is not compute. ``OTHER``
+is the task type a torch_npu trace writes for kernels whose core it does not name (``aclnn...AiCore...`` kernels in
+the msprof-analyze timeline_advice trace): compute of an unrecorded core, as the trace's Overlap Analysis counts it."""
 COMM_CORES = frozenset({"HCCL", "COMMUNICATION"})
 """Op-level communication rows (one per collective) in the ops table."""
 _WAIT = re.compile(r"notify[ _]?wait", re.IGNORECASE)
@@ -67,10 +75,6 @@ _DEVICE_COMM_TASK = re.compile(r"^(notify[ _]?(wait|record)|reduce[ _]?async\w*)
 
 HCCL_PROCESSES = ("HCCL", "Communication")
 OVERLAP_PROCESS = "Overlap Analysis"
-TIME_MODEL_EVENTS = EventSelection(names=(r"ProfilerStep#\d+",),
-                                   processes=tuple(re.escape(p) for p in (*HCCL_PROCESSES, OVERLAP_PROCESS)))
-"""The events the time model reads row by row (HCCL ops and tasks, Overlap Analysis intervals, step markers); it
-reads the extent of every other event from ``Profile.event_summary``."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -95,6 +99,15 @@ class StepTime:
     """Pipeline-parallel bubble, where the profiler records it (part of the step's uncovered communication)."""
     preparing_us: float | None = None
     """Host time before the step's first device task, where the profiler records it (outside the window)."""
+    free_by_kind: dict[str, float] = field(default_factory=dict)
+    """``free_us`` split by what the idle time is spent on (:data:`FREE_KEYS`); empty until ``advisor.freetime``
+    splits it (then it adds up to ``free_us``)."""
+    count: int = 1
+    """How many steps this row stands for: 1, or k when the analysis reads k executions of a step whose device
+    tasks the profile records only outside the steady state (``advisor.steady``): every figure is k times the
+    median steady step."""
+    tasks: bool = True
+    """Whether the split rests on the step's own device tasks (False: only the step trace's phases cover it)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"step": self.step, **_figures(self)}
@@ -104,6 +117,10 @@ class StepTime:
             value = getattr(self, key)
             if value is not None:
                 out[key] = _r(value)
+        if self.count != 1:
+            out["count"] = self.count
+        if not self.tasks:
+            out["from_phases"] = True
         return out
 
 
@@ -117,6 +134,10 @@ class TimeModel:
     capture_us: float | None = None
     """Span of everything the profile recorded (host and device), when time stamps exist."""
     notes: list[str] = field(default_factory=list)
+    excluded: list[Excluded] = field(default_factory=list)
+    """Recorded time left out of the window, each with its reason: warm-up steps, pauses of the program."""
+    steady_state: dict[str, Any] = field(default_factory=dict)
+    """How the analyzed steps were chosen (``advisor.steady``): steps recorded, analyzed, warm-up, the median step."""
 
     # totals over the steps -------------------------------------------------------------------------------
     def _sum(self, name: str) -> float:
@@ -162,6 +183,10 @@ class TimeModel:
         return self._sum_map("uncovered_by_kind", UNCOVERED_KEYS)
 
     @property
+    def free_by_kind(self) -> dict[str, float]:
+        return self._sum_map("free_by_kind", FREE_KEYS)
+
+    @property
     def outside_window_us(self) -> float:
         """Capture time outside the analyzed window (idle head/tail, steps without device tasks)."""
         if self.capture_us is None:
@@ -188,6 +213,30 @@ class TimeModel:
             out["origin_ns"] = int(self.origin_ns)
         if self.notes:
             out["notes"] = list(self.notes)
+        if self.excluded:
+            out["excluded"] = [e.to_dict() for e in self.excluded]
+        if self.steady_state:
+            out["steady_state"] = dict(self.steady_state)
+        return out
+
+
+@dataclass
+class Excluded:
+    """Recorded time outside the analyzed window and why: a warm-up step, or a pause of the program."""
+
+    kind: str
+    """``warm-up`` or ``pause``."""
+    window_us: float
+    reason: str
+    step: int | None = None
+    start_us: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "window_us": _r(self.window_us), "reason": self.reason}
+        if self.step is not None:
+            out["step"] = self.step
+        if self.start_us is not None:
+            out["start_us"] = _r(self.start_us)
         return out
 
 
@@ -205,6 +254,7 @@ def _figures(t: Any) -> dict[str, Any]:
         "free_us": _r(t.free_us),
         "compute_by_core": {k: _r(v) for k, v in t.compute_by_core.items() if v or k in COMPUTE_KEYS},
         "uncovered_by_kind": {k: _r(v) for k, v in t.uncovered_by_kind.items() if v or k in UNCOVERED_KEYS},
+        "free_by_kind": {k: _r(v) for k, v in t.free_by_kind.items() if v},
     }
 
 
@@ -214,7 +264,8 @@ def merge(models: Iterable[TimeModel]) -> dict[str, Any]:
     keys = ("window_us", "compute_us", "communication_us", "overlapped_communication_us",
             "uncovered_communication_us", "free_us")
     out: dict[str, Any] = {k: _r(sum(getattr(m, k) for m in models)) for k in keys}
-    for name, names in (("compute_by_core", COMPUTE_KEYS), ("uncovered_by_kind", UNCOVERED_KEYS)):
+    for name, names in (("compute_by_core", COMPUTE_KEYS), ("uncovered_by_kind", UNCOVERED_KEYS),
+                        ("free_by_kind", FREE_KEYS)):
         acc: dict[str, float] = {k: 0.0 for k in names}
         for m in models:
             for k, v in getattr(m, name).items():
@@ -529,8 +580,9 @@ def _has(st: pd.DataFrame, col: str) -> bool:
     return col in st.columns and bool(st[col].notna().any())
 
 
-def _profiler_split(profile: Profile, iv: _Intervals) -> list[StepTime] | None:
-    """Steps as the profiler split them (step_trace_time.csv, StepTraceTime, OVERLAP_ANALYSIS in STEP_TIME)."""
+def _profiler_split(profile: Profile, iv: _Intervals) -> list[tuple[StepTime, float, float]] | None:
+    """Steps as the profiler split them (step_trace_time.csv, StepTraceTime, OVERLAP_ANALYSIS in STEP_TIME), each
+    with the span [lo, hi) of the device tasks it covers (infinite when unknown)."""
     st = profile.steps
     if not len(st) or not (_has(st, "free_us") or _has(st, "comm_not_overlapped_us")):
         return None
@@ -549,14 +601,15 @@ def _profiler_split(profile: Profile, iv: _Intervals) -> list[StepTime] | None:
         dur = getattr(r, "duration_us", np.nan)
         lo, hi = (float(start), float(start) + float(dur)) if np.isfinite(start) and np.isfinite(dur) \
             else _step_bounds(profile, r.step, step_ids) if per_step_ops else (-np.inf, np.inf)
-        out.append(StepTime(
+        out.append((StepTime(
             step=_step_id(r.step), window_us=compute + uncovered + free, compute_us=compute,
             compute_by_core=_core_split(iv, compute, lo, hi, untimed_share=1.0),
             communication_us=comm_total, overlapped_communication_us=overlapped,
             uncovered_communication_us=uncovered,
             uncovered_by_kind=_uncovered_split(iv, uncovered, lo, hi, r.step), free_us=free,
             start_us=float(start) if np.isfinite(start) else (lo if np.isfinite(lo) else None),
-            bubble_us=_opt(getattr(r, "bubble_us", np.nan)), preparing_us=_opt(getattr(r, "preparing_us", np.nan))))
+            bubble_us=_opt(getattr(r, "bubble_us", np.nan)), preparing_us=_opt(getattr(r, "preparing_us", np.nan))),
+            lo, hi))
     return out
 
 
@@ -707,59 +760,135 @@ def _active_span(iv: _Intervals) -> tuple[float, float] | None:
     return float(min(firsts)), float(max(lasts))
 
 
-PAUSE_FACTOR = 10.0
-"""Where no step is recorded, an idle gap longer than this many times all the device work of the capture is a pause
-of the program (setup, compilation, a sleep between runs), not dispatch overhead: it is left out of the window.
-A host-bound step idles for a fraction of its work, or a few times it; a kernel-development run that launches
-5 ms of kernels after 5 s of setup idles a thousand times its work."""
-
-
-def _pauses(iv: _Intervals) -> list[float]:
-    """Lengths of the idle gaps of the device (compute and communication) that count as pauses."""
-    bs, be = union(*_concat(iv.compute, iv.comm))
-    if len(bs) < 2:
+def _pause_gaps(busy: tuple[np.ndarray, np.ndarray], lo: float, hi: float, factor: float) -> list[tuple[float, float]]:
+    """Idle gaps of the device inside [lo, hi) longer than ``factor`` times all its work there: pauses of the
+    program (setup, compilation, a sleep between runs), not dispatch overhead (``rules/time.yaml`` ``pause``)."""
+    work = _blocks_len(busy, lo, hi)
+    if work <= 0:
         return []
-    busy = float((be - bs).sum())
-    gaps = bs[1:] - be[:-1]
-    return [float(g) for g in gaps if g > PAUSE_FACTOR * busy]
+    gs, ge = complement(busy, lo, hi)
+    long = (ge - gs) > factor * work
+    return [(float(a), float(b)) for a, b in zip(gs[long], ge[long], strict=True)]
 
 
 def _covers_tasks(iv: _Intervals, lo: float, hi: float) -> bool:
     return _blocks_len(iv.compute, lo, hi) + _blocks_len(iv.comm, lo, hi) > 0
 
 
-def _phase_steps(profile: Profile) -> list[StepTime] | None:
-    """Steps from a step trace's phases when no device task carries a time (MindSpore ``step_trace_raw`` alone):
-    the interval before FP start is free, FP-BP compute, the tail compute plus the communication after BP end."""
+def _lead_gaps(profile: Profile, bounds: list[tuple[Any, float, float]]
+               ) -> tuple[list[tuple[Any, float, float]], dict[Any, tuple[float, float]]]:
+    """Graph-mode step traces (msprof ``Iteration N``, MindSpore ``step_trace_raw``) record where each step's work
+    starts; the time between the previous step's end and that start is the step's input pipeline (msprof's Data Aug
+    Bound, MindSpore's ``iteration_interval``). Each step runs from the previous step's end, and that gap is its
+    data-loading time: (bounds so extended, step -> data-loading gap)."""
+    st = profile.steps
+    if not bounds or not _has(st, "fp_bp_us"):
+        return bounds, {}
+    preparing = dict(zip(st["step"], st["preparing_us"], strict=True)) if _has(st, "preparing_us") else {}
+    out: list[tuple[Any, float, float]] = []
+    leads: dict[Any, tuple[float, float]] = {}
+    prev_hi: float | None = None
+    for step, lo, hi in sorted(bounds, key=lambda b: b[1]):
+        interval = _opt(preparing.get(step))
+        if interval:  # the step already starts at the previous one's end (MindSpore): the gap is inside it
+            leads[step] = (lo, min(hi, lo + interval))
+        elif prev_hi is not None and lo - prev_hi > _GAP_TOLERANCE_US:
+            leads[step] = (prev_hi, lo)
+            lo = prev_hi
+        out.append((step, lo, hi))
+        prev_hi = hi
+    return out, leads
+
+
+_GAP_TOLERANCE_US = 1.0
+"""Consecutive steps closer than this are contiguous (clock rounding), not separated by a data-loading gap."""
+
+
+@dataclass
+class _PhaseContext:
+    """What a step known only from its step-trace phases borrows from the steps whose device tasks were recorded."""
+
+    compute_per_step: float | None
+    """Device compute of one step as the recorded tasks measure it: caps a phase's compute (a forward-backward
+    phase is an interval on the device, not busy time)."""
+    transfer_per_step: float | None
+    """Uncovered transfer time of one step as the recorded collectives measured it (data moves as fast every step;
+    the rest of a phase step's communication is waiting)."""
+    source: str
+
+
+def _phase_steps(profile: Profile, iv: _Intervals, bounds: dict[Any, tuple[float, float]],
+                 leads: dict[Any, tuple[float, float]], skip: set[Any], ctx: _PhaseContext) -> list[StepTime]:
+    """Steps from a step trace's phases, for the steps no recorded device task covers (a task timeline shorter than
+    the step trace, or none at all): the data-loading gap before the forward pass is free time, the forward-backward
+    phase and the tail compute, except the communication that runs after BP end (uncovered); compute is capped at
+    what the recorded tasks measure for a step, the rest of the phases is idle time of unknown cause."""
     st = profile.steps
     if not len(st) or not _has(st, "duration_us"):
-        return None
+        return []
     fp_col = "fp_bp_us" if _has(st, "fp_bp_us") else "computing_us" if _has(st, "computing_us") else None
     if fp_col is None:
-        return None
+        return []
     tail_col = "tail_us" if _has(st, "tail_us") else "refresh_us" if _has(st, "refresh_us") else None
     out = []
     for r in st.sort_values("step").itertuples(index=False):
-        window = _nz(r.duration_us)
+        step = _step_id(r.step)
+        if step in skip:
+            continue
+        start = _opt(getattr(r, "start_us", np.nan))
+        lo, hi = bounds.get(r.step, (start, start + _nz(r.duration_us)) if start is not None else (None, None))
+        window = (hi - lo) if lo is not None else _nz(r.duration_us)
         if window <= 0:
             continue
         fp_bp = _nz(getattr(r, fp_col))
         tail = _nz(getattr(r, tail_col)) if tail_col else 0.0
-        interval = _nz(getattr(r, "preparing_us", np.nan)) if _has(st, "preparing_us") \
-            else max(0.0, window - fp_bp - tail)
+        lead = leads.get(r.step)
+        data = (lead[1] - lead[0]) if lead else max(0.0, window - fp_bp - tail)
         comm = min(_nz(getattr(r, "communication_us", np.nan)), window)
         uncovered = min(comm, tail)
-        compute = max(0.0, window - interval - uncovered)
+        compute = max(0.0, window - data - uncovered)
+        if ctx.compute_per_step is not None:
+            compute = min(compute, ctx.compute_per_step)
         free = max(0.0, window - compute - uncovered)
+        loading = min(data, free)
+        transfer = min(uncovered, ctx.transfer_per_step) if ctx.transfer_per_step is not None else None
+        by_kind = ({"wait": uncovered - transfer, "transmit": transfer, "idle": 0.0} if transfer is not None
+                   else {"wait": 0.0, "transmit": 0.0, "idle": 0.0, **({"unknown": uncovered} if uncovered else {})})
         out.append(StepTime(
-            step=_step_id(r.step), window_us=window, compute_us=compute,
-            compute_by_core={k: (compute if k == "other" else 0.0) for k in COMPUTE_KEYS},
+            step=step, window_us=window, compute_us=compute,
+            compute_by_core=_core_split(iv, compute, -np.inf, np.inf, untimed_share=1.0),
             communication_us=comm, overlapped_communication_us=max(0.0, comm - uncovered),
-            uncovered_communication_us=uncovered,
-            uncovered_by_kind={"wait": 0.0, "transmit": 0.0, "idle": 0.0, **({"unknown": uncovered} if uncovered
-                                                                              else {})},
-            free_us=free, start_us=_opt(getattr(r, "start_us", np.nan))))
-    return out or None
+            uncovered_communication_us=uncovered, uncovered_by_kind=by_kind, free_us=free, start_us=lo,
+            free_by_kind={k: v for k, v in (("data_loading", loading), ("unknown", free - loading)) if v > 0},
+            tasks=False))
+    return out
+
+
+def _phase_context(steps: list[StepTime], iv: _Intervals, executions: int) -> _PhaseContext:
+    """Per-step compute and transfer time from the steps whose tasks were recorded (or the untimed tasks' total over
+    the executions they record)."""
+    task_steps = [s for s in steps if s.tasks]
+    if task_steps:
+        transfer = [s.uncovered_by_kind.get("transmit", 0.0) for s in task_steps]
+        known = any(s.uncovered_by_kind.get("transmit", 0.0) or s.uncovered_by_kind.get("wait", 0.0)
+                    for s in task_steps)
+        return _PhaseContext(float(np.median([s.compute_us for s in task_steps])),
+                             float(np.median(transfer)) if known else None,
+                             f"the device tasks of step(s) {', '.join(str(s.step) for s in task_steps[:5])}")
+    untimed = sum(iv.untimed_compute.values())
+    if untimed > 0 and executions > 0:
+        return _PhaseContext(untimed / executions, None, f"the untimed device tasks over {executions} executions")
+    return _PhaseContext(None, None, "")
+
+
+def _executions(profile: Profile) -> int:
+    """How many executions an ops table without time stamps records: the median count of an op name (MindSpore's
+    averages repeat each op ``execution_frequency`` times)."""
+    ops = profile.ops
+    if not len(ops) or ops["start_us"].notna().any():
+        return 0
+    counts = ops.groupby(ops["name"].astype(str), sort=False).size()
+    return max(1, int(round(float(np.median(counts.to_numpy())))))
 
 
 def _untimed_step(iv: _Intervals) -> list[StepTime]:
@@ -783,80 +912,241 @@ def _capture_span(profile: Profile) -> float | None:
         e = s + np.nan_to_num(frame["duration_us"].to_numpy(dtype="float64"))
         if np.isfinite(s).any():
             lo, hi = min(lo, float(np.nanmin(s))), max(hi, float(np.nanmax(e)))
+    st = profile.steps  # a step trace can cover more steps than the device tasks
+    if len(st) and _has(st, "start_us") and _has(st, "duration_us"):
+        s = st["start_us"].to_numpy(dtype="float64")
+        e = s + st["duration_us"].to_numpy(dtype="float64")
+        if np.isfinite(e).any():
+            lo, hi = min(lo, float(np.nanmin(s))), max(hi, float(np.nanmax(e)))
     counted = profile.event_summary  # events not kept: their first start and last end
     if len(counted) and np.isfinite(first := counted["first_us"].to_numpy(dtype="float64")).any():
         lo, hi = min(lo, float(np.nanmin(first))), max(hi, float(np.nanmax(counted["last_end_us"].to_numpy())))
     return hi - lo if np.isfinite(lo) and hi > lo else None
 
 
+# ---------------------------------------------------------------------------------------------------------
+# building
+# ---------------------------------------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def builtin_time_rules() -> dict[str, Any]:
+    """``rules/time.yaml`` as shipped (validated by the test suite, as every built-in rules file)."""
+    from advisor.rules import builtin_rules_dir, load_rules_file
+
+    return load_rules_file(builtin_rules_dir() / "time.yaml", validate=False)
+
+
+def time_rules(meta: Any) -> dict[str, Any]:
+    """The time model's thresholds: those the analysis loaded (``Meta.time_rules``), else the built-in file."""
+    return getattr(meta, "time_rules", None) or builtin_time_rules()
+
+
+def time_model_events(rules: dict[str, Any] | None = None) -> EventSelection:
+    """The events the time model reads row by row: HCCL ops and tasks, Overlap Analysis intervals, step markers,
+    and the host events that tell what idle time is spent on (``advisor.freetime``); it reads the extent of every
+    other event from ``Profile.event_summary``."""
+    from advisor import freetime
+
+    return EventSelection(names=(r"ProfilerStep#\d+", *freetime.event_names(rules or builtin_time_rules())),
+                          processes=tuple(re.escape(p) for p in (*HCCL_PROCESSES, OVERLAP_PROCESS)))
+
+
+@dataclass
+class _Split:
+    """Steps in time order with the span [lo, hi) of device time each covers, before the steady state is chosen."""
+
+    steps: list[StepTime] = field(default_factory=list)
+    spans: list[tuple[float, float]] = field(default_factory=list)
+    recorded: bool = True
+    """The steps are recorded ones; False: one window over the capture (where pauses are looked for)."""
+    leads: dict[Any, tuple[float, float]] = field(default_factory=dict)
+
+    def add(self, step: StepTime, lo: float, hi: float) -> None:
+        self.steps.append(step)
+        self.spans.append((lo, hi))
+
+
+def _split(profile: Profile, iv: _Intervals, sources: dict[str, str], notes: list[str]) -> _Split:
+    """Every recorded step (or one window over the capture), split from the best source the profile has."""
+    out = _Split()
+    steps_source = profile.meta.sources.get("steps", "step table")
+    profiler = _profiler_split(profile, iv)
+    if profiler is not None:
+        sources["window"] = sources["split"] = f"{steps_source} (the profiler's per-step split)"
+        for step, lo, hi in profiler:
+            out.add(step, lo, hi)
+        return out
+    bounds = _recorded_bounds(profile)
+    from_table = bool(bounds)
+    bounds, out.leads = _lead_gaps(profile, bounds)
+    if not bounds:
+        bounds, steps_source = _other_bounds(profile, iv, steps_source)
+    with_tasks = [(s, lo, hi) for s, lo, hi in bounds if _covers_tasks(iv, lo, hi)]
+    _task_steps(profile, iv, with_tasks, steps_source, sources, out)
+    if from_table:
+        _add_phase_steps(profile, iv, bounds, len(with_tasks), steps_source, sources, notes, out)
+    if not out.steps and (span := _active_span(iv)) is not None:
+        out.recorded = False
+        sources["window"] = "active span of the device tasks (no step recorded)"
+        sources["split"] = "derived from device tasks (unions of compute and communication intervals)"
+        out.add(_derived_step(iv, None, *span), *span)
+        untimed = sum(iv.untimed_compute.values())
+        if untimed > 0:
+            notes.append(f"{untimed:.1f} us of tasks without start times are not in the window")
+    if not out.steps and (untimed_steps := _untimed_step(iv)):
+        sources["window"] = sources["split"] = f"{sources.get('compute', 'device tasks')}: task time (no time stamps)"
+        out.steps, out.spans, out.recorded = untimed_steps, [(-np.inf, np.inf)], True
+    return out
+
+
+def _other_bounds(profile: Profile, iv: _Intervals, steps_source: str) -> tuple[list[tuple[Any, float, float]], str]:
+    """Step bounds where no step table records them: an application's msproftx loop, the tasks' step ids, torch's
+    ProfilerStep#N ranges -- with the source that names them."""
+    if bounds := _app_loop_bounds(profile):
+        return bounds, f"{profile.meta.sources.get('tx', 'msprof_tx')}: the application's msproftx span"
+    if bounds := _task_step_bounds(profile):
+        return bounds, f"{profile.meta.sources.get('ops', 'device tasks')} step ids"
+    if bounds := _marker_bounds(profile, iv):
+        return bounds, (f"{profile.meta.sources.get('events', 'timeline')}: ProfilerStep#N ranges (host), "
+                        "extended to the device tasks they launched")
+    return [], steps_source
+
+
+def _task_steps(profile: Profile, iv: _Intervals, with_tasks: list[tuple[Any, float, float]], steps_source: str,
+                sources: dict[str, str], out: _Split) -> None:
+    """The steps whose device tasks were recorded: from the Overlap Analysis intervals, else derived from the
+    tasks; the Overlap Analysis extent when no step is recorded."""
+    oa = _overlap_analysis(profile, iv, with_tasks)
+    if oa is not None:
+        sources["split"] = f"{profile.meta.sources.get('events', 'timeline')}: Overlap Analysis intervals"
+        sources["window"] = (f"{steps_source}: step bounds" if with_tasks
+                             else "Overlap Analysis extent (no step recorded)")
+        out.recorded = bool(with_tasks)
+        spans = {_step_id(s): (lo, hi) for s, lo, hi in with_tasks}
+        for step in oa:
+            lo, hi = spans.get(step.step, (step.start_us, (step.start_us or 0.0) + step.window_us))
+            out.add(step, lo if lo is not None else -np.inf, hi)
+    elif with_tasks:
+        sources["window"] = f"{steps_source}: step bounds"
+        sources["split"] = "derived from device tasks (unions of compute and communication intervals)"
+        for s, lo, hi in with_tasks:
+            out.add(_derived_step(iv, s, lo, hi), lo, hi)
+
+
+def _add_phase_steps(profile: Profile, iv: _Intervals, bounds: list[tuple[Any, float, float]], n_with_tasks: int,
+                     steps_source: str, sources: dict[str, str], notes: list[str], out: _Split) -> None:
+    """The recorded steps no device task covers, from the step trace's phases, in time order with the others."""
+    ctx = _phase_context(out.steps, iv, n_with_tasks or _executions(profile))
+    phases = _phase_steps(profile, iv, {s: (lo, hi) for s, lo, hi in bounds}, out.leads,
+                          {st.step for st in out.steps}, ctx)
+    if not phases:
+        if n_with_tasks < len(bounds):
+            notes.append(f"{len(bounds) - n_with_tasks} of {len(bounds)} recorded steps hold no device task of "
+                         "this capture: outside the analyzed window")
+        return
+    _note_phases(sources, notes, steps_source, phases, ctx, bool(out.steps))
+    for step in phases:
+        out.add(step, step.start_us if step.start_us is not None else -np.inf, (step.start_us or 0.0) + step.window_us)
+    order = sorted(range(len(out.steps)), key=lambda i: (out.spans[i][0], out.steps[i].step or 0))
+    out.steps, out.spans = [out.steps[i] for i in order], [out.spans[i] for i in order]
+
+
+def _note_phases(sources: dict[str, str], notes: list[str], steps_source: str, phases: list[StepTime],
+                 ctx: _PhaseContext, with_tasks: bool) -> None:
+    if with_tasks:
+        notes.append(f"{len(phases)} recorded step(s) hold no device task of this capture: split from the step "
+                     f"trace's phases ({steps_source}), compute capped at {ctx.compute_per_step or 0:.1f} us per "
+                     f"step as measured on {ctx.source}")
+        return
+    sources["window"] = sources["split"] = f"{steps_source}: step phases (no device task times)"
+    sources.pop("uncovered_by_kind", None)
+    if ctx.compute_per_step is not None:
+        notes.append(f"compute of each step capped at {ctx.compute_per_step:.1f} us, what {ctx.source} measure per "
+                     "step: the step trace's forward-backward phase is an interval on the device, not busy time")
+
+
+def _first_step(profile: Profile) -> str | None:
+    """Why the capture's first step is the program's first: a torch_npu profiler schedule that neither skips nor
+    waits nor warms up (profiler_info's ``schedule``)."""
+    sched = ((profile.meta.config or {}).get("common_config") or {}).get("schedule")
+    if not isinstance(sched, dict):
+        return None
+    keys = ("skip_first", "wait", "warmup")
+    if all(_nz(sched.get(k)) == 0 for k in keys):
+        return "profiler_info schedule: " + ", ".join(f"{k}={_nz(sched.get(k)):g}" for k in keys)
+    return None
+
+
+def _phase_sources(sources: dict[str, str], profile: Profile, task_steps: list[StepTime]) -> None:
+    """The analyzed step is a phase step while device tasks exist in other steps: say what each figure rests on."""
+    steps_source = profile.meta.sources.get("steps", "step table")
+    which = ", ".join(str(s.step) for s in task_steps[:5])
+    sources["window"] = f"{steps_source}: the median steady step's phases"
+    sources["split"] = (f"{steps_source}: step phases; compute capped at what the device tasks of step(s) {which} "
+                        "measure per step")
+    if any(s.uncovered_by_kind.get("transmit") for s in task_steps):
+        sources["uncovered_by_kind"] = (f"transfer time of the same collectives in step(s) {which} "
+                                        f"({sources.get('uncovered_by_kind', 'HCCL tasks')}); the rest is waiting")
+
+
+def _remove_pauses(split: _Split, iv: _Intervals, factor: float) -> tuple[list[Excluded], tuple[np.ndarray, np.ndarray]]:
+    """Pauses of the program inside a window over the whole capture (no step recorded): out of the window and of
+    its free time, listed as excluded."""
+    busy = union(*_concat(iv.compute, iv.comm))
+    excluded: list[Excluded] = []
+    skip_s: list[float] = []
+    skip_e: list[float] = []
+    for i, (step, (lo, hi)) in enumerate(zip(split.steps, split.spans, strict=True)):
+        gaps = _pause_gaps(busy, lo, hi, factor)
+        if not gaps:
+            continue
+        paused = sum(b - a for a, b in gaps)
+        work = _blocks_len(busy, lo, hi)
+        split.steps[i] = replace(step, window_us=max(0.0, step.window_us - paused),
+                                 free_us=max(0.0, step.free_us - paused))
+        for a, b in gaps:
+            excluded.append(Excluded("pause", b - a, f"pause of the program: the device idles {(b - a) / 1000:.2f} ms, "
+                                     f"{(b - a) / work:.0f}x all its work in the capture ({work / 1000:.3f} ms; "
+                                     f"pause.factor {factor:g}): outside the window, not a host-bound saving",
+                                     start_us=a))
+            skip_s.append(a)
+            skip_e.append(b)
+    return excluded, (np.array(skip_s), np.array(skip_e))
+
+
 def build(profile: Profile) -> TimeModel:
     """The time model of ``profile`` (see the module doc for the sources, best first)."""
+    from advisor import freetime, steady
+
+    rules = time_rules(profile.meta)
     iv = _intervals(profile)
     sources = dict(iv.sources)
     notes: list[str] = []
-    steps_source = profile.meta.sources.get("steps", "step table")
-
-    steps = _profiler_split(profile, iv)
-    if steps is not None:
-        sources["window"] = sources["split"] = f"{steps_source} (the profiler's per-step split)"
-    else:
-        bounds = _recorded_bounds(profile)
-        if not bounds and (bounds := _app_loop_bounds(profile)):
-            steps_source = f"{profile.meta.sources.get('tx', 'msprof_tx')}: the application's msproftx span"
-        if not bounds:
-            bounds = _task_step_bounds(profile)
-            if bounds:
-                steps_source = f"{profile.meta.sources.get('ops', 'device tasks')} step ids"
-        if not bounds and (bounds := _marker_bounds(profile, iv)):
-            steps_source = (f"{profile.meta.sources.get('events', 'timeline')}: ProfilerStep#N ranges (host), "
-                            "extended to the device tasks they launched")
-        with_tasks = [(s, lo, hi) for s, lo, hi in bounds if _covers_tasks(iv, lo, hi)]
-        if bounds and len(with_tasks) < len(bounds):
-            notes.append(f"{len(bounds) - len(with_tasks)} of {len(bounds)} recorded steps hold no device task of "
-                         "this capture: outside the analyzed window")
-        oa = _overlap_analysis(profile, iv, with_tasks)
-        if oa is not None:
-            steps = oa
-            sources["split"] = f"{profile.meta.sources.get('events', 'timeline')}: Overlap Analysis intervals"
-            sources["window"] = (f"{steps_source}: step bounds" if with_tasks
-                                 else "Overlap Analysis extent (no step recorded)")
-        elif with_tasks:
-            steps = [_derived_step(iv, s, lo, hi) for s, lo, hi in with_tasks]
-            sources["window"] = f"{steps_source}: step bounds"
-            sources["split"] = "derived from device tasks (unions of compute and communication intervals)"
-        elif (span := _active_span(iv)) is not None:
-            step = _derived_step(iv, None, *span)
-            pauses = _pauses(iv)
-            if pauses:
-                paused = float(sum(pauses))
-                step.window_us -= paused
-                step.free_us = max(0.0, step.free_us - paused)
-                notes.append(f"{len(pauses)} idle gap(s) longer than {PAUSE_FACTOR:g}x all the device work of the capture "
-                             f"({paused:.1f} us, the longest {max(pauses):.1f} us) are pauses of the program "
-                             "(setup, compilation, a sleep), outside the analyzed window")
-            steps = [step]
-            sources["window"] = "active span of the device tasks (no step recorded)" + (
-                ", without its pauses" if pauses else "")
-            sources["split"] = "derived from device tasks (unions of compute and communication intervals)"
-            untimed = sum(iv.untimed_compute.values())
-            if untimed > 0:
-                notes.append(f"{untimed:.1f} us of tasks without start times are not in the window")
-        elif (phases := _phase_steps(profile)) is not None:
-            steps = phases
-            sources["window"] = sources["split"] = f"{steps_source}: step phases (no device task times)"
-            sources.pop("uncovered_by_kind", None)
-        else:
-            steps = _untimed_step(iv)
-            if steps:
-                sources["window"] = sources["split"] = f"{sources.get('compute', 'device tasks')}: task time " \
-                                                       "(no time stamps)"
+    split = _split(profile, iv, sources, notes)
+    excluded: list[Excluded] = []
+    skip = _empty()
+    if not split.recorded:
+        excluded, skip = _remove_pauses(split, iv, float(rules["pause"]["factor"]))
+        if excluded:
+            sources["window"] += ", without its pauses"
+    busy = union(*_concat(iv.compute, iv.comm))
+    host = freetime.host_activity(profile, rules)
+    for step, (lo, hi) in zip(split.steps, split.spans, strict=True):
+        if step.tasks and not step.free_by_kind:
+            step.free_by_kind = freetime.split(step.free_us, lo, hi, busy, host, split.leads.get(step.step), skip)
+    executions = sum(1 for s in split.steps if s.tasks) or _executions(profile)
+    steps, warm, info, more = steady.choose(split.steps, rules, executions, _first_step(profile))
+    notes.extend(more)
+    if steps and not any(s.tasks for s in steps) and any(s.tasks for s in split.steps):
+        _phase_sources(sources, profile, [s for s in split.steps if s.tasks])
     capture = _capture_span(profile)
-    model = TimeModel(steps=steps, sources=sources, origin_ns=profile.meta.time_origin_ns,
-                      capture_us=capture, notes=notes)
+    model = TimeModel(steps=steps, sources=sources, origin_ns=profile.meta.time_origin_ns, capture_us=capture,
+                      notes=notes, excluded=[*warm, *excluded],
+                      steady_state=info if len(split.steps) > 1 or info.get("warmup_suspected") else {})
     if capture is not None and model.window_us > 0 and model.outside_window_us > 0.05 * capture:
         notes.append(f"the capture holds {model.window_us:.1f} us of analyzed device time in {capture:.1f} us; "
-                     f"{model.outside_window_us:.1f} us lie outside the analyzed window (profile more steps, or "
-                     "start the capture closer to the work)")
+                     f"{model.outside_window_us:.1f} us lie outside the analyzed window (warm-up steps, pauses, an "
+                     "idle head or tail: see time.excluded; profile more steps, or start the capture closer to the "
+                     "work)")
     return model
 
 

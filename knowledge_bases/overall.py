@@ -50,18 +50,22 @@ class OverallKB(KnowledgeBase):
         what="Fires when free time (no device task running inside the analyzed window) exceeds "
              "{free_time.target_share} (and {min_bucket_share}) of the window. Saving: the free time above "
              "{free_time.target_share} of the window, attributed to the "
-             "(free time) pseudo-op. From {free_time.host_bound_share} of the window on the run is called "
-             "host-bound. Time outside the window (an idle head or tail of the capture) is never counted. Not "
-             "reported for kernel-development captures (contexts: {free_time.contexts}).",
-        why="An idle device inside a step means the host does not feed it fast enough (op dispatch, Python "
-            "overhead, synchronisation, data loading, an application that sleeps or pre-processes in its inference "
-            "loop). It is a symptom: the host-side findings that measure a cause (a setting, GC pauses, a slow "
-            "DataLoader, synchronous copies...) claim the same free time, and this finding folds under the largest "
-            "of them.",
-        how_to_fix="Raise host throughput, the way the run's framework allows: torch_npu (task queue, core binding, "
-                   "no per-step syncs, DataLoader workers, fused APIs or graph mode), MindSpore (dataset sink mode, "
-                   "parallel data pipeline, graph mode), an ACL application (asynchronous execution on several "
-                   "streams, pinned buffers, batching, no sleeps in the loop).",
+             "(free time) pseudo-op. The title names what the idle time is spent on, as the time model splits it "
+             "(time.free_by_kind, rules/time.yaml): the input pipeline (data loading), host launch gaps, the host "
+             "blocked in collectives, or unknown; from {free_time.host_bound_share} of the window on, a run whose "
+             "idle time is mostly launch gaps is called host-bound. Pauses of the program and time outside the "
+             "window (warm-up steps, an idle head or tail of the capture) are never counted. Not reported for "
+             "kernel-development captures (contexts: {free_time.contexts}).",
+        why="An idle device inside a step waits for something: the next batch of input data, the host's next launch "
+            "(op dispatch, Python overhead, synchronisation), or a collective the host blocks in. It is a symptom: "
+            "the host-side findings that measure a cause (a setting, GC pauses, a slow DataLoader, synchronous "
+            "copies...) claim the same free time, and this finding folds under the largest of them.",
+        how_to_fix="Data loading: more parallel input workers and prefetching (PyTorch DataLoader workers, "
+                   "MindSpore dataset workers and data sink mode, an application's preprocessing threads). Launch "
+                   "gaps: raise host throughput the way the framework allows (torch_npu task queue, core binding, no "
+                   "per-step syncs, fused APIs or graph mode; MindSpore graph mode and sinking; ACL asynchronous "
+                   "execution on several streams). Collectives: launch them asynchronously and do not wait on them "
+                   "from the host.",
         thresholds=("min_bucket_share", "free_time", "severity"),
         needs=("steps",),
         role="symptom",
@@ -80,14 +84,27 @@ class OverallKB(KnowledgeBase):
             rc.skip_note(ctx, "overall.free-time")
             return []
         saving = free - target * w
-        level = "host-bound" if share >= float(cfg["host_bound_share"]) else "moderately host-bound"
-        rec, fix = _host_advice(ctx)
+        kinds = {k: v for k, v in t.free_by_kind.items() if v > 0}
+        dominant = max(kinds, key=lambda k: kinds[k]) if kinds else "unknown"
+        unrecorded = dominant == "unknown" and not any(s.tasks for s in t.steps)
+        if dominant in ("launch", "unknown") and not unrecorded:  # idle inside steps with tasks: the host's
+            level = "host-bound" if share >= float(cfg["host_bound_share"]) else "moderately host-bound"
+            what = level + (f" ({pct(kinds['launch'] / free)} of it host launch gaps)" if dominant == "launch"
+                            else " (the profile does not record what the host does in it)")
+        else:
+            what = _FREE_KIND_TITLE[dominant].format(share=pct(kinds.get(dominant, free) / free))
+        rec, fix = _free_advice(ctx, "unrecorded" if unrecorded else dominant)
+        if t.steady_state.get("warmup_suspected"):
+            what += "; the only step is the program's first, warm-up included"
+            rec = ("Profile steady-state steps first: the only recorded step is the program's first, and part of "
+                   "this idle time may be one-time warm-up (compilation, first allocations). ") + rec
         return [ctx.finding(
             rule="overall.free-time",
-            title=f"Device idle {pct(share)} of the analyzed time ({free / 1000:.2f} ms): {level}",
+            title=f"Device idle {pct(share)} of the analyzed time ({free / 1000:.2f} ms): {what}",
             severity=severity_for(saving / w, r["severity"]), ops=[],
             evidence={"free_us": free, "free_share": share, "target_share": target, "window_us": w,
-                      "steps": len(t.steps), "source": t.sources.get("split", "time model"),
+                      "free_by_kind_us": kinds, "dominant": dominant,
+                      "steps": sum(s.count for s in t.steps), "source": t.sources.get("split", "time model"),
                       "largest_gaps": _largest_gaps(ctx, int(cfg["gaps_listed"])), "table": _free_table(t)},
             estimated_saving_us=saving,
             basis=f"free time above {pct(target)} of the analyzed window (free_time.target_share); source: "
@@ -157,19 +174,35 @@ class OverallKB(KnowledgeBase):
 # ---------------------------------------------------------------------------------------------------------
 # evidence and attribution
 # ---------------------------------------------------------------------------------------------------------
+_FREE_KIND_TITLE = {
+    "data_loading": "waiting for input data ({share} of it data loading)",
+    "comm_wait": "the host waits in collectives ({share} of it)",
+    "unknown": "no recorded device task covers it",
+}
+
+
 def _free_table(t: TimeModel) -> dict[str, Any]:
-    return table(["step", "window_us", "free_us", "free_share"],
+    return table(["step", "window_us", "free_us", "free_share", "data_loading_us", "launch_us", "comm_wait_us"],
                  [["all" if s.step is None else s.step, _r(s.window_us), _r(s.free_us),
-                   round(s.free_us / s.window_us, 4) if s.window_us else None] for s in t.steps])
+                   round(s.free_us / s.window_us, 4) if s.window_us else None,
+                   *(_r(s.free_by_kind.get(k, 0.0)) for k in ("data_loading", "launch", "comm_wait"))]
+                  for s in t.steps[:50]])
 
 
 def _largest_gaps(ctx: AnalysisContext, n: int) -> dict[str, Any]:
-    """The longest free intervals of the Overlap Analysis timeline, where the profile has one."""
+    """The longest free intervals of the Overlap Analysis timeline inside the window (pauses and warm-up steps left
+    out: they are not the window's idle time), where the profile has one."""
     ev = ctx.profile.events
     cols = ["start_us", "duration_us"]
     if not len(ev):
         return table(cols, [])
     free = ev[isin_mask(ev["process"], ["Overlap Analysis"]) & isin_mask(ev["name"], ["Free"])]
+    start = free["start_us"].to_numpy(dtype="float64")
+    outside = np.zeros(len(free), dtype=bool)
+    for e in ctx.profile.time.excluded:
+        if e.start_us is not None:
+            outside |= (start >= e.start_us - 1e-3) & (start < e.start_us + e.window_us)
+    free = free[~outside]
     top = free.nlargest(n, "duration_us")
     return table(cols, [[round(float(s), 3), round(float(d), 3)]
                         for s, d in zip(top["start_us"], top["duration_us"], strict=True)])
@@ -219,6 +252,55 @@ def _comm_attribution(ctx: AnalysisContext, saving: float, max_ops: int) -> tupl
 # ---------------------------------------------------------------------------------------------------------
 # advice fitted to the run
 # ---------------------------------------------------------------------------------------------------------
+def _free_advice(ctx: AnalysisContext, dominant: str) -> tuple[str, Fix | None]:
+    """What recovers idle time of the dominant kind, for this run's framework."""
+    if dominant == "data_loading":
+        return _input_advice(ctx), None
+    if dominant == "comm_wait":
+        return ("The host blocks in collective calls while the device idles: launch collectives asynchronously "
+                "(torch.distributed async_op=True and wait() only where the result is used; MindSpore: let the graph "
+                "schedule them), and keep host reads of reduced values (.item(), loss printing) off the step's "
+                "critical path."), None
+    if dominant == "unrecorded":
+        return ("No recorded device task covers this idle time and the profile cannot tell what it is spent on "
+                "(input data, launches, synchronisation, or work of an engine it does not record): "
+                + _timeline_advice(ctx) + " " + _host_advice(ctx)[0]), None
+    rec, fix = _host_advice(ctx)
+    if dominant == "unknown":
+        rec += " To see what the host does in the idle gaps, " + _timeline_advice(ctx)
+    return rec, fix
+
+
+def _timeline_advice(ctx: AnalysisContext) -> str:
+    """How to profile this run's framework so that its idle time gets a cause."""
+    fam = rc.family_of(ctx)
+    if fam == rc.MINDSPORE:
+        return ("profile with the task timeline and AI CPU data on (mindspore.Profiler(..., aicore_metrics=..., "
+                "profile_communication=True); MindSpore 2.x writes ASCEND_PROFILER_OUTPUT with the trace).")
+    if fam == rc.TORCH:
+        return ("profile with both activities (torch_npu.profiler.ProfilerActivity.CPU and NPU) so that "
+                "trace_view.json shows the host side.")
+    return "profile the host side too (msprof --ascendcl=on --runtime-api=on --task-time=on)."
+
+
+def _input_advice(ctx: AnalysisContext) -> str:
+    """Feeding the device faster, for this run's framework."""
+    fam = rc.family_of(ctx)
+    if fam == rc.MINDSPORE:
+        return ("The device waits for the next batch between steps (the step trace's gap before each forward pass). "
+                "Parallelize the dataset pipeline (num_parallel_workers in dataset.map and dataset.batch, "
+                "python_multiprocessing=True for Python transforms, mindspore.dataset.config.set_prefetch_size), "
+                "move augmentation to the device (dataset operations with device_target=\"Ascend\" where they "
+                "exist), and train in data sink mode (model.train(..., dataset_sink_mode=True)) so the next batch is "
+                "queued on the device while the current step runs.")
+    if fam == rc.TORCH:
+        return ("The device waits for input data: load in background workers (DataLoader(num_workers>0, "
+                "pin_memory=True, persistent_workers=True, prefetch_factor>=2)), move decoding and augmentation out "
+                "of the training loop, and copy batches with non_blocking=True.")
+    return ("The device waits for input data: prepare the next input in another thread while the current one runs "
+            "(double buffering), and move image conversion and resizing to DVPP/AIPP.")
+
+
 def _host_advice(ctx: AnalysisContext) -> tuple[str, Fix | None]:
     """What raises host throughput for this run's framework (the causes themselves are other findings)."""
     fam = rc.family_of(ctx)

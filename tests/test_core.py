@@ -136,12 +136,41 @@ def test_interval_union_and_overlap() -> None:
 
 
 @needs_samples
-def test_score_window_includes_free_time_recorded_only_in_the_overlap_timeline() -> None:
-    """msprof .db with no step table: the overlap-analysis timeline gives the step; a 99.5 %-idle step must not
-    score 0 because free time was measured against device busy time only."""
+def test_score_window_takes_its_free_time_from_the_overlap_timeline_without_pauses() -> None:
+    """msprof .db with no step table: the overlap-analysis timeline gives the window, free time included (measured
+    against device busy time only, an idle capture would score 0) -- but not the 132.8 ms gap in which the program
+    pauses (more than pause.factor times all the device's work): that is outside the window, never a saving."""
+    import sqlite3
+
     from advisor.analysis import run_analysis
 
-    report = run_analysis(SAMPLES / "Ascend__msinsight/server/src/test/test_data/full_db").report
-    detail = report["score_detail"]
-    assert detail["window_us"] > 100 * detail["device_busy_us"]
-    assert 0 < report["score"] < 60  # recoverable idle time weighed by its confidence
+    db = SAMPLES / "Ascend__msinsight/server/src/test/test_data/full_db/msprof_0.db"
+    with sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True) as con:
+        oa = con.execute("SELECT startNs, endNs, type FROM OVERLAP_ANALYSIS").fetchall()
+        busy = con.execute("SELECT startNs, endNs FROM TASK").fetchall()
+    work_us = sum(e - s for s, e in _merged(busy)) / 1000.0
+    extent_us = (max(e for _, e, _ in oa) - min(s for s, _, _ in oa)) / 1000.0
+    pauses = [(e - s) / 1000.0 for s, e in _gaps(_merged(busy)) if (e - s) / 1000.0 > 10 * work_us]
+    assert len(pauses) == 1 and pauses[0] == pytest.approx(132797.234, abs=1e-3)
+    report = run_analysis(db.parent).report
+    t = report["time"]
+    assert t["window_us"] == pytest.approx(extent_us - pauses[0], rel=1e-6)
+    [pause] = t["excluded"]
+    assert pause["kind"] == "pause" and pause["window_us"] == pytest.approx(pauses[0], abs=1e-3)
+    assert report["score_detail"]["window_us"] > report["score_detail"]["device_busy_us"]
+    assert all(f["estimated_saving_us"] <= t["free_us"] + t["compute_us"] for f in report["findings"])
+    assert report["score"] > 0
+
+
+def _merged(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def _gaps(blocks: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    return [(a[1], b[0]) for a, b in zip(blocks, blocks[1:], strict=False)]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import importlib
 import os
 from pathlib import Path
+from typing import Any
 
 from advisor import safeload
 from advisor.errors import InputError
@@ -87,15 +88,16 @@ def refuse_special_files(root: Path, max_depth: int = 4, max_entries: int = 200_
 
 
 def read_source(src: RankSource, ops_columns: OpsProjection | None = None,
-                events_read: EventSelection | None = None) -> Profile:
+                events_read: EventSelection | None = None, time_rules: dict[str, Any] | None = None) -> Profile:
     """Read one rank with the reader for its layout (several runs of one device: merged, see ``runs``), keeping the
-    ops columns ``ops_columns`` wants and the timeline events ``events_read`` selects (all when None)."""
+    ops columns ``ops_columns`` wants and the timeline events ``events_read`` selects (all when None); the time
+    model is built with ``time_rules`` (``rules/time.yaml``; None: the built-in file)."""
     refuse_special_files(src.root)
     if src.runs:
         from advisor.ingest.runs import read_runs
 
         # whole ops: which run is primary depends on the metrics each holds
-        merged = read_runs(src, lambda run: read_source(run, None, events_read))
+        merged = read_runs(src, lambda run: read_source(run, None, events_read, time_rules))
         if ops_columns is not None:
             merged.ops = ops_columns.apply(merged.ops)
         merged.ops = store_metrics(share_constant_columns(merged.ops), ops_columns)  # pinned: see its doc
@@ -103,7 +105,7 @@ def read_source(src: RankSource, ops_columns: OpsProjection | None = None,
     module = importlib.import_module(_READERS[src.layout])
     tune_allocator()  # before the first large column of this process
     meta = Meta(source=str(src.root), layout=src.layout, rank=src.rank, ops_columns=ops_columns,
-                events_read=events_read)
+                events_read=events_read, time_rules=time_rules)
     with stage("read"), paused_gc():
         profile: Profile = module.read(src.root, meta)
         if ops_columns is not None:

@@ -357,7 +357,28 @@ def _read_main(con: sqlite3.Connection, tables: set[str], path: Path, meta: Meta
     session = _session(con, tables, meta)
     if session:
         profile.extras["session"] = session
+        profile.tx = _inside_session(profile.tx, session, path, meta)
     return profile
+
+
+SESSION_SLACK_US = 1e6
+"""Rows may start this long before the session's recorded start or end after its end (clock rounding, ranges opened
+just before the profiler started) and still belong to the capture."""
+
+
+def _inside_session(tx: pd.DataFrame, session: dict[str, float], path: Path, meta: Meta) -> pd.DataFrame:
+    """msproftx ranges of this capture: ranges far outside ``SESSION_TIME_INFO`` come from another capture (a
+    database assembled from several exports) and would stretch the capture over days."""
+    if not len(tx):
+        return tx
+    start = tx["start_us"].to_numpy(dtype="float64")
+    end = start + np.nan_to_num(tx["duration_us"].to_numpy(dtype="float64"))
+    inside = (end >= session["start_us"] - SESSION_SLACK_US) & (start <= session["end_us"] + SESSION_SLACK_US)
+    if inside.all():
+        return tx
+    meta.skip(f"{path}:MSTX_EVENTS", f"{int((~inside).sum())} of {len(tx)} msproftx ranges lie outside the session's "
+                                     "time (SESSION_TIME_INFO): another capture's, not read")
+    return tx[inside].reset_index(drop=True)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -196,8 +196,17 @@ TIME_SEGMENTS = (
     ("uncovered_by_kind", "transmit", "communication: transmit", "#2ca02c"),
     ("uncovered_by_kind", "idle", "communication: idle", "#bcbd22"),
     ("uncovered_by_kind", "unknown", "communication: unsplit", "#c5b0d5"),
-    (None, "free_us", "free", "#dddddd"),
+    ("free_by_kind", "data_loading", "free: data loading", "#e7ba52"),
+    ("free_by_kind", "launch", "free: host launch gaps", "#dddddd"),
+    ("free_by_kind", "comm_wait", "free: host waits on collectives", "#ce6dbd"),
+    ("free_by_kind", "unknown", "free: cause unknown", "#eeeeee"),
+    (None, "free_rest", "free", "#dddddd"),
 )
+
+
+def _free_rest(t: Mapping[str, Any]) -> float:
+    """Free time no ``free_by_kind`` entry accounts for (all of it in a report without the split)."""
+    return max(0.0, float(t.get("free_us", 0.0)) - sum(float(v) for v in (t.get("free_by_kind") or {}).values()))
 
 
 def time_chart(time: Mapping[str, Any], salt: str = "time", max_steps: int = 30,
@@ -216,7 +225,7 @@ def time_chart(time: Mapping[str, Any], salt: str = "time", max_steps: int = 30,
         labels = [b for b, _ in bars][::-1]
         lefts = [0.0] * len(bars)
         for group, key, name, color in TIME_SEGMENTS:
-            values = [(float((t.get(group) or {}).get(key, 0.0)) if group else float(t.get(key, 0.0))) / 1000.0
+            values = [(float((t.get(group) or {}).get(key, 0.0)) if group else _free_rest(t)) / 1000.0
                       for _, t in bars][::-1]
             if not any(values):
                 continue

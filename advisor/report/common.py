@@ -306,29 +306,63 @@ def core_label(key: str, platform: Mapping[str, Any] | None) -> str:
     return {"ai_cpu": "AI CPU"}.get(key, key)
 
 
+FREE_LABELS = {"data_loading": "data loading", "launch": "host launch gaps", "comm_wait": "host waits on collectives",
+               "unknown": "cause unknown"}
+"""How each ``free_by_kind`` key (advisor.timemodel.FREE_KEYS) reads in a report."""
+
+
+def _window_detail(time: Mapping[str, Any]) -> str:
+    if "steps" not in time:
+        return f"{len(time.get('ranks') or {})} rank(s)"
+    steady = time.get("steady_state") or {}
+    if steady:
+        warm = int(steady.get("warmup_steps") or 0)
+        return (f"{steady.get('steps_analyzed')} of {steady.get('steps_recorded')} recorded steps"
+                + (f" (steps {steady['analyzed']})" if steady.get("analyzed") and steady.get("steps_analyzed") != 1
+                   else f" (step {steady['analyzed']})" if steady.get("analyzed") else "")
+                + (f", {warm} warm-up step(s) not analyzed" if warm else "")
+                + ("; the only step is the program's first: warm-up not excluded" if steady.get("warmup_suspected")
+                   else ""))
+    return f"{len(time.get('steps') or []) or 'all'} step(s)"
+
+
 def time_rows(time: Mapping[str, Any] | None,
               platform: Mapping[str, Any] | None = None) -> list[tuple[str, float, float | None, str]]:
-    """(label, us, share of the window, detail) for the window and its split, from the report's ``time``."""
+    """(label, us, share of the window, detail) for the window and its split, from the report's ``time``, then the
+    recorded time left out of it (warm-up steps, pauses) with the reason."""
     if not time or not time.get("window_us"):
         return []
     window = float(time["window_us"])
     by_core = ", ".join(f"{core_label(k, platform)} {fmt_us(v)}"
                         for k, v in (time.get("compute_by_core") or {}).items() if v)
     by_kind = ", ".join(f"{k} {fmt_us(v)}" for k, v in (time.get("uncovered_by_kind") or {}).items() if v)
+    free_kind = ", ".join(f"{FREE_LABELS.get(k, k)} {fmt_us(v)}" for k, v in (time.get("free_by_kind") or {}).items()
+                          if v)
     rows: list[tuple[str, float, float | None, str]] = [
-        ("analyzed window", window, 1.0, f"{len(time.get('steps') or []) or 'all'} step(s)"
-         if "steps" in time else f"{len(time.get('ranks') or {})} rank(s)"),
+        ("analyzed window", window, 1.0, _window_detail(time)),
         ("compute", float(time["compute_us"]), float(time["compute_us"]) / window, by_core),
         ("uncovered communication", float(time["uncovered_communication_us"]),
          float(time["uncovered_communication_us"]) / window, by_kind),
-        ("free (device idle)", float(time["free_us"]), float(time["free_us"]) / window, ""),
+        ("free (device idle)", float(time["free_us"]), float(time["free_us"]) / window, free_kind),
         ("overlapped communication", float(time["overlapped_communication_us"]), None, "hidden behind compute"),
     ]
+    excluded = list(time.get("excluded") or [])
+    for e in excluded[:EXCLUDED_LISTED]:
+        label = f"step {e['step']} ({e['kind']})" if e.get("step") is not None else e["kind"]
+        rows.append((label, float(e["window_us"]), None, str(e["reason"])))
+    if len(excluded) > EXCLUDED_LISTED:
+        rest = excluded[EXCLUDED_LISTED:]
+        rows.append((f"{len(rest)} more excluded", sum(float(e["window_us"]) for e in rest), None,
+                     "warm-up steps and pauses (time.excluded)"))
     outside = time.get("outside_window_us")
     if outside:
-        rows.append(("outside the window", float(outside), None, "capture time not analyzed (idle head/tail, "
-                     "steps without device tasks)"))
+        rows.append(("outside the window", float(outside), None, "capture time not analyzed: warm-up steps, pauses, "
+                     "steps not analyzed, idle head/tail"))
     return rows
+
+
+EXCLUDED_LISTED = 3
+"""Excluded intervals (warm-up steps, pauses) a report lists one by one; the rest are summed in one row."""
 
 
 def time_sources(time: Mapping[str, Any] | None) -> list[str]:
