@@ -396,3 +396,33 @@ def test_free_time_kinds_in_priority_order():
     kinds = freetime.split(100.0, 0.0, 400.0, busy, host, lead=(200.0, 250.0),
                            skip=union(np.array([250.0]), np.array([300.0])))
     assert kinds == pytest.approx({"data_loading": 30.0 + 50.0, "comm_wait": 10.0, "launch": 10.0})
+
+
+@needs_samples
+def test_msprof_step_trace_csv_gives_the_steps_the_json_gives(tmp_path: Path):
+    """The graph-mode step_trace CSV of CANN >= 7 (Iteration ID, FP Start, BP End, Iteration End, Iteration Time,
+    FP to BP Time, Iteration Refresh, Data Aug Bound) written from the same run's step_trace JSON: the same steps,
+    the same warm-up, the same data-loading gaps."""
+    prof = CANN6_PROFS[0]
+    its = _iterations(next(prof.glob("device_*/timeline")))
+    out = tmp_path / "PROF_000001_20230818142704322_COPYCSVCOPYCSVAA" / "mindstudio_profiler_output"
+    out.mkdir(parents=True)
+    header = ["Device_id", "Model ID", "Iteration ID", "FP Start(us)", "BP End(us)", "Iteration End(us)",
+              "Iteration Time(us)", "FP to BP Time(us)", "Iteration Refresh(us)", "Data Aug Bound(us)"]
+    rows = []
+    for i, it in enumerate(its):
+        fp = it["start"]
+        aug = "N/A" if i == 0 else f"{fp - its[i - 1]['end']:.3f}"
+        rows.append([0, 1, i + 1, f"{fp:.3f}", f"{fp + it['fp_bp']:.3f}", f"{it['end']:.3f}",
+                     f"{it['end'] - it['start']:.3f}", f"{it['fp_bp']:.3f}", f"{it['refresh']:.3f}", aug])
+    with open(out / "step_trace_20230818142800.csv", "w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows([header, *rows])
+    t = load(out.parent)[0].time
+    _consistent(t)
+    assert [e.step for e in t.excluded] == [1]
+    # no device task in this export: every steady step is read from its phases, from the previous iteration's end
+    assert [s.step for s in t.steps] == list(range(2, len(its) + 1)) and not any(s.tasks for s in t.steps)
+    assert t.window_us == pytest.approx(its[-1]["end"] - its[0]["end"], rel=1e-6)
+    gaps = sum(its[i]["start"] - its[i - 1]["end"] for i in range(1, len(its)))
+    assert t.free_by_kind["data_loading"] == pytest.approx(gaps, rel=1e-6)
+    assert t.compute_us == pytest.approx(sum(it["end"] - it["start"] for it in its[1:]), rel=1e-6)

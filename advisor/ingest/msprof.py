@@ -29,6 +29,7 @@ from advisor.ingest import columns as C
 from advisor.ingest.csvread import found_list, read_columns, read_table, sniff_header
 from advisor.ingest.event_summary import merge_summaries
 from advisor.ingest.normalize import clean_text, finalize_ops, read_projection, store_metrics
+from advisor.ingest.timebase import us_from_float
 from advisor.model import (
     API_COLUMNS,
     COMPUTE_CORES,
@@ -306,10 +307,28 @@ def read_step_trace_time(path: Path, meta: Meta) -> pd.DataFrame:
 
 
 def read_msprof_step_trace(path: Path, meta: Meta) -> pd.DataFrame:
-    """msprof step_trace CSV (graph mode) -> STEPS_COLUMNS plus iteration/FP/BP columns."""
+    """msprof step_trace CSV (graph mode) -> STEPS_COLUMNS plus iteration/FP/BP columns, with the step's bounds in
+    the time model's terms: it ends at ``Iteration End`` and starts at the previous iteration's end, ``FP Start -
+    Data Aug Bound`` (the data-augmentation gap is its input pipeline, ``preparing_us``), else ``Iteration Time``
+    before its end; ``fp_bp_us`` and ``refresh_us`` are its phases."""
     t = read_table(path, C.MSPROF_STEP_TRACE_ALIASES, text=(), required=["step", "iteration_us"], meta=meta)
     meta.notes.extend(t.notes)
-    return _complete(t.frame, STEPS_COLUMNS)
+    df = t.frame
+    end = _column(df, "iteration_end_us")
+    aug = _column(df, "data_aug_bound_us")
+    start = np.where(np.isfinite(_column(df, "fp_start_us")) & np.isfinite(aug), _column(df, "fp_start_us") - aug,
+                     end - _column(df, "iteration_us"))
+    if np.isfinite(end).any():
+        df["start_us"] = us_from_float(meta, start)
+        df["duration_us"] = end - start
+    df["preparing_us"] = aug
+    df["computing_us"] = _column(df, "fp_bp_us")
+    return _complete(df, STEPS_COLUMNS)
+
+
+def _column(df: pd.DataFrame, name: str) -> np.ndarray:
+    return pd.to_numeric(df[name], errors="coerce").to_numpy(dtype="float64") if name in df else \
+        np.full(len(df), np.nan)
 
 
 def _complete(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
