@@ -21,7 +21,7 @@ from advisor.findings import Finding
 from advisor.graph.model import ModelGraph
 from advisor.ingest.sanitize import require_analyzable
 from advisor.model import OPS_COLUMNS, Meta, Profile, empty_frame
-from advisor.platform import resolve_platform
+from advisor.platform import platform_for_run
 from advisor.rank_summary import RankSummary
 from advisor.report.build import build_report, cluster_section
 from advisor.rules import EffectiveRules
@@ -125,8 +125,7 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
     require_analyzable(profile, graph)
     ingest.context.refine_with_graph(profile.meta, graph)
     target_cann(profile.meta, cann)
-    hint = chip or profile.meta.chip or (graph.soc_version if graph is not None else None)
-    platform = resolve_platform(rules, hint)
+    platform = chip_platform(profile.meta, rules, chip, graph)
     with stagetimes.stage("knowledge bases"):
         findings, statuses = engine.run(infos, profile, graph, rules, platform, time_limit_s)
     for s in statuses:
@@ -134,6 +133,19 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
     with stagetimes.stage("rank summary"):
         summary = RankSummary.of(profile, platform, rules)
     return RankResult(summary, findings, statuses, platform)
+
+
+def chip_platform(meta: Meta, rules: EffectiveRules, chip: str | None, graph: ModelGraph | None) -> dict[str, Any]:
+    """The run's platform (:func:`advisor.platform.platform_for_run`: ``--chip``, else the core counts and clock
+    the profile records, else a chip it names, else the graph's SoC); what decided goes to the notes, and a chip
+    found from the core counts becomes the run's chip."""
+    platform, notes = platform_for_run(rules, meta.chip, meta.hardware, chip,
+                                       graph.soc_version if graph is not None else None)
+    meta.notes.extend(n for n in notes if n not in meta.notes)
+    by_counts = (platform.get("soc_hardware") or {}).get("match", "").startswith("counts")
+    if not chip and by_counts and (not meta.chip or str(meta.chip).endswith("-class")):
+        meta.chip = platform["soc"]
+    return platform
 
 
 def target_cann(meta: Meta, cann: str | None) -> None:
