@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -25,6 +25,9 @@ from advisor.platform import platform_for_run
 from advisor.rank_summary import RankSummary
 from advisor.report.build import build_report, cluster_section
 from advisor.rules import EffectiveRules
+
+if TYPE_CHECKING:
+    from advisor.ingest.detect import Discovery
 
 Progress = Callable[[str], None]
 
@@ -172,8 +175,10 @@ def _parallel_ok(options: AnalysisOptions) -> bool:
 
 
 def run_analysis(path: Path | None, graph_path: Path | None = None, options: AnalysisOptions | None = None,
-                 progress: Progress = _noop, workers: int | None = None) -> AnalysisResult:
-    """Analyze ``path``. Several ranks are analyzed on Dask (advisor.executor): a local cluster, or ``options.scheduler``."""
+                 progress: Progress = _noop, workers: int | None = None,
+                 job: Discovery | None = None) -> AnalysisResult:
+    """Analyze ``path`` (the one job under it; or ``job``, one of the jobs ``ingest.detect_jobs`` found under it).
+    Several ranks are analyzed on Dask (advisor.executor): a local cluster, or ``options.scheduler``."""
     from advisor import ingest
 
     options = options or AnalysisOptions()
@@ -192,10 +197,12 @@ def run_analysis(path: Path | None, graph_path: Path | None = None, options: Ana
         progress("reading model graph")
         graph, graph_note = load_graph_for(graph_path, graph_path)
         path, sources = graph_path, [ingest.RankSource(graph_path, static_audit.LAYOUT)]
+        discovery_notes = []
     else:
         if not safeload.exists(path):
             raise InputError(path, "no such file or directory")
-        sources = ingest.detect(path)
+        found_job = job or ingest.detect_job(path)
+        sources, discovery_notes = found_job.sources, found_job.notes
         progress("reading model graph")
         graph, graph_note = load_graph_for(path, graph_path)
 
@@ -203,6 +210,7 @@ def run_analysis(path: Path | None, graph_path: Path | None = None, options: Ana
     summaries = [r.summary for r in results]
     if graph_note:
         summaries[0].meta.skip(*graph_note)
+    summaries[0].meta.notes.extend(discovery_notes)  # symlink loops skipped, search bounds reached
     join_info = None
     if graph is not None:
         from advisor.graph.join import join_profile
