@@ -95,11 +95,11 @@ def _memory_run(prof: Path) -> list[list[str]]:
     return [base + MEMORY_SET, *out_rows]
 
 
-def _collection(tmp: Path, memory_device: bool = True) -> tuple[Path, list[list[str]]]:
+def _collection(tmp: Path, memory_device: bool = True, pipe_device: bool = True) -> tuple[Path, list[list[str]]]:
     group = tmp / "msprof_output" / "PROF_GROUP_20260601_120000"
     pipe = group / "PROF_PipeUtilization" / "PROF_000001_20260601120001000_AAAAAAAAAAAAAAAA"
     shutil.copytree(PIPE_PROF, pipe)
-    _run_dir(pipe)
+    _run_dir(pipe, with_device=pipe_device)
     (group / "PROF_PipeUtilization" / "msprof.log").write_text("msprof log\n", encoding="utf-8")
     mem = group / "PROF_Memory" / "PROF_000001_20260601120400000_BBBBBBBBBBBBBBBB"
     table = _memory_run(mem)
@@ -141,8 +141,9 @@ def test_collection_is_one_rank_with_one_runs_window(tmp_path: Path, memory_devi
 
 
 @needs_samples
-def test_collection_chip_comes_from_its_info_json(tmp_path: Path) -> None:
-    group, _ = _collection(tmp_path)
+@pytest.mark.parametrize("pipe_device", [True, False], ids=["primary-has-info.json", "only-the-other-run-has-it"])
+def test_collection_chip_comes_from_its_info_json(tmp_path: Path, pipe_device: bool) -> None:
+    group, _ = _collection(tmp_path, pipe_device=pipe_device)
     report = _analyze(group)
     plat = report["platform"]
     assert plat["soc"] == report["input"]["chip"] == "Ascend910B3"  # not the 910B-class default, Ascend910B2

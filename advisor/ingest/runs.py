@@ -46,6 +46,7 @@ from advisor.model import (
     Profile,
     metric_values,
 )
+from advisor.platform import cann_release
 
 _NOT_METRICS = frozenset({*OP_ID_COLUMNS, *OP_TIME_COLUMNS, *OP_TASK_COLUMNS, *OP_TENSOR_COLUMNS, "rank", "launch",
                           "kernel_mode", "pid", "current_freq_mhz", "rated_freq_mhz", "hf32_eligible", "model_name",
@@ -97,6 +98,7 @@ def read_runs(src: RankSource, read_one: Callable[[RankSource], Profile]) -> Pro
             merged.append(text)
     for m, reason in failed:
         meta.skip(m.root, f"run not read: {reason}")
+    _adopt_device_info(meta, [read[i][1].meta for i in order[1:]])
     meta.notes.append(
         f"{len(members)} runs of one device under {base} (runs, not ranks): timing and tables from "
         f"{_rel(primary_src.root, base)} (its window, {primary.time.window_us:.3f} us, is the analyzed one: runs "
@@ -132,6 +134,20 @@ def _merge_run(primary_src: RankSource, primary: Profile, other_src: RankSource,
     if result.missing:
         how.append(f"{result.missing} not launched there (no value)")
     return f"{where}: {shown} ({', '.join(how)})"
+
+
+def _adopt_device_info(meta: Meta, others: list[Meta]) -> None:
+    """What the primary run lacks of the device (its info.json: core counts, clock, CANN version) from the other
+    runs of the same device: a run holding only its exports still ran on the chip the others record."""
+    for other in others:
+        if meta.hardware is None and other.hardware is not None:
+            meta.hardware = other.hardware
+            meta.ai_core_num = meta.ai_core_num or other.ai_core_num
+            meta.aiv_num = meta.aiv_num if meta.aiv_num is not None else other.aiv_num
+            if not meta.chip or str(meta.chip).endswith("-class"):
+                meta.chip = other.chip
+        if cann_release(meta.cann_version) is None and cann_release(other.cann_version) is not None:
+            meta.cann_version = other.cann_version  # a release the other run records beats a header's family
 
 
 def _skip_other(meta: Meta, primary_src: RankSource, other_src: RankSource, primary: Profile, other: Profile) -> None:
