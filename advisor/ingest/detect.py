@@ -86,7 +86,7 @@ def _classify_dir(d: Path) -> list[RankSource]:
     if any(d.glob("msprof_*.db")):
         return [RankSource(d, "msprof-db", None)]
     if any(_has_csv(d, m) for m in _MS_LEGACY_MARKERS):
-        ids = _legacy_device_ids(d)
+        ids = legacy_device_ids(d)
         if len(ids) > 1:  # one flat dir can hold several devices' files (e.g. hccl_raw_0.csv, hccl_raw_2.csv)
             return [RankSource(d, "mindspore-legacy", i) for i in ids]
         return [RankSource(d, "mindspore-legacy", None)]
@@ -118,7 +118,7 @@ def _msprof_op_sources(d: Path) -> list[RankSource]:
 _MS_LEGACY_FILE = re.compile(r"^(?:aicore_intermediate|framework_raw|step_trace_raw|hccl_raw|aicpu_intermediate)_(\d+)")
 
 
-def _legacy_device_ids(d: Path) -> list[int]:
+def legacy_device_ids(d: Path) -> list[int]:
     """Device ids of a MindSpore 1.x profiler dir, from its file names (``hccl_raw_2.csv`` -> 2)."""
     return sorted({int(m.group(1)) for p in d.glob("*.csv") if (m := _MS_LEGACY_FILE.match(p.name))})
 
@@ -183,7 +183,7 @@ def detect_jobs(path: Path) -> list[Discovery]:
     from advisor.ingest.jobs import partition
 
     found = discover(path)
-    return [Discovery(_numbered(job), found.notes) for job in partition(found.sources)]
+    return [Discovery(number_ranks(job), found.notes) for job in partition(found.sources)]
 
 
 def discover(path: Path) -> Discovery:
@@ -211,7 +211,7 @@ def discover(path: Path) -> Discovery:
     return Discovery(found, walked.notes)
 
 
-def _numbered(found: list[RankSource]) -> list[RankSource]:
+def number_ranks(found: list[RankSource]) -> list[RankSource]:
     """Ranks that carry no rank of their own (or the same one) numbered by their order."""
     ranks = [s.rank for s in found]
     if len(found) > 1 and (None in ranks or len(set(ranks)) != len(ranks)):
@@ -299,7 +299,11 @@ class _Walk:
                 self.notes.append(f"stopped looking for profiles after {MAX_DIRS} directories below {self.top}")
             self.stopped = True
             return False
-        sources = _classify_dir(d)
+        try:
+            sources = _classify_dir(d)
+        except OSError as e:  # an unreadable folder below the one given is not the input's fault
+            self.notes.append(f"{d}: not searched ({e.strerror or e})")
+            return False
         self.found.extend(sources)
         return not sources
 
@@ -367,7 +371,7 @@ def _run_keys(sources: list[RankSource]) -> dict[int, tuple[str, int | None]]:
     """(collection session, device) of each msprof source: the ``PROF_GROUP_*`` folder it is in ("" when none) and
     its device id -- an unknown device (a PROF holding only its exports) is the session's one known device, when
     there is exactly one."""
-    raw = {id(s): (_session(s.root), _device_id(s)) for s in sources}
+    raw = {id(s): (_session(s.root), device_id(s)) for s in sources}
     known: dict[str, set[int]] = {}
     for session, device in raw.values():
         if device is not None:
@@ -400,7 +404,7 @@ def _fold(group: list[RankSource]) -> list[RankSource]:
     return [RankSource(first.root, first.layout, first.rank, (*first.runs, *runs))]
 
 
-def _device_id(src: RankSource) -> int | None:
+def device_id(src: RankSource) -> int | None:
     """The device a msprof source profiled: its ``device_N`` directory (itself for CANN <= 6, inside the PROF
     directory otherwise), or the ``device<N>`` of a multi-device msprof op result; None when not recorded."""
     if src.layout in ("msprof-cann6", "msprof-op"):

@@ -29,7 +29,7 @@ from typing import Any
 
 from advisor import safeload
 from advisor.errors import InputError
-from advisor.ingest.detect import Discovery, RankSource, _numbered
+from advisor.ingest.detect import Discovery, RankSource, number_ranks
 
 FAMILIES = {
     "msprof-cann6": "msprof", "msprof-cann7": "msprof", "msprof-db": "msprof", "msprof-op": "msprof",
@@ -77,7 +77,7 @@ def one_job(path: Path, found: Discovery) -> Discovery:
     ids = {id(s): identify(s) for s in found.sources}
     jobs = _split(found.sources, ids)
     if len(jobs) == 1:
-        return Discovery(_numbered(jobs[0]), found.notes)
+        return Discovery(number_ranks(jobs[0]), found.notes)
     a, b = jobs[0][0], jobs[1][0]
     raise InputError(path, f"holds {len(jobs)} separate runs, not one job: {_rel(a.root, path)} and "
                            f"{_rel(b.root, path)} ({_why(ids[id(a)], ids[id(b)])}); analyze one of them, or each "
@@ -224,9 +224,9 @@ def identify(src: RankSource) -> RunIdentity:
     if family == "msprof" and src.layout != "op-summary-csv":
         return _msprof_identity(src)
     if src.layout == "mindspore-legacy" and src.rank is None:  # one device's files: its id is in their names
-        from advisor.ingest.detect import _legacy_device_ids
+        from advisor.ingest.detect import legacy_device_ids
 
-        ids = _legacy_device_ids(root)
+        ids = legacy_device_ids(root)
         return RunIdentity(family, None, (None, ids[0]) if len(ids) == 1 else None, None, None, None)
     return RunIdentity(family, None, src.rank, None, None, None)
 
@@ -265,10 +265,10 @@ def _dir(root: Path) -> Path:
 
 
 def _device_of(src: RankSource) -> int | None:
-    from advisor.ingest.detect import _device_id
+    from advisor.ingest.detect import device_id
 
     try:
-        return _device_id(src)
+        return device_id(src)
     except OSError:
         return None
 
