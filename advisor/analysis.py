@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -21,11 +21,14 @@ from advisor.findings import Finding
 from advisor.graph.model import ModelGraph
 from advisor.ingest.sanitize import require_analyzable
 from advisor.model import OPS_COLUMNS, Meta, Profile, empty_frame
-from advisor.platform import resolve_platform
+from advisor.platform import platform_for_run
 from advisor.rank_summary import RankSummary
 from advisor.report.build import build_report, cluster_section
 from advisor.rules import EffectiveRules
 from advisor.steady import analyzed_ops
+
+if TYPE_CHECKING:
+    from advisor.ingest.detect import Discovery
 
 Progress = Callable[[str], None]
 
@@ -128,8 +131,7 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
     profile.ops = analyzed_ops(profile)  # the knowledge bases read the steps the time model analyzes
     ingest.context.refine_with_graph(profile.meta, graph)
     target_cann(profile.meta, cann)
-    hint = chip or profile.meta.chip or (graph.soc_version if graph is not None else None)
-    platform = resolve_platform(rules, hint)
+    platform = chip_platform(profile.meta, rules, chip, graph)
     with stagetimes.stage("knowledge bases"):
         findings, statuses = engine.run(infos, profile, graph, rules, platform, time_limit_s)
     for s in statuses:
@@ -137,6 +139,19 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
     with stagetimes.stage("rank summary"):
         summary = RankSummary.of(profile, platform, rules)
     return RankResult(summary, findings, statuses, platform)
+
+
+def chip_platform(meta: Meta, rules: EffectiveRules, chip: str | None, graph: ModelGraph | None) -> dict[str, Any]:
+    """The run's platform (:func:`advisor.platform.platform_for_run`: ``--chip``, else the core counts and clock
+    the profile records, else a chip it names, else the graph's SoC); what decided goes to the notes, and a chip
+    found from the core counts becomes the run's chip."""
+    platform, notes = platform_for_run(rules, meta.chip, meta.hardware, chip,
+                                       graph.soc_version if graph is not None else None)
+    meta.notes.extend(n for n in notes if n not in meta.notes)
+    by_counts = (platform.get("soc_hardware") or {}).get("match", "").startswith("counts")
+    if not chip and by_counts and (not meta.chip or str(meta.chip).endswith("-class")):
+        meta.chip = platform["soc"]
+    return platform
 
 
 def target_cann(meta: Meta, cann: str | None) -> None:
@@ -163,8 +178,10 @@ def _parallel_ok(options: AnalysisOptions) -> bool:
 
 
 def run_analysis(path: Path | None, graph_path: Path | None = None, options: AnalysisOptions | None = None,
-                 progress: Progress = _noop, workers: int | None = None) -> AnalysisResult:
-    """Analyze ``path``. Several ranks are analyzed on Dask (advisor.executor): a local cluster, or ``options.scheduler``."""
+                 progress: Progress = _noop, workers: int | None = None,
+                 job: Discovery | None = None) -> AnalysisResult:
+    """Analyze ``path`` (the one job under it; or ``job``, one of the jobs ``ingest.detect_jobs`` found under it).
+    Several ranks are analyzed on Dask (advisor.executor): a local cluster, or ``options.scheduler``."""
     from advisor import ingest
 
     options = options or AnalysisOptions()
@@ -183,10 +200,12 @@ def run_analysis(path: Path | None, graph_path: Path | None = None, options: Ana
         progress("reading model graph")
         graph, graph_note = load_graph_for(graph_path, graph_path)
         path, sources = graph_path, [ingest.RankSource(graph_path, static_audit.LAYOUT)]
+        discovery_notes = []
     else:
         if not safeload.exists(path):
             raise InputError(path, "no such file or directory")
-        sources = ingest.detect(path)
+        found_job = job or ingest.detect_job(path)
+        sources, discovery_notes = found_job.sources, found_job.notes
         progress("reading model graph")
         graph, graph_note = load_graph_for(path, graph_path)
 
@@ -194,6 +213,7 @@ def run_analysis(path: Path | None, graph_path: Path | None = None, options: Ana
     summaries = [r.summary for r in results]
     if graph_note:
         summaries[0].meta.skip(*graph_note)
+    summaries[0].meta.notes.extend(discovery_notes)  # symlink loops skipped, search bounds reached
     join_info = None
     if graph is not None:
         from advisor.graph.join import join_profile

@@ -214,6 +214,33 @@ class SkippedFile:
         return {"path": self.path, "reason": self.reason}
 
 
+@dataclass(frozen=True)
+class Hardware:
+    """The chip as the profile itself records it: core counts and cube clock, and the file that says so.
+
+    Read by ingest (msprof ``info.json.N``, msprof op ``HardwareInfo.jsonl``); ``advisor.platform`` picks the chip
+    of ``rules/platforms.yaml`` these numbers describe, so a profile that names its core counts never gets a default
+    or a family's peaks."""
+
+    ai_cores: int | None = None
+    vector_cores: int | None = None
+    clock_mhz: float | None = None
+    """AI Core (cube) clock in MHz."""
+    source: str = ""
+    """The file the numbers come from (``info.json.0``)."""
+
+    def describe(self) -> str:
+        """``20 AI cores, 40 vector cores, 1800 MHz`` (what is known)."""
+        parts = []
+        if self.ai_cores is not None:
+            parts.append(f"{self.ai_cores} AI core{'s' if self.ai_cores != 1 else ''}")
+        if self.vector_cores is not None:
+            parts.append(f"{self.vector_cores} vector core{'s' if self.vector_cores != 1 else ''}")
+        if self.clock_mhz is not None:
+            parts.append(f"{self.clock_mhz:g} MHz")
+        return ", ".join(parts) or "no core counts"
+
+
 @dataclass
 class Meta:
     """Where the data came from and what was (not) read."""
@@ -230,6 +257,8 @@ class Meta:
     rank: int | None = None
     ai_core_num: int | None = None
     aiv_num: int | None = None
+    hardware: Hardware | None = None
+    """Core counts and clock as the profile records them (``info.json.N``...), None when it records none."""
     files_read: list[str] = field(default_factory=list)
     files_skipped: list[SkippedFile] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

@@ -1,11 +1,22 @@
-"""Pick the chip's peaks from ``rules/platforms.yaml`` for the detected (or user-given) SoC."""
+"""Pick the chip's peaks from ``rules/platforms.yaml`` for the detected (or user-given) SoC.
+
+Which chip, in this order: a ``platform: {soc: ...}`` override of the user's rules; ``--chip``; the core counts and
+clock the profile records (``Meta.hardware``, from ``info.json.N``): the chip with those counts, then the nearest
+clock -- never the ``default:`` chip or a family alias when the file names its counts, and, when no chip has those
+counts, the nearest chip's peaks scaled to them; a chip name the profile records; the graph's ``soc_version``; the
+``default:`` chip. ``soc_source`` says which decided, in words a reader can check against the file.
+"""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
+from advisor.model import Hardware
 from advisor.rules import EffectiveRules
 
 
@@ -22,32 +33,51 @@ def normalize_soc(name: str | None) -> str | None:
     return "Ascend" + m.group(1).upper().replace("_93", "_93")
 
 
-def resolve_platform(rules: EffectiveRules, chip_hint: str | None) -> dict[str, Any]:
-    """The platform dict for ``chip_hint`` (or the user's ``chip``/default), with user overrides applied.
+def _lookup(data: Mapping[str, Any], name: str) -> str | None:
+    """The chip entry ``name`` (normalized) stands for: itself, an alias, or the longest alias it starts with
+    ("Ascend910B-class" is a 910B, not a 910A); None when none."""
+    chips: Mapping[str, Any] = data.get("chips", {})
+    aliases: Mapping[str, str] = data.get("aliases", {})
+    lookup = {k.upper(): k for k in chips}
+    key = name.upper()
+    exact_alias = {a.upper(): t for a, t in aliases.items()}
+    if key in lookup:
+        return lookup[key]
+    if key in exact_alias:
+        return exact_alias[key]
+    prefixes = sorted((a for a in exact_alias if key.startswith(a)), key=len, reverse=True)
+    return exact_alias[prefixes[0]] if prefixes else None
 
-    ``soc`` says which entry was used and ``soc_source`` why (detected, user, default).
+
+def exact_chip(data: Mapping[str, Any], name: str | None) -> str | None:
+    """The chip entry named exactly (or by a one-chip alias such as ``Ascend910``); None for a family
+    (``Ascend910B-class``) or an unknown name."""
+    norm = normalize_soc(name)
+    if not norm or norm.endswith("-CLASS") or str(name).endswith("-class"):
+        return None
+    return _lookup(data, norm)
+
+
+def resolve_platform(rules: EffectiveRules, chip_hint: str | None,
+                     hardware: Hardware | None = None) -> dict[str, Any]:
+    """The platform dict for the user's ``soc`` override, else ``hardware`` (core counts and clock the profile
+    records), else ``chip_hint``, else the default, with user overrides applied.
+
+    ``soc`` says which entry was used and ``soc_source`` why (user, the file and its numbers, detected, default).
     """
     data = rules.for_kb("platforms")
     chips: dict[str, dict[str, Any]] = data.get("chips", {})
-    aliases: dict[str, str] = data.get("aliases", {})
     overrides = dict(rules.platform_overrides)
     wanted = overrides.pop("soc", None)
+    if not wanted and hardware is not None and (match := match_hardware(chips, hardware)) is not None:
+        out = match.platform(chips)
+        out.update(overrides)
+        return out
     source = "user" if wanted else "detected"
     if not wanted:
         wanted = chip_hint
     name = normalize_soc(wanted)
-    chosen = None
-    if name:
-        lookup = {k.upper(): k for k in chips}
-        key = name.upper()
-        exact_alias = {a.upper(): t for a, t in aliases.items()}
-        if key in lookup:
-            chosen = lookup[key]
-        elif key in exact_alias:
-            chosen = exact_alias[key]
-        else:  # the longest alias the name starts with: "Ascend910B-class" is a 910B, not a 910A
-            prefixes = sorted((a for a in exact_alias if key.startswith(a)), key=len, reverse=True)
-            chosen = exact_alias[prefixes[0]] if prefixes else None
+    chosen = _lookup(data, name) if name else None
     if chosen is None:
         chosen = data.get("default", next(iter(chips), None))
         source = "default (chip not detected)" if not name else f"default ({name} not in rules/platforms.yaml)"
@@ -56,6 +86,182 @@ def resolve_platform(rules: EffectiveRules, chip_hint: str | None) -> dict[str, 
     out["soc"] = chosen
     out["soc_source"] = source
     return out
+
+
+def platform_for_run(rules: EffectiveRules, profile_chip: str | None, hardware: Hardware | None,
+                     user_chip: str | None = None, graph_soc: str | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The platform of one analyzed run, and notes for the report: ``--chip`` (``user_chip``) wins, and a chip the
+    profile names that disagrees with it is said; else :func:`resolve_platform` on what the profile records."""
+    data = rules.for_kb("platforms")
+    match = match_hardware(data.get("chips", {}), hardware) if hardware is not None else None
+    named_exactly = exact_chip(data, profile_chip)
+    notes: list[str] = []
+    if user_chip:
+        platform = resolve_platform(rules, user_chip)
+        if platform["soc_source"] == "detected":
+            platform["soc_source"] = f"--chip {user_chip}"
+        named = match.soc if match is not None else named_exactly
+        if named and named != platform["soc"]:
+            why = match.describe() if match is not None else f"the profile records {profile_chip}"
+            notes.append(f"--chip {user_chip} disagrees with the chip the profile names ({why}); the peaks are "
+                         f"{platform['soc']}'s, as asked")
+        return platform, notes
+    platform = resolve_platform(rules, profile_chip or graph_soc, hardware)
+    if match is not None and platform["soc_source"] == match.describe():
+        notes.append(f"chip from {match.describe()}")
+        if named_exactly and named_exactly != match.soc:
+            notes.append(f"the profile also names {profile_chip}, which its core counts contradict; the peaks "
+                         f"follow the counts ({match.soc})")
+    return platform, notes
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the chip a profile's core counts and clock describe
+# ---------------------------------------------------------------------------------------------------------
+CLOCK_TOLERANCE = 0.005
+"""Relative clock difference below which a chip's peaks are used as they are: info.json writes the clock as an
+integer or a float string ("1800", "1800.000000"), a chip table rounds to the MHz; half a percent covers both and
+no two chips of one core count are that close (910B1/B2: 1850/1800 MHz, 2.7 %)."""
+
+CUBE_PEAKS = ("fp16_tflops", "int8_tops", "cube_fp32_tflops")
+"""Peaks of the cube: AI cores x MACs per cycle x clock, so they scale with AI cores and clock (DOMAIN.md 5.1)."""
+
+VECTOR_PEAKS = ("fp32_vector_tflops",)
+"""Peaks of the vector units: vector cores (the AI cores where a chip has no separate vector cores) x clock."""
+
+
+@dataclass(frozen=True)
+class ChipMatch:
+    """The chip of ``rules/platforms.yaml`` a profile's :class:`Hardware` describes, and how well."""
+
+    soc: str
+    hardware: Hardware
+    counts_match: bool
+    """False: no chip has these counts; ``soc`` is the nearest and its peaks are scaled to them."""
+    chip_clock: float | None
+    also: tuple[str, ...] = ()
+    """Other chips with the same counts and clock (e.g. Ascend910B1 and Ascend910_9391)."""
+
+    @property
+    def clock_scaled(self) -> bool:
+        hw, chip = self.hardware.clock_mhz, self.chip_clock
+        return hw is not None and chip is not None and abs(hw - chip) > CLOCK_TOLERANCE * chip
+
+    def describe(self) -> str:
+        """``info.json.0: 20 AI cores, 40 vector cores, 1800 MHz -> Ascend910B3`` (and what was scaled)."""
+        head = f"{self.hardware.source}: {self.hardware.describe()} -> "
+        if not self.counts_match:
+            return (head + f"no chip in rules/platforms.yaml has these core counts; the peaks of the nearest, "
+                           f"{self.soc}, scaled to them")
+        text = head + self.soc
+        if self.clock_scaled:
+            text += f" (the nearest clock, {self.chip_clock:g} MHz; compute peaks scaled to {self.hardware.clock_mhz:g} MHz)"
+        if self.also:
+            text += f" (same counts and clock as {', '.join(self.also)})"
+        return text
+
+    def platform(self, chips: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        """The chip's entry, its peaks scaled to the profile's counts and clock where they differ."""
+        out = dict(chips[self.soc])
+        if not self.counts_match or self.clock_scaled:
+            out = _scaled(out, self.hardware)
+        out["soc"] = self.soc
+        out["soc_source"] = self.describe()
+        out["soc_hardware"] = {"source": self.hardware.source, "ai_cores": self.hardware.ai_cores,
+                               "vector_cores": self.hardware.vector_cores, "clock_mhz": self.hardware.clock_mhz,
+                               "match": self.kind}
+        return out
+
+    @property
+    def kind(self) -> str:
+        """``counts`` (a chip with these counts and clock), ``counts, clock scaled`` or ``scaled`` (no chip has
+        these counts)."""
+        if not self.counts_match:
+            return "scaled"
+        return "counts, clock scaled" if self.clock_scaled else "counts"
+
+
+def _vector_count(spec: Mapping[str, Any]) -> int:
+    return int(spec.get("vector_core_num") or 0)
+
+
+def _same_counts(spec: Mapping[str, Any], hw: Hardware) -> bool:
+    if spec.get("ai_core_num") != hw.ai_cores:
+        return False
+    return hw.vector_cores is None or _vector_count(spec) == hw.vector_cores
+
+
+def _clock_distance(spec: Mapping[str, Any], hw: Hardware) -> tuple[int, float]:
+    """How far the chip's clock is from the profile's (chips whose clock is unknown after those whose is)."""
+    clock = spec.get("cube_freq_mhz")
+    if clock is None or hw.clock_mhz is None:
+        return (1, 0.0)
+    return (0, abs(float(clock) - hw.clock_mhz))
+
+
+def _count_distance(spec: Mapping[str, Any], hw: Hardware) -> tuple[int, float]:
+    """How far the chip's core counts are from the profile's: a chip with separate vector cores (or without) when
+    the profile's has them (or not) first, then the ratio of AI cores."""
+    split_differs = hw.vector_cores is not None and (_vector_count(spec) > 0) != (hw.vector_cores > 0)
+    ratio = abs(math.log(int(spec["ai_core_num"]) / hw.ai_cores)) if hw.ai_cores else math.inf
+    return (int(split_differs), ratio)
+
+
+def match_hardware(chips: Mapping[str, Mapping[str, Any]], hw: Hardware) -> ChipMatch | None:
+    """The chip with ``hw``'s core counts, then the nearest clock; when none has those counts, the nearest chip
+    (its peaks to be scaled). None when ``hw`` records no AI core count."""
+    if not hw.ai_cores or hw.ai_cores <= 0 or not chips:
+        return None
+    same = [n for n, spec in chips.items() if _same_counts(spec, hw)]
+    if same:
+        same.sort(key=lambda n: _clock_distance(chips[n], hw))
+        best = same[0]
+        also = tuple(n for n in same[1:] if _clock_distance(chips[n], hw) == _clock_distance(chips[best], hw))
+        return ChipMatch(best, hw, True, _clock_of(chips[best]), also)
+    nearest = min(chips, key=lambda n: (*_count_distance(chips[n], hw), *_clock_distance(chips[n], hw)))
+    return ChipMatch(nearest, hw, False, _clock_of(chips[nearest]))
+
+
+def _clock_of(spec: Mapping[str, Any]) -> float | None:
+    clock = spec.get("cube_freq_mhz")
+    return float(clock) if clock is not None else None
+
+
+def _scaled(spec: dict[str, Any], hw: Hardware) -> dict[str, Any]:
+    """``spec`` with its compute peaks scaled to ``hw``'s core counts and clock, its counts and clock replaced, and
+    its ``source`` saying so. Memory bandwidth and capabilities are the chip's (they do not follow core counts)."""
+    out = dict(spec)
+    aic_ratio = hw.ai_cores / int(spec["ai_core_num"]) if hw.ai_cores else 1.0
+    chip_clock = _clock_of(spec)
+    clock_ratio = hw.clock_mhz / chip_clock if hw.clock_mhz and chip_clock else 1.0
+    chip_vec = _vector_count(spec)
+    vec_ratio = hw.vector_cores / chip_vec if chip_vec and hw.vector_cores else aic_ratio
+    for key in CUBE_PEAKS:
+        if key in out:
+            out[key] = float(out[key]) * aic_ratio * clock_ratio
+    for key in VECTOR_PEAKS:
+        if key in out:
+            out[key] = float(out[key]) * vec_ratio * clock_ratio
+    out["ai_core_num"] = hw.ai_cores
+    if hw.vector_cores is not None:
+        out["vector_core_num"] = hw.vector_cores
+    if hw.clock_mhz is not None:
+        out["cube_freq_mhz"] = hw.clock_mhz
+    out["source"] = f"{spec.get('source', '')}; compute peaks scaled to {hw.describe()} ({hw.source})"
+    return out
+
+
+@lru_cache(maxsize=1)
+def _builtin_platforms() -> dict[str, Any]:
+    from advisor.rules import builtin_rules_dir, load_rules_file
+
+    return load_rules_file(builtin_rules_dir() / "platforms.yaml", validate=False)
+
+
+def builtin_chip_for(hw: Hardware) -> ChipMatch | None:
+    """:func:`match_hardware` against the built-in ``rules/platforms.yaml`` (ingest names the chip with it; the
+    analysis matches again against the effective rules, which a user may have extended)."""
+    return match_hardware(_builtin_platforms().get("chips", {}), hw)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from advisor.model import (
     Profile,
     empty_frame,
 )
-from advisor.platform import resolve_platform
+from advisor.platform import platform_for_run
 from advisor.rules import EffectiveRules, apply_override, builtin_rules_dir, load_effective_rules
 
 Rows = Iterable[Mapping[str, Any]] | pd.DataFrame
@@ -145,7 +145,7 @@ def run_kb(kb: type[KnowledgeBase], profile: Profile | None = None, graph: Any =
         if not cluster:
             raise ValueError("run_kb needs a profile (or cluster= for a cluster-scope knowledge base)")
         profile = Profile(ops=empty_frame(OPS_COLUMNS), meta=cluster[0].meta, steps=cluster[0].steps)
-    platform = resolve_platform(eff, chip or profile.meta.chip)
+    platform, _ = platform_for_run(eff, profile.meta.chip, profile.meta.hardware, chip)
     info = engine.KBInfo(kb, "test", "", "")
     profile = _events_it_reads(profile, engine.events_projection([info], eff))
     available = None

@@ -99,10 +99,21 @@ def test_2_errors_pickle_with_their_fields() -> None:
         assert type(back) is type(e) and str(back) == str(e) and back.path == e.path
 
 
+def _as_rank(rank_dir: Path, rank: int) -> Path:
+    """A copy of rank 0 recorded as rank ``rank`` (profiler_info_<rank>.json, rank_id), as that rank's own capture
+    would be: two captures that both say rank 0 are not one job (advisor.ingest.jobs)."""
+    [info] = rank_dir.glob("profiler_info*.json")
+    data = json.loads(info.read_text(encoding="utf-8"))
+    data["rank_id"] = rank
+    info.unlink()
+    (rank_dir / f"profiler_info_{rank}.json").write_text(json.dumps(data), encoding="utf-8")
+    return rank_dir
+
+
 def test_2_truncated_rank_in_a_multi_rank_directory_exits_2(tmp_path: Path) -> None:
     root = tmp_path / "cluster"
     mini_tn(root / "rank0_ascend_pt")
-    bad = mini_tn(root / "rank1_ascend_pt")
+    bad = _as_rank(mini_tn(root / "rank1_ascend_pt"), 1)
     lines = _kernel(bad).read_text(encoding="utf-8").splitlines(True)
     _kernel(bad).write_text("".join(lines[:20]) + ",".join(lines[20].split(",")[:3]), encoding="utf-8")
     # the bad rank is reported and skipped (issue 17), the others analyzed: exit 3 with a complete report

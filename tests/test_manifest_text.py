@@ -269,9 +269,15 @@ def test_profiler_metadata_fills_environment(entry: Entry) -> None:
 def test_device_info_fills_core_counts(entry: Entry) -> None:
     with open(entry.path, encoding="utf-8") as fh:
         device = json.load(fh)["DeviceInfo"][0]
-    meta = _profile(entry.path.parent.parent, "msprof-cann6").meta
+    layout = "msprof-cann7" if (entry.path.parents[1] / "mindstudio_profiler_output").is_dir() else "msprof-cann6"
+    root = entry.path.parents[1] if layout == "msprof-cann7" else entry.path.parent
+    meta = _profile(root, layout).meta
     assert meta.ai_core_num == device["ai_core_num"] and meta.aiv_num == device["aiv_num"]
-    assert meta.chip == "Ascend910A"  # 32 AI cores, no vector cores, 1000 MHz
+    # the chips these counts are (platform_config ini values, DOMAIN.md 9.B.1): 32 AI cores and no vector cores at
+    # 1000 MHz is a 910A; 1 AI core + 1 vector core (at 1250 MHz, nearest 310B1's 1224 MHz) a 310B
+    expected = {(32, 0): "Ascend910A", (1, 1): "Ascend310B1"}[(device["ai_core_num"], device["aiv_num"])]
+    assert meta.chip == expected
+    assert meta.hardware is not None and meta.hardware.clock_mhz == float(device["aic_frequency"])
 
 
 @pytest.mark.parametrize("entry", _entries({"msprof.task_time_json"}), ids=lambda e: e.id)

@@ -97,13 +97,18 @@ def _files_read(report: dict) -> list[str]:
 @click.option("--workers", type=click.IntRange(min=1), metavar="N",
               help="Worker processes of the local Dask cluster (default: one per core; 1 analyzes the ranks in "
                    "this process).")
+@click.option("--each", is_flag=True,
+              help="Analyze each run (job) found below PATH on its own, instead of refusing a folder that holds "
+                   "several: one report per run, each headed by its path on stdout, or one file per run in -o DIR "
+                   "(named after the run's path). Exit code: the worst of the runs.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | str | None, only: tuple[str, ...],
             skip: tuple[str, ...], rules_file: Path | None, ecosystem: Path | None, chip: str | None,
             cann: str | None, fail_under: float | None, fail_on: str, example: bool, scheduler: str | None, workers: int | None,
-            quiet: bool) -> None:
-    """Analyze a profile: PROF_xxx, *_ascend_pt, *_ascend_ms, a MindSpore profiler/ dir, a JOB dir, a parent of
-    several ranks, or a single op_summary/kernel_details CSV, msprof/torch_npu .db or trace JSON.
+            each: bool, quiet: bool) -> None:
+    """Analyze a profile: PROF_xxx, *_ascend_pt, *_ascend_ms, a MindSpore profiler/ dir, a JOB dir, a folder
+    holding the ranks of one job at any depth, or a single op_summary/kernel_details CSV, msprof/torch_npu .db or
+    trace JSON. A folder holding runs of several jobs is refused; --each analyzes each of them.
 
     With --graph MODEL and no PATH (or a model graph as PATH) it runs a static audit: the graph-capable rules on
     times estimated from a cost model of the chip (--chip, else the OM's soc_version)."""
@@ -122,28 +127,46 @@ def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | st
                               cann=cann, scheduler=scheduler)
     if out is None and fmt not in _STDOUT_FORMATS:
         out = "reports/"
+    inputs = [path, graph_path, rules_file, ecosystem, find_pyproject(Path.cwd())]
+    if each:
+        if path is None or example:
+            raise UsageError("--each needs a PATH to look for runs below")
+        from advisor.cli.each import analyze_each
+
+        code = analyze_each(path, graph_path, options, fmt, out, inputs, fail_on, fail_under, quiet, workers)
+        if code:
+            sys.exit(code)
+        return
     # checked (and made absolute) before the analysis: fail fast, and nothing run later can move it
-    target = None if out is None else output_target(
-        out, EXTENSIONS[fmt], [path, graph_path, rules_file, ecosystem, find_pyproject(Path.cwd())])
+    target = None if out is None else output_target(out, EXTENSIONS[fmt], inputs)
     with StderrProgress(enabled=not quiet) as progress:
         result = run_analysis(path, graph_path, options, progress, workers=workers)
-    report = result.report
+    emit(result.report, fmt, target, fail_on, fail_under)
+    code = outcome(result.report, fail_under)
+    if code:
+        sys.exit(code)
 
+
+def emit(report: dict, fmt: str, target: Path | None, fail_on: str, fail_under: float | None) -> None:
+    """Print ``report`` in ``fmt`` on stdout, or write it atomically to ``target``."""
     with stage("render"):
         if fmt == "terminal" and target is None:
             from advisor.report.terminal import print_report
 
             print_report(report, Console())
+            return
+        text = (render(report, fmt, fail_on=fail_on, fail_under=fail_under) if fmt == "junit"
+                else render(report, fmt))
+        if target is None:
+            click.echo(text, nl=False)
         else:
-            text = (render(report, fmt, fail_on=fail_on, fail_under=fail_under) if fmt == "junit"
-                    else render(report, fmt))
-            if target is None:
-                click.echo(text, nl=False)
-            else:
-                check_output(target, _files_read(report))
-                write_atomic(target, text)
-                click.echo(f"advisor: wrote {terminal_line(target)}", err=True)
+            check_output(target, _files_read(report))
+            write_atomic(target, text)
+            click.echo(f"advisor: wrote {terminal_line(target)}", err=True)
 
+
+def outcome(report: dict, fail_under: float | None) -> int:
+    """The exit code ``report`` calls for (0, 1: below ``--fail-under``, 3: incomplete), said on stderr."""
     skipped_ranks = report["input"].get("ranks_skipped") or []
     if skipped_ranks:
         first = skipped_ranks[0]
@@ -155,7 +178,8 @@ def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | st
         if failed:
             click.echo(terminal_line("advisor: incomplete analysis, knowledge base(s) failed: "
                                      + "; ".join(f"{k['id']} ({k['reason']})" for k in failed)), err=True)
-        sys.exit(EXIT_KB_FAILED)
+        return EXIT_KB_FAILED
     if fail_under is not None and report["score"] < fail_under:
         click.echo(f"advisor: score {report['score']:.1f} is below --fail-under {fail_under:g}", err=True)
-        sys.exit(1)
+        return 1
+    return 0

@@ -33,7 +33,7 @@ from typing import Any
 from advisor import safeload
 from advisor.errors import InputError
 from advisor.ingest import context
-from advisor.ingest.detect import RankSource, detect
+from advisor.ingest.detect import Discovery, RankSource, detect, detect_job, detect_jobs
 from advisor.ingest.normalize import share_constant_columns, store_metrics
 from advisor.ingest.sanitize import sanitize
 from advisor.model import EventSelection, Meta, OpsProjection, Profile
@@ -134,4 +134,4 @@ def load(path: str | Path) -> list[Profile]:
     return [read_source(s) for s in sources]
 
 
-__all__ = ["RankSource", "detect", "load", "read_source"]
+__all__ = ["Discovery", "RankSource", "detect", "detect_job", "detect_jobs", "load", "read_source"]

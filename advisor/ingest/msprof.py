@@ -15,6 +15,7 @@ The ops-table helpers here are shared with the torch_npu reader (kernel_details.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from advisor.model import (
     OP_STATS_COLUMNS,
     STEPS_COLUMNS,
     TX_COLUMNS,
+    Hardware,
     Meta,
     Profile,
     empty_frame,
@@ -343,56 +345,77 @@ def _complete(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------------------
 # device info (info.json.N)
 # ---------------------------------------------------------------------------------------------------------
-_CHIPS_BY_CORES = {
-    (32, 0, None): "Ascend910A",
-    (24, 48, 1800): "Ascend910B2",
-    (24, 48, 1850): "Ascend910B1",
-    (20, 40, 1800): "Ascend910B3",
-    (20, 40, 1500): "Ascend910B4",
-    (8, 7, None): "Ascend310P3",
-    (2, 0, None): "Ascend310",
-    (1, 0, None): "Ascend310B1",
-}
-"""(AI cores, vector cores, cube MHz) -> SoC, from the CANN 8.1 platform_config numbers in DOMAIN.md 5.1."""
+MAX_CLOCK_MHZ = 10_000.0
+"""An AI Core clock above this is not a clock (info.json writes MHz; the fastest chip known runs at 1.85 GHz)."""
 
 
 @dataclass
 class DeviceInfo:
+    """One ``DeviceInfo`` entry of ``info.json.N`` and the file's own fields that identify the run."""
+
     ai_core_num: int | None = None
     aiv_num: int | None = None
-    aic_frequency: int | None = None
+    aic_frequency: float | None = None
     extra: dict[str, object] = field(default_factory=dict)
+    """``rank_id`` (None when msprof wrote -1: RANK_ID unset), ``hostname``, ``cann_version``."""
 
 
 def parse_device_info(path: Path, device: int | None = None) -> DeviceInfo:
-    """The ``DeviceInfo`` entry of an ``info.json.N`` file (the one for ``device`` when several)."""
+    """The ``DeviceInfo`` entry of an ``info.json.N`` file (the one for ``device`` when several).
+
+    As CANN 8 msprof writes it (hicann/runtime ``info_json.cpp``): ``DeviceInfo[].id`` is the host's id of the
+    device, which need not be the ``device_N`` of the directory (a container sees renumbered devices), so with one
+    entry that entry is taken; ``aic_frequency`` is a string, integer or float formatted ("1800", "1800.000000");
+    ``rank_id`` is -1 when RANK_ID was not set; ``cannVersion`` is the runtime's version (8.x and later)."""
     data = safeload.load_json(path)
     entries = data.get("DeviceInfo") if isinstance(data, dict) else None
     objects = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
     if not objects:
         raise InputError(path, "no DeviceInfo entry (expected a list of objects)")
-    entry = next((e for e in objects if e.get("id") == device), objects[0])
-    return DeviceInfo(_int(entry.get("ai_core_num")), _int(entry.get("aiv_num")), _int(entry.get("aic_frequency")),
-                      {"rank_id": data.get("rank_id")})
+    entry = objects[0] if len(objects) == 1 else next((e for e in objects if _int(e.get("id")) == device), objects[0])
+    rank = _int(data.get("rank_id"))
+    host = data.get("hostname")
+    cann = data.get("cannVersion")
+    return DeviceInfo(core_count(entry.get("ai_core_num")), core_count(entry.get("aiv_num")), mhz(entry.get("aic_frequency")),
+                      {"rank_id": rank if rank is not None and 0 <= rank < 4294967295 else None,
+                       "hostname": host if isinstance(host, str) and host else None,
+                       "cann_version": cann.strip() if isinstance(cann, str) and cann.strip() else None})
 
 
-def chip_from_cores(ai_core_num: int | None, aiv_num: int | None, freq: int | None) -> str | None:
-    """A SoC name from core counts and cube frequency (None when no known chip matches)."""
-    if ai_core_num is None:
+def mhz(value: object) -> float | None:
+    """A clock in MHz from ``1800``, ``"1800"``, ``"1800.000000"`` or ``1800.0``; None when absent or not a clock."""
+    try:
+        f = float(str(value).strip())
+    except (TypeError, ValueError, OverflowError):
         return None
-    for (aic, aiv, mhz), chip in _CHIPS_BY_CORES.items():
-        if aic == ai_core_num and aiv == (aiv_num or 0) and (mhz is None or mhz == freq):
-            return chip
-    if aiv_num:
-        return "Ascend910B-class"
-    return None
+    return f if math.isfinite(f) and 0 < f <= MAX_CLOCK_MHZ else None
+
+
+def core_count(value: object) -> int | None:
+    """A core count (``20``, ``"20"``, ``20.0``); None when absent, negative or not a whole number."""
+    try:
+        f = float(str(value).strip())
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return int(f) if math.isfinite(f) and f >= 0 and f == int(f) else None
+
+
+def info_json_files(root: Path) -> list[Path]:
+    """``info.json.N`` files of a run: in ``root`` (a ``device_N`` dir), its ``device_*`` dirs, or the ``PROF_*``
+    of a torch_npu / MindSpore rank; ``.done`` markers excluded."""
+    for pattern in ("info.json.*", "device_*/info.json.*", "PROF_*/device_*/info.json.*"):
+        found = [p for p in sorted(root.glob(pattern)) if not p.name.endswith(".done")]
+        if found:
+            return found
+    return []
 
 
 def read_device_info(root: Path, meta: Meta) -> None:
-    """Chip and core counts from ``info.json.N`` in ``root`` or its ``device_*`` / ``PROF_*/device_*`` dirs."""
-    candidates = sorted(root.glob("info.json.*")) or sorted(root.glob("device_*/info.json.*")) or \
-        sorted(root.glob("PROF_*/device_*/info.json.*"))
-    for path in candidates[:1]:
+    """Core counts, clock and chip from ``info.json.N`` in ``root`` or its ``device_*`` / ``PROF_*/device_*``
+    dirs (``meta.hardware``, ``meta.ai_core_num`` / ``aiv_num``, ``meta.chip``, ``meta.cann_version``)."""
+    from advisor.platform import builtin_chip_for
+
+    for path in info_json_files(root)[:1]:
         m = _DEVICE_DIR.match(path.parent.name)
         device = int(m.group(1)) if m else _int(path.suffix.lstrip("."))
         try:
@@ -403,11 +426,15 @@ def read_device_info(root: Path, meta: Meta) -> None:
         meta.read(path)
         meta.ai_core_num = meta.ai_core_num or info.ai_core_num
         meta.aiv_num = meta.aiv_num if meta.aiv_num is not None else info.aiv_num
-        chip = chip_from_cores(info.ai_core_num, info.aiv_num, info.aic_frequency)
-        if chip and (not meta.chip or meta.chip.endswith("-class")):
-            meta.chip = chip
-            meta.notes.append(f"chip {chip} inferred from {path.name} ({info.ai_core_num} AI cores, "
-                              f"{info.aiv_num or 0} vector cores, {info.aic_frequency} MHz)")
+        if info.extra.get("cann_version") and not meta.cann_version:
+            meta.cann_version = str(info.extra["cann_version"])
+        if not info.ai_core_num:
+            continue
+        hw = Hardware(info.ai_core_num, info.aiv_num, info.aic_frequency, path.name)
+        meta.hardware = meta.hardware or hw
+        match = builtin_chip_for(hw)
+        if match is not None and match.counts_match and (not meta.chip or meta.chip.endswith("-class")):
+            meta.chip = match.soc  # the analysis says how (advisor.platform.platform_for_run), with the user's rules
 
 
 def _int(value: object) -> int | None:

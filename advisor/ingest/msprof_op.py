@@ -47,6 +47,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from advisor import safeload
 from advisor.errors import InputError
 from advisor.ingest import columns as C
 from advisor.ingest.csvread import read_table
@@ -109,7 +110,42 @@ def read(root: Path, meta: Meta) -> Profile:
         + (", ".join(m for m in METRIC_SETS if m in metric_sets) or "none (OpBasicInfo only)")
         + "; launches are replayed one by one, so ops have no start times and no op types")
     _note_clock(ops, meta)
+    read_hardware_info(root, meta)
     return profile
+
+
+HARDWARE_INFO = "HardwareInfo.jsonl"
+"""msprof op's record of the board (FORMATS.md 12): one JSON object per line, keyed by ``category``."""
+
+
+def read_hardware_info(root: Path, meta: Meta) -> None:
+    """Core counts and cube clock from ``HardwareInfo.jsonl`` (``AI Core Information``: ``ai core count``,
+    ``ai vector count``, ``ai cube frequency(MHZ)``) into ``meta.hardware``, and the ``chip info`` it names; the
+    file is optional (absent on older releases) and a broken one is listed as skipped."""
+    from advisor.ingest.msprof import core_count, mhz
+    from advisor.model import Hardware
+
+    path = root / HARDWARE_INFO
+    if not path.is_file():
+        return
+    try:
+        lines = safeload.read_bytes(path).decode("utf-8", errors="replace").splitlines()
+        records = [safeload.loads_json(line, path) for line in lines if line.strip()]
+    except InputError as e:
+        meta.skip(path, e.problem)
+        return
+    by_category = {str(r.get("category")): r for r in records if isinstance(r, dict)}
+    core, device = by_category.get("AI Core Information", {}), by_category.get("Device Info", {})
+    meta.read(path)
+    hw = Hardware(core_count(core.get("ai core count")), core_count(core.get("ai vector count")),
+                  mhz(core.get("ai cube frequency(MHZ)")), path.name)
+    if hw.ai_cores:
+        meta.hardware = meta.hardware or hw
+        meta.ai_core_num = meta.ai_core_num or hw.ai_cores
+        meta.aiv_num = meta.aiv_num if meta.aiv_num is not None else hw.vector_cores
+    chip = str(device.get("chip info") or "").split()
+    if chip and not meta.chip:
+        meta.chip = chip[0]  # "Ascend950PR_9599 V100": the SoC, then its version
 
 
 def mark_kernel_dev(meta: Meta) -> None:
