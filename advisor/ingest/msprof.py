@@ -354,7 +354,7 @@ def parse_device_info(path: Path, device: int | None = None) -> DeviceInfo:
         raise InputError(path, "no DeviceInfo entry (expected a list of objects)")
     entry = next((e for e in objects if e.get("id") == device), objects[0])
     return DeviceInfo(_int(entry.get("ai_core_num")), _int(entry.get("aiv_num")), _int(entry.get("aic_frequency")),
-                      {"rank_id": data.get("rank_id")})
+                      {"rank_id": data.get("rank_id"), "pid_name": data.get("pid_name")})
 
 
 def chip_from_cores(ai_core_num: int | None, aiv_num: int | None, freq: int | None) -> str | None:
@@ -382,6 +382,8 @@ def read_device_info(root: Path, meta: Meta) -> None:
             meta.skip(path, e.problem)
             continue
         meta.read(path)
+        app = info.extra.get("pid_name")
+        meta.application = meta.application or (str(app).strip() if isinstance(app, str) and app.strip() else None)
         meta.ai_core_num = meta.ai_core_num or info.ai_core_num
         meta.aiv_num = meta.aiv_num if meta.aiv_num is not None else info.aiv_num
         chip = chip_from_cores(info.ai_core_num, info.aiv_num, info.aic_frequency)
