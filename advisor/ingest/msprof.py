@@ -62,6 +62,7 @@ def read(root: Path, meta: Meta) -> Profile:
     out_dir = root / "mindstudio_profiler_output"
     if out_dir.is_dir():
         read_device_info(root, meta)
+        skip_not_read(root, meta)
         return read_output_dir(out_dir, meta)
     if (root / "summary").is_dir() or (root / "timeline").is_dir():
         return _read_cann6(root, meta)
@@ -142,7 +143,7 @@ def read_ops_files(paths: list[Path], meta: Meta) -> pd.DataFrame:
 
 def _read_ops_csv(path: Path, meta: Meta) -> pd.DataFrame:
     header = sniff_header(path)
-    resolved = C.resolve_header(header, C.OPS_ALIASES, extra=C.metric_name)
+    resolved = C.resolve_header(header, C.OPS_ALIASES, extra=C.ops_metric_name)
     # the Ascend/workload_analysis per-op files are named <Op>_<SoC>_*.csv; a kernel_details or op_summary file that
     # lacks its name or duration column is damaged, not that subset
     derived = (not resolved.has("name") and resolved.has("input_shapes") and resolved.has("aicore_time_us")
@@ -393,6 +394,24 @@ def read_device_info(root: Path, meta: Meta) -> None:
                               f"{info.aiv_num or 0} vector cores, {info.aic_frequency} MHz)")
 
 
+NOT_READ = {
+    "sample.json": "msprof's collection settings (application, PMU event sets, switches): the application is read "
+                   "from info.json, what was collected from the summaries' columns; not read",
+    "prof_rule": "msprof's own expert-rule verdicts (prof_rule): advisor applies its own rules; not read",
+}
+"""msprof files a PROF directory holds that carry nothing a rule needs, with the reason they are not read."""
+
+
+def skip_not_read(root: Path, meta: Meta) -> None:
+    """List ``sample.json`` (in ``root`` or its ``device_*`` dirs) and ``prof_rule_*.json`` (next to the summaries)
+    as skipped, with the reason (:data:`NOT_READ`)."""
+    for path in sorted({*root.glob("sample.json"), *root.glob("device_*/sample.json")}):
+        meta.skip(path, NOT_READ["sample.json"])
+    for d in (root / "mindstudio_profiler_output", root / "summary", root):
+        for path in sorted(d.glob("prof_rule_*.json")) if d.is_dir() else []:
+            meta.skip(path, NOT_READ["prof_rule"])
+
+
 def _int(value: object) -> int | None:
     try:
         return int(str(value).strip())
@@ -522,6 +541,7 @@ def _read_l2_cache(path: Path, meta: Meta) -> pd.DataFrame:
 def _read_cann6(device_dir: Path, meta: Meta) -> Profile:
     """``PROF_*/device_N`` of CANN <=6: summary CSVs when present, else ops from the timeline JSON."""
     read_device_info(device_dir, meta)
+    skip_not_read(device_dir, meta)
     summary, timeline = device_dir / "summary", device_dir / "timeline"
     ops_files = find_kind(summary, "op_summary", meta)
     task_csv = concat([optional_table(p, meta, read_task_time) for p in find_kind(summary, "task_time", meta)],
