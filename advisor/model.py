@@ -266,6 +266,9 @@ class Meta:
     """Environment variables recorded by the profiler (profiler_metadata.json ENV_VARIABLES...)."""
     config: dict[str, Any] = field(default_factory=dict)
     """Profiler configuration (profiler_info ``config``) when recorded."""
+    application: str | None = None
+    """Name of the profiled process (msprof ``info.json.N`` ``pid_name``: ``python``, or a native program such as
+    an operator test's ``execute_op``) when recorded."""
     sources: dict[str, str] = field(default_factory=dict)
     """Which file or table each table came from (``ops``, ``steps``, ``comm``, ``events``, ``op_stats``...), so
     figures derived from them can name their source."""

@@ -23,6 +23,13 @@ HUB = "hicann__cann-learning-hub"
 NEO = "neo-pan__ascend-msprof-skill/tests/fixtures"
 MINDINSIGHT = "mindspore-ai__mindinsight/tests/utils/resource"
 SK = f"{HUB}/tutorials/ascendc_operator_development_V2/06_advanced_features/src/06.04_super_kernel/performance_case"
+CUMMIN = "Lulili520__ascendc-optim-agent/log/Cummin"
+KKT = "Ryan12210801__chunk-scaled-dot-kkt-ascendc/results/device_profiles/perf_official_like_k128_20260723_173539"
+CONTEST = "hansheng1001__AscendCContest"
+GELU = f"{CONTEST}/03FastGeluGrad/FrameworkLaunch/FastGeluGradTest/output"
+MSE = f"{CONTEST}/06MseLossGrad/FrameworkLaunch/MseLossGradTest/output"
+FOUNDRY = ("wio1997__Inference-Foundry/evidence/20260925_loop045_boundary/run165/profiler/rank0/"
+           "rank0_752_20260925054655567_ascend_pt")
 
 # (profile under ../shared/samples, expected context, why that is right)
 EXPECTED = [
@@ -81,6 +88,24 @@ EXPECTED = [
     (f"{NEO}/tilelang_design_feedback/candidate_comparability/missing_raw_index_candidate/reports/app/"
      "PROF_000001_20260605161708478_FRJKORBPFMHQMGLA", "kernel-dev",
      "TileLang main_kernel launched with KernelLaunch/DevBinaryRegister, no op API"),
+    (f"{CUMMIN}/round_000/msprof_output/OPPROF_20260522141558_SZQVDGFRHWOMIFFS", "kernel-dev",
+     "msprof op capture of one AscendC kernel (Cummin, baseline round of an optimization loop)"),
+    (f"{CUMMIN}/round_002/msprof_output/OPPROF_20260522155410_KNNIUXUQKCPVXVCH", "kernel-dev",
+     "msprof op, same kernel, tuning round 2"),
+    (f"{CUMMIN}/round_004/msprof_output/OPPROF_20260522162413_VGXOUDUYNXPRDCPN", "kernel-dev",
+     "msprof op, same kernel, tuning round 4"),
+    (f"{KKT}/OPPROF_20260723173540_TGVEYIXEDZNYMEZV", "kernel-dev",
+     "msprof op capture of one MIX AscendC kernel (ChunkScaledDotKkt)"),
+    (f"{GELU}/PROF_000001_20240418221724365_MDRNMHLIQDFFBHKB", "kernel-dev",
+     "contest test program execute_op (info.json pid_name) launching one custom FastGeluGrad task through its "
+     "own aclnnFastGeluGrad API: no Python framework, no model id, no step"),
+    (f"{GELU}/PROF_000001_20240418222714274_QCBFEEAPNECJJJJA", "kernel-dev", "same test, optimized kernel"),
+    (f"{MSE}/PROF_000001_20240419182808128_KJPIFHBDARDPDJAB", "kernel-dev",
+     "execute_op launching one custom MseLossGrad task through aclnnMseLossGrad"),
+    (f"{MSE}/PROF_000001_20240421232712043_GCJHMABMLMCQENJC", "kernel-dev", "same test, optimized kernel"),
+    (FOUNDRY, "torch-eager",
+     "torch_npu 2.10 export (profiler_info) holding only step_trace_time: no trace or API records where graph "
+     "markers could show, so torch_npu's default eager mode is assumed, and said to be assumed"),
 ]
 
 
@@ -113,6 +138,24 @@ def test_every_loadable_shared_profile_has_an_expected_context() -> None:
                            "msprof.op_statistic"):
             continue  # empty traces, and the as_strided summaries listed as their directory
         pytest.fail(f"{path} ({row['kind']}) has no expected context in tests/test_context.py")
+
+
+@needs_samples
+def test_an_assumed_mode_says_so_and_a_python_program_is_no_operator_test() -> None:
+    """The wio1997 export has nothing in which graph markers could show: the evidence says eager mode is assumed.
+    The contest profile is an operator test because its program is native; under a Python interpreter the same
+    capture is left to the framework rules."""
+    [foundry] = load(SAMPLES / FOUNDRY)
+    assert "assumed" in foundry.meta.context_evidence
+    [contest] = load(SAMPLES / GELU / "PROF_000001_20240418221724365_MDRNMHLIQDFFBHKB")
+    assert contest.meta.application == "execute_op"
+    assert "execute_op" in contest.meta.context_evidence and "aclnnFastGeluGrad" in contest.meta.context_evidence
+    contest.meta.application = "python3.9"
+    assert context.detect(contest)[0] == "torch-eager"
+    contest.meta.application = "my_inference_app"  # native, but calling an op API of a kernel it did not capture
+    contest.api = contest.api.assign(name=contest.api["name"].astype(str).str.replace("FastGeluGrad", "Add"))
+    ctx, why = context.detect(contest)
+    assert ctx == "unknown" and "native program 'my_inference_app'" in why
 
 
 def test_local_fixtures_and_the_example() -> None:

@@ -159,6 +159,8 @@ class RawTrace:
     other_x: int
     counters: int
     iterations: int
+    first_other: dict[str, Any] | None
+    """The first X event that is not a device task (kept in ``events`` even without device ops)."""
 
 
 def _raw_trace(path: Path) -> RawTrace:
@@ -168,7 +170,7 @@ def _raw_trace(path: Path) -> RawTrace:
     proc = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
                if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    device, other, counters, iterations = [], 0, 0, 0
+    device, other, counters, iterations, first_other = [], 0, 0, 0, None
     for e in events:
         if e.get("ph") == "X":
             args = e.get("args") or {}
@@ -177,11 +179,12 @@ def _raw_trace(path: Path) -> RawTrace:
                 device.append(e)
             else:
                 other += 1
+                first_other = first_other or e
                 iterations += bool(re.fullmatch(r"Iteration \d+", str(e.get("name"))) and "Iteration ID" in args)
         elif e.get("ph") == "C":
             counters += sum(1 for v in (e.get("args") or {}).values()
                             if isinstance(v, int | float) and not isinstance(v, bool))
-    return RawTrace(device, other, counters, iterations)
+    return RawTrace(device, other, counters, iterations, first_other)
 
 
 @cache
@@ -225,10 +228,9 @@ def test_trace_without_device_ops_keeps_everything_else(entry: Entry) -> None:
     assert tables.ops is None
     assert len(tables.events) == raw.other_x
     assert len(tables.counters) == raw.counters
-    if raw.other_x:
+    if raw.first_other is not None:
         ev = tables.events
-        first = next(e for e in json.loads(entry.path.read_text(encoding="utf-8"))
-                     if e.get("ph") == "X" and not any(e is d for d in raw.device))
+        first = raw.first_other
         match = ev[(ev["name"] == first["name"]).to_numpy()
                    & (absolute_ns(meta, ev["start_us"].to_numpy()) == ns_of(first["ts"]))]
         assert len(match) >= 1

@@ -89,6 +89,23 @@ def metric_name(header: str) -> str | None:
     return None if suffix is None else base + suffix
 
 
+_PIPE_EXECUTE = ("vec", "mac", "scalar", "mte1", "mte2", "mte3", "fixpipe")
+OPS_METRIC_RENAMES = {
+    **{f"{p}_exe_ratio": f"{p}_ratio" for p in _PIPE_EXECUTE},
+    **{f"{p}_exe_time_us": f"{p}_time_us" for p in _PIPE_EXECUTE},
+}
+"""``--aic-metrics PipelineExecuteUtilization`` (the pipe set of Atlas 200/500 A2 inference chips, 310B-class; DOMAIN.md
+5.2): op_summary writes ``vec_exe_ratio``, ``scalar_exe_time(us)``... for what PipeUtilization calls ``vec_ratio``,
+``scalar_time(us)`` -- the share of the total cycles each pipe executes (msprof's own ``memory_bound`` in those files
+is ``mte2_exe_ratio / max(mac_exe_ratio, vec_exe_ratio)``, its PipeUtilization formula)."""
+
+
+def ops_metric_name(header: str) -> str | None:
+    """:func:`metric_name` for an ops table, the PipelineExecuteUtilization spellings as the pipe ratios and times."""
+    name = metric_name(header)
+    return OPS_METRIC_RENAMES.get(name, name) if name else None
+
+
 # ---------------------------------------------------------------------------------------------------------
 # other tables
 # ---------------------------------------------------------------------------------------------------------

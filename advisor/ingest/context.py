@@ -11,7 +11,8 @@ Contexts (``Meta.context``; reported as ``input.context``):
 ``mindspore-graph``  MindSpore with whole-graph or kernel-by-kernel graph execution (scoped ``...-opN`` names)
 ``mindspore-pynative`` MindSpore PyNative mode (PyNative markers)
 ``kernel-dev``       single-kernel development: a short capture of a few hand-launched kernels, no framework
-                     metadata, no model id; or many shapes of one op type (operator benchmarking)
+                     metadata, no model id; an operator test program calling only the single-op API of the
+                     kernel it captures; or many shapes of one op type (operator benchmarking)
 ``unknown``          none of the above can be told from the data
 ==================== =======================================================================================
 
@@ -22,6 +23,7 @@ and ``Meta.context_evidence`` says in one line which signal decided. A model gra
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
@@ -119,6 +121,9 @@ def detect(profile: Profile) -> tuple[str, str]:
     if torch:
         why = (f"torch_npu {meta.torch_npu_version} profiler export" if meta.torch_npu_version
                else f"{meta.layout} layout" if meta.layout in _TORCH_LAYOUTS else "Python events in the trace")
+        if not apis and not event_names:  # nothing in which a graph-mode marker could have shown
+            return "torch-eager", (f"{why} with no trace or API records to show TorchAir or aclgraph markers: eager "
+                                   "mode (torch_npu's default) assumed")
         return "torch-eager", f"{why}, no TorchAir or aclgraph markers: eager mode"
 
     rx = re.compile(s["mindspore_name_regex"])
@@ -147,15 +152,29 @@ def _without_framework(profile: Profile, s: Mapping[str, Any], apis: list[str], 
                                    "op execution")
         return "unknown", ("a lone kernel_details.csv (torch_npu or MindSpore export) without its profiler_info: "
                            "framework and mode cannot be told")
-    if len(ops) and not model_ids and not op_api and _kernel_capture(ops, op_names):
+    capture = bool(len(ops)) and not model_ids and _kernel_capture(ops, op_names)
+    short = len(ops) <= int(kd["max_tasks"]) and len(op_names) <= int(kd["max_kernel_names"])
+    if capture and not op_api:
         types = _names(ops["type"]) if "type" in ops.columns else []
-        if len(ops) <= int(kd["max_tasks"]) and len(op_names) <= int(kd["max_kernel_names"]):
+        if short:
             return "kernel-dev", (f"a capture of {len(ops)} device task(s) of {len(op_names)} kernel(s) with no "
                                   "framework metadata, model id, step, communication or model API: kernel "
                                   "development")
         if len(types) == 1 and len(ops) >= int(kd["single_type_min_tasks"]):
             return "kernel-dev", (f"{len(ops)} measurements of one op type ({types[0]}) over many shapes: "
                                   "single-operator benchmarking")
+    # an operator test app (AscendC aclnn invocation): its only op APIs are those of the kernel under test, and the
+    # profiled process (info.json pid_name), when recorded, is a native program rather than a Python interpreter
+    app = meta.application
+    native = bool(app) and not any(fnmatch.fnmatchcase(str(app).lower(), p) for p in s["python_programs"])
+    if op_api and capture and short and (native or not app) and (own := _own_op_api(apis, ops, s)):
+        by = f"the native program '{app}'" if native else "the application"
+        return "kernel-dev", (f"{by} calls only the single-op API of the kernel it captures ({own}): {len(ops)} "
+                              f"device task(s) of {len(op_names)} kernel(s), no framework metadata, model id or "
+                              "step: an operator test (kernel development)")
+    if op_api and native:
+        return "unknown", (f"single-op API {op_api} called by the native program '{app}', not a Python framework: "
+                           "the execution context cannot be told")
     if op_api:
         return "torch-eager", f"single-op launch API {op_api} without framework metadata (eager op execution)"
     if hit := _prefixed(op_names, ("aclnn",)):
@@ -164,6 +183,25 @@ def _without_framework(profile: Profile, s: Mapping[str, Any], apis: list[str], 
         return "om-acl", ("device tasks carry a model id (graph execution) and no framework markers: assumed an "
                           "offline model run through ACL")
     return "unknown", "no API records, framework metadata or model ids tell the execution context"
+
+
+def _own_op_api(apis: list[str], ops: pd.DataFrame, s: Mapping[str, Any]) -> str | None:
+    """The single-op API of a captured kernel when every aclnn API of the profile is one of the captured op types'
+    own (``aclnn<OpType>`` and its ``GetWorkspaceSize``/``Tiling`` companions); None otherwise."""
+    types = set(_names(ops["type"])) if "type" in ops.columns else set()
+    op_apis = {a for a in apis if a.startswith(tuple(s["eager_api_prefixes"]))}
+    if not types or not op_apis:
+        return None
+    suffixes = tuple(s["op_api_suffixes"])
+
+    def op_of(api: str) -> str | None:
+        base = api.removeprefix("aclnn") if api.startswith("aclnn") else ""
+        candidates = (base, *(base.removesuffix(x) for x in suffixes if base.endswith(x)))
+        return next((c for c in candidates if c and c in types), None)
+
+    if any(op_of(a) is None for a in op_apis):
+        return None
+    return min(op_apis, key=lambda a: (a.removeprefix("aclnn") not in types, a))
 
 
 def _kernel_capture(ops: pd.DataFrame, op_names: list[str]) -> bool:

@@ -65,6 +65,7 @@ def read(root: Path, meta: Meta) -> Profile:
     out_dir = root / "mindstudio_profiler_output"
     if out_dir.is_dir():
         read_device_info(root, meta)
+        skip_not_read(root, meta)
         return read_output_dir(out_dir, meta)
     if (root / "summary").is_dir() or (root / "timeline").is_dir():
         return _read_cann6(root, meta)
@@ -145,7 +146,7 @@ def read_ops_files(paths: list[Path], meta: Meta) -> pd.DataFrame:
 
 def _read_ops_csv(path: Path, meta: Meta) -> pd.DataFrame:
     header = sniff_header(path)
-    resolved = C.resolve_header(header, C.OPS_ALIASES, extra=C.metric_name)
+    resolved = C.resolve_header(header, C.OPS_ALIASES, extra=C.ops_metric_name)
     # the Ascend/workload_analysis per-op files are named <Op>_<SoC>_*.csv; a kernel_details or op_summary file that
     # lacks its name or duration column is damaged, not that subset
     derived = (not resolved.has("name") and resolved.has("input_shapes") and resolved.has("aicore_time_us")
@@ -379,7 +380,8 @@ def parse_device_info(path: Path, device: int | None = None) -> DeviceInfo:
     return DeviceInfo(core_count(entry.get("ai_core_num")), core_count(entry.get("aiv_num")), mhz(entry.get("aic_frequency")),
                       {"rank_id": rank if rank is not None and 0 <= rank < 4294967295 else None,
                        "hostname": host if isinstance(host, str) and host else None,
-                       "cann_version": cann.strip() if isinstance(cann, str) and cann.strip() else None})
+                       "cann_version": cann.strip() if isinstance(cann, str) and cann.strip() else None,
+                       "pid_name": data.get("pid_name")})
 
 
 def mhz(value: object) -> float | None:
@@ -424,6 +426,8 @@ def read_device_info(root: Path, meta: Meta) -> None:
             meta.skip(path, e.problem)
             continue
         meta.read(path)
+        app = info.extra.get("pid_name")
+        meta.application = meta.application or (str(app).strip() if isinstance(app, str) and app.strip() else None)
         meta.ai_core_num = meta.ai_core_num or info.ai_core_num
         meta.aiv_num = meta.aiv_num if meta.aiv_num is not None else info.aiv_num
         if info.extra.get("cann_version") and not meta.cann_version:
@@ -435,6 +439,24 @@ def read_device_info(root: Path, meta: Meta) -> None:
         match = builtin_chip_for(hw)
         if match is not None and match.counts_match and (not meta.chip or meta.chip.endswith("-class")):
             meta.chip = match.soc  # the analysis says how (advisor.platform.platform_for_run), with the user's rules
+
+
+NOT_READ = {
+    "sample.json": "msprof's collection settings (application, PMU event sets, switches): the application is read "
+                   "from info.json, what was collected from the summaries' columns; not read",
+    "prof_rule": "msprof's own expert-rule verdicts (prof_rule): advisor applies its own rules; not read",
+}
+"""msprof files a PROF directory holds that carry nothing a rule needs, with the reason they are not read."""
+
+
+def skip_not_read(root: Path, meta: Meta) -> None:
+    """List ``sample.json`` (in ``root`` or its ``device_*`` dirs) and ``prof_rule_*.json`` (next to the summaries)
+    as skipped, with the reason (:data:`NOT_READ`)."""
+    for path in sorted({*root.glob("sample.json"), *root.glob("device_*/sample.json")}):
+        meta.skip(path, NOT_READ["sample.json"])
+    for d in (root / "mindstudio_profiler_output", root / "summary", root):
+        for path in sorted(d.glob("prof_rule_*.json")) if d.is_dir() else []:
+            meta.skip(path, NOT_READ["prof_rule"])
 
 
 def _int(value: object) -> int | None:
@@ -566,6 +588,7 @@ def _read_l2_cache(path: Path, meta: Meta) -> pd.DataFrame:
 def _read_cann6(device_dir: Path, meta: Meta) -> Profile:
     """``PROF_*/device_N`` of CANN <=6: summary CSVs when present, else ops from the timeline JSON."""
     read_device_info(device_dir, meta)
+    skip_not_read(device_dir, meta)
     summary, timeline = device_dir / "summary", device_dir / "timeline"
     ops_files = find_kind(summary, "op_summary", meta)
     task_csv = concat([optional_table(p, meta, read_task_time) for p in find_kind(summary, "task_time", meta)],
