@@ -22,6 +22,7 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RankData, RuleDoc
 from advisor.toolkit.common import severity_for
+from advisor.toolkit.peers import group_coverage_finding, late_peer_finding, own_ranks, peer_totals
 
 OWN = {"compute": "compute_us", "free": "free_us", "waiting": "bubble_us"}
 """A rank's own time per step, by reason: compute, free (host-bound: the device idles waiting for the host) and
@@ -297,6 +298,29 @@ class ClusterKB(KnowledgeBase):
             needs=("comm",),
         ),
         RuleDoc(
+            id="cluster.late-peer",
+            title="A rank outside the analysis holds the collectives",
+            what="Where a rank's communication tasks record their links (HCCL tasks of a Level1+ trace, the .db "
+                 "COMMUNICATION_TASK_INFO, hccl_*.json), its time model attributes the notify waits inside its "
+                 "uncovered communication to the peer waited for; the sole wait is the part during which it waited "
+                 "on no other peer of the same collective. For each rank, the peer with the longest sole wait is "
+                 "named when the input does not hold it (peers and input ranks matched by their numbers within the "
+                 "group: a rank's own number is the src of its links) and the sole wait reaches "
+                 "{late_peer.min_share} of the rank's window; findings of several ranks on the same peer are one. "
+                 "Saving: {late_peer.recoverable} of the sole wait per rank, attributed to the collectives it held. "
+                 "A late peer the input holds is cluster.comm-bottleneck's, whose collectives leave out those a peer "
+                 "outside the input holds. Without link waits, reports (info, no saving) a group whose members are "
+                 "not all in the input and its slowest links by transit time when the ranks' wait and idle time "
+                 "reach {late_peer.min_share} of the cluster window: no wait is attributed to a link.",
+            why="A collective ends when its last member arrives; when that member was not profiled, nothing in the "
+                "analysis says why it was late, and the ranks that were profiled only show the wait.",
+            how_to_fix="Profile every rank of the job (or at least the late one) at a level whose HCCL tasks record "
+                       "their links, and analyze them together.",
+            thresholds=("late_peer", "severity"),
+            needs=("comm",),
+            explains=("overall.uncovered-communication",),
+        ),
+        RuleDoc(
             id="cluster.pipeline-bubble",
             title="Pipeline bubble",
             what="Per pipeline stage (PP index from profiler_metadata.json), the mean bubble time per step "
@@ -387,9 +411,52 @@ class ClusterKB(KnowledgeBase):
         findings += [f for _, f in slow]
         findings += self._stage_imbalance(ctx, ranks, stages, mean_step)
         findings += self._bubbles(ctx, ranks, mean_step)
-        findings += _explained(self._bottlenecks(ctx, cluster, ranks, steps, mean_step), findings)
+        outside = _outside_held(cluster)
+        findings += _explained(self._bottlenecks(ctx, cluster, ranks, steps, mean_step, outside), findings)
+        findings += self._late_peers(ctx, cluster)
         findings += self._slow_links(ctx, cluster, mean_step)
         return findings
+
+    # ----------------------------------------------------------------------------------------------------
+    # late peers outside the input
+    # ----------------------------------------------------------------------------------------------------
+    def _late_peers(self, ctx: AnalysisContext, cluster: Sequence[RankData]) -> list[Finding]:
+        cfg = ctx.rules.get("late_peer") or {}
+        out = []
+        for rd in cluster:
+            waits = rd.time.link_waits if rd.time is not None else None
+            if waits is None or not len(waits):
+                continue
+            top = peer_totals(waits).iloc[0]
+            window = float(rd.time.window_us) if rd.time is not None else 0.0
+            if int(top.peer) in _input_ranks(cluster, str(top.group)) or window <= 0 \
+                    or float(top.sole_us) < float(cfg.get("min_share", 0.05)) * window:
+                continue
+            f = late_peer_finding(ctx, "cluster.late-peer", cfg, waits, top, window, "this analysis",
+                                  float(cfg.get("confidence", 0.5)), rd.rank)
+            f.rank = rd.rank
+            out.append(f)
+        if out or any(rd.time is not None and rd.time.link_waits is not None for rd in cluster):
+            return out
+        return self._group_coverage(ctx, cluster, cfg)
+
+    def _group_coverage(self, ctx: AnalysisContext, cluster: Sequence[RankData],
+                        cfg: Mapping[str, Any]) -> list[Finding]:
+        """No rank's tasks name the links waited on: the group's members outside the input (info)."""
+        waiting = sum(float(rd.time.uncovered_by_kind.get("wait", 0.0) + rd.time.uncovered_by_kind.get("idle", 0.0))
+                      for rd in cluster if rd.time is not None)
+        if self._window <= 0 or waiting < float(cfg.get("min_share", 0.05)) * self._window:
+            return []
+        matrices = [m for m in (_matrix_ranks(rd.communication_matrix) for rd in cluster) if m is not None]
+        if not matrices:
+            return []
+        profiled: dict[str, set[int]] = {}
+        for m in matrices:
+            for g, r in own_ranks(None, m).items():
+                profiled.setdefault(g, set()).add(r)
+        found = group_coverage_finding(ctx, "cluster.late-peer", cfg, matrices, profiled, waiting,
+                                       "communication_matrix.json of every rank", "this analysis")
+        return [found] if found is not None else []
 
     # ----------------------------------------------------------------------------------------------------
     # overview
@@ -576,9 +643,16 @@ class ClusterKB(KnowledgeBase):
     # communication bottleneck
     # ----------------------------------------------------------------------------------------------------
     def _bottlenecks(self, ctx: AnalysisContext, cluster: Sequence[RankData], ranks: pd.DataFrame,
-                     steps: pd.DataFrame, mean_step: float) -> list[Finding]:
+                     steps: pd.DataFrame, mean_step: float,
+                     outside: set[tuple[float, str]] | None = None) -> list[Finding]:
         cfg = ctx.rules.get("bottleneck") or {}
         coll = collective_table(cluster)
+        if outside and len(coll):  # held by a peer outside the input: cluster.late-peer names it
+            held = np.array([(_step_key(s), str(o)) in outside for s, o in zip(coll["step"], coll["op"], strict=True)])
+            if held.any():
+                ctx.note(f"cluster.comm-bottleneck: {len({o for _, o in outside})} collective(s) left to "
+                         "cluster.late-peer: their longest sole wait is on a rank outside the input")
+                coll = coll[~held]
         if not len(coll) or mean_step <= 0:
             if not len(coll):
                 ctx.note("cluster.comm-bottleneck: skipped, no rank has communication.json")
@@ -591,7 +665,11 @@ class ClusterKB(KnowledgeBase):
         for late, e in ranked[: int(cfg.get("max_findings", 5))]:
             if e["delay_us"] / n_steps < threshold:
                 continue
-            out.append(self._bottleneck_finding(ctx, late, e, steps, mean_step, n_steps))
+            f = self._bottleneck_finding(ctx, late, e, steps, mean_step, n_steps)
+            named = _links_name(cluster, e["top"])
+            if named:  # the notify waits of the member ranks name the rank they waited for
+                f.evidence["link_waits_name"] = {str(k): v for k, v in sorted(named.items())}
+            out.append(f)
         return out
 
     def _bottleneck_finding(self, ctx: AnalysisContext, late: tuple[int, ...], e: dict[str, Any],
@@ -782,6 +860,80 @@ class ClusterKB(KnowledgeBase):
                             "the collectives."),
             fix=Fix("config", f"measure the achievable {transport} bandwidth", {"transport": transport}),
             confidence=0.3)
+
+
+def _matrix_ranks(links: pd.DataFrame | None) -> pd.DataFrame | None:
+    """A rank's per-link sums (``cluster_data.LINK_COLUMNS``) with the matrix's column names (``src_rank``,
+    ``dst_rank``), as the toolkit's group readers take them."""
+    if not isinstance(links, pd.DataFrame) or not len(links) or not {"src", "dst"} <= set(links.columns):
+        return None
+    return links.rename(columns={"src": "src_rank", "dst": "dst_rank"})
+
+
+def _links_name(cluster: Sequence[RankData], top: pd.DataFrame) -> dict[int, int]:
+    """For the collectives (step, op) of ``top``: per input rank (global), in how many of them some member's
+    longest sole notify wait was on it -- the rank the links say arrived last."""
+    wanted = {(_step_key(s), str(o)) for s, o in zip(top["step"], top["op"], strict=True)}
+    out: dict[int, int] = {}
+    for rd in cluster:
+        waits = rd.time.link_waits if rd.time is not None else None
+        if waits is None or not len(waits):
+            continue
+        heads = waits.loc[waits.groupby(["step", "op"], dropna=False)["sole_us"].idxmax()]
+        for r in heads.itertuples(index=False):
+            if (_step_key(r.step), str(r.op)) not in wanted or r.sole_us <= 0:
+                continue
+            rank = _global_rank(cluster, "" if r.group is None else str(r.group), int(r.peer))
+            if rank is not None:
+                out[rank] = out.get(rank, 0) + 1
+    return out
+
+
+def _global_rank(cluster: Sequence[RankData], group: str, local: int) -> int | None:
+    """The input rank whose number within ``group`` is ``local`` (None when no input rank has it)."""
+    for rd in cluster:
+        if rd.rank is not None and local in _input_ranks([rd], group):
+            return int(rd.rank)
+    return None
+
+
+def _input_ranks(cluster: Sequence[RankData], group: str) -> set[int]:
+    """The numbers within ``group`` of the input's ranks: the src of each rank's links in that group, else the one
+    number its links give in every group, else its global rank."""
+    out: set[int] = set()
+    for rd in cluster:
+        own = own_ranks(rd.time.link_waits if rd.time is not None else None, _matrix_ranks(rd.communication_matrix))
+        if group in own:
+            out.add(own[group])
+        elif len(set(own.values())) == 1:
+            out.add(next(iter(own.values())))
+        elif rd.rank is not None:
+            out.add(int(rd.rank))
+    return out
+
+
+def _outside_held(cluster: Sequence[RankData]) -> set[tuple[float, str]]:
+    """(step, op) of the collectives whose longest sole wait, on some rank, is on a peer outside the input."""
+    out: set[tuple[float, str]] = set()
+    for rd in cluster:
+        waits = rd.time.link_waits if rd.time is not None else None
+        if waits is None or not len(waits):
+            continue
+        top = waits.loc[waits.groupby(["step", "op"], dropna=False)["sole_us"].idxmax()]
+        for r in top.itertuples(index=False):
+            group = "" if r.group is None else str(r.group)
+            if r.sole_us > 0 and int(r.peer) not in _input_ranks(cluster, group):
+                out.add((_step_key(r.step), str(r.op)))
+    return out
+
+
+def _step_key(v: Any) -> float:
+    """A step id as a set key (a missing step is -1: NaN never equals itself)."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return -1.0
+    return f if np.isfinite(f) else -1.0
 
 
 def _expected_source(exp: float | None) -> str | None:
