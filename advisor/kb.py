@@ -177,6 +177,9 @@ class RankData:
     """Bytes and transit time per transport (``advisor.cluster_data.TRANSPORT_COLUMNS``)."""
     groups: dict[str, Any] = field(default_factory=dict)
     """DP / PP / TP indices and members (``advisor.cluster_data.parallel_groups``); {} when not recorded."""
+    comm_op_names: set[str] | None = None
+    """The communication op names the rank's savings of uncovered communication are attributed to
+    (``advisor.toolkit.time.comm_op_names``); None when not known."""
 
 
 @dataclass

@@ -138,8 +138,8 @@ class TimeModel:
     """Span of everything the profile recorded (host and device), when time stamps exist."""
     notes: list[str] = field(default_factory=list)
     link_waits: pd.DataFrame | None = None
-    """Where the communication tasks record their peers: per collective of the split steps and peer, the notify
-    wait on that link and its uncovered part (``LINK_WAIT_COLUMNS``); None where no wait records its peer."""
+    """Where the communication tasks record their peers: the notify waits of the split steps per link, with their
+    parts inside the uncovered communication (``LINK_WAIT_COLUMNS``); None where no wait records its peer."""
 
     # totals over the steps -------------------------------------------------------------------------------
     def _sum(self, name: str) -> float:
@@ -266,8 +266,8 @@ class _Intervals:
     waits: pd.DataFrame | None = None
     """The notify waits whose peer is recorded (``WAIT_COLUMNS``), for the per-link attribution."""
     link_waits: list[pd.DataFrame] = field(default_factory=list)
-    """Per split step, the uncovered notify-wait time per op and peer (``LINK_WAIT_COLUMNS``), filled as the steps
-    are split."""
+    """Per split step, the notify waits whose link is recorded with their uncovered parts (``LINK_WAIT_COLUMNS``),
+    filled as the steps are split."""
 
 
 def _empty() -> tuple[np.ndarray, np.ndarray]:
@@ -608,51 +608,45 @@ def _op_totals_split(iv: _Intervals, lo: float, hi: float, step: float | None) -
             * frac).sum()), "idle": float((c["idle"].to_numpy() * frac).sum())}
 
 
-LINK_WAIT_COLUMNS = ["step", "op", "group", "src", "peer", "start_us", "wait_us", "uncovered_us", "sole_us"]
-"""Per collective (op, step) and peer: when its first wait on that peer started, how long this rank waited on the
-link (notify waits, union), the part of that inside the uncovered communication, and ``sole_us``: the part of the
-uncovered wait during which this rank waited on no other peer of the same op -- what the collective would end
-sooner had that peer arrived with the next latest one. Uncovered figures are scaled as the step's split is (the
-profiler's uncovered total over the measured exposed time)."""
+LINK_WAIT_COLUMNS = ["step", "op", "group", "src", "peer", "task", "task_start_us", "task_end_us", "start_us", "end_us",
+                     "scale"]
+"""The notify waits of a split step whose link is recorded: one row per part of a wait inside the uncovered
+communication (``start_us``/``end_us``; NaN for a wait compute hides entirely), with the wait task it belongs to
+(``task``, its ``task_start_us``/``task_end_us``), the collective (``op``, ``step``, ``group``), this rank's number
+(``src``) and the peer waited for (``peer``) -- numbered within the group -- and ``scale``, the step's profiler
+uncovered total over the measured uncovered time (uncovered lengths are multiplied by it, as the split is).
+``advisor.toolkit.peers`` reads which peer held a collective from it."""
 
 
 def _link_waits(waits: pd.DataFrame, exposed: tuple[np.ndarray, np.ndarray], step: float | None,
                 scale: float) -> pd.DataFrame:
-    """The uncovered wait of each (op, peer) in one step (``LINK_WAIT_COLUMNS``)."""
-    s, e = waits["start"].to_numpy(), waits["end"].to_numpy()
-    inside = (e > exposed[0][0]) & (s < exposed[1][-1]) if len(exposed[0]) else np.zeros(len(s), dtype=bool)
-    w = waits[inside]
-    if not len(w):
+    """The parts of each wait inside the uncovered blocks of one step (``LINK_WAIT_COLUMNS``): the waits that overlap
+    the step's uncovered span, cut at the blocks' edges (vectorized: a wait spans a handful of blocks)."""
+    bs, be = exposed
+    s, e = waits["start"].to_numpy(dtype="float64"), waits["end"].to_numpy(dtype="float64")
+    if not len(bs) or not len(s):
         return pd.DataFrame(columns=LINK_WAIT_COLUMNS)
-    op = w["op"] if "op" in w.columns else pd.Series([None] * len(w), index=w.index)
-    keys = pd.DataFrame({"op": op.astype(object).fillna("").to_numpy(),
-                         "group": w["group"].astype(object).fillna("").to_numpy(),
-                         "src": w["src"].to_numpy(), "peer": w["dst"].to_numpy()}, index=w.index)
-    rows = []
-    for (op_name, group), idx in keys.groupby(["op", "group"], sort=False).groups.items():
-        rows += _op_link_waits(w.loc[idx], keys.loc[idx], exposed, op_name, group, step, scale)
-    return pd.DataFrame(rows, columns=LINK_WAIT_COLUMNS)
-
-
-def _op_link_waits(w: pd.DataFrame, keys: pd.DataFrame, exposed: tuple[np.ndarray, np.ndarray], op: str,
-                   group: str, step: float | None, scale: float) -> list[list[Any]]:
-    """One op's waits per peer: raw, uncovered and sole uncovered time."""
-    s, e = w["start"].to_numpy(), w["end"].to_numpy()
-    peers = keys["peer"].to_numpy()
-    out = []
-    for peer in pd.unique(peers):
-        mine = peers == peer
-        ms, me = union(s[mine], e[mine])
-        os_, oe = union(s[~mine], e[~mine])
-        uncovered = float(overlap(exposed[0], exposed[1], ms, me).sum())
-        if os_.size:  # the uncovered part of my waits while no other peer of the op is waited on
-            cs, ce = _intersection(ms, me, os_, oe)
-            shared = float(overlap(exposed[0], exposed[1], cs, ce).sum())
-        else:
-            shared = 0.0
-        out.append([step, op or None, group or None, float(keys["src"].to_numpy()[mine][0]), float(peer),
-                    float(ms[0]), float((me - ms).sum()), uncovered * scale, max(0.0, uncovered - shared) * scale])
-    return out
+    keep = (e > bs[0]) & (s < be[-1])
+    if not keep.any():
+        return pd.DataFrame(columns=LINK_WAIT_COLUMNS)
+    w = waits[keep]
+    s, e = s[keep], e[keep]
+    first = np.searchsorted(be, s, side="right")  # the first block ending after the wait starts
+    last = np.searchsorted(bs, e, side="left")  # blocks starting before the wait ends
+    n = np.maximum(last - first, 0)
+    task = np.repeat(np.arange(len(w)), np.maximum(n, 1))  # a hidden wait keeps one row, with no part
+    k = np.repeat(first, np.maximum(n, 1)) + (np.arange(len(task)) - np.repeat(np.cumsum(np.maximum(n, 1))
+                                                                               - np.maximum(n, 1), np.maximum(n, 1)))
+    hidden = np.repeat(n == 0, np.maximum(n, 1))
+    kk = np.clip(k, 0, len(bs) - 1)
+    ps = np.where(hidden, np.nan, np.maximum(s[task], bs[kk]))
+    pe = np.where(hidden, np.nan, np.minimum(e[task], be[kk]))
+    op = w["op"].to_numpy(dtype=object) if "op" in w.columns else np.full(len(w), None, dtype=object)
+    return pd.DataFrame({"step": np.nan if step is None else float(step), "op": op[task],
+                         "group": w["group"].to_numpy(dtype=object)[task], "src": w["src"].to_numpy()[task],
+                         "peer": w["dst"].to_numpy()[task], "task": task, "task_start_us": s[task],
+                         "task_end_us": e[task], "start_us": ps, "end_us": pe, "scale": float(scale)},
+                        columns=LINK_WAIT_COLUMNS)
 
 
 def _collect_link_waits(iv: _Intervals) -> pd.DataFrame | None:
@@ -660,23 +654,11 @@ def _collect_link_waits(iv: _Intervals) -> pd.DataFrame | None:
     frames = [f for f in iv.link_waits if len(f)]
     if not frames:
         return None
+    offset = 0
+    for f in frames:  # task ids unique over the steps
+        f["task"] = f["task"].to_numpy() + offset
+        offset = int(f["task"].max()) + 1
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
-
-
-def _intersection(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Blocks of (a ∩ b), both given as sorted disjoint blocks."""
-    k = np.searchsorted(b_e, a_s, side="right")
-    out_s, out_e = [], []
-    for i in range(len(a_s)):
-        j = k[i]
-        while j < len(b_s) and b_s[j] < a_e[i]:
-            lo, hi = max(a_s[i], b_s[j]), min(a_e[i], b_e[j])
-            if hi > lo:
-                out_s.append(lo)
-                out_e.append(hi)
-            j += 1
-    return np.array(out_s, dtype="float64"), np.array(out_e, dtype="float64")
 
 
 def _concat(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

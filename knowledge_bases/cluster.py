@@ -22,7 +22,14 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RankData, RuleDoc
 from advisor.toolkit.common import severity_for
-from advisor.toolkit.peers import group_coverage_finding, late_peer_finding, own_ranks, peer_totals
+from advisor.toolkit.peers import (
+    group_coverage_finding,
+    late_peer_finding,
+    op_peers,
+    own_ranks,
+    peer_totals,
+    window_waits,
+)
 
 OWN = {"compute": "compute_us", "free": "free_us", "waiting": "bubble_us"}
 """A rank's own time per step, by reason: compute, free (host-bound: the device idles waiting for the host) and
@@ -301,14 +308,15 @@ class ClusterKB(KnowledgeBase):
             id="cluster.late-peer",
             title="A rank outside the analysis holds the collectives",
             what="Where a rank's communication tasks record their links (HCCL tasks of a Level1+ trace, the .db "
-                 "COMMUNICATION_TASK_INFO, hccl_*.json), its time model attributes the notify waits inside its "
-                 "uncovered communication to the peer waited for; the sole wait is the part during which it waited "
-                 "on no other peer of the same collective. For each rank, the peer with the longest sole wait is "
-                 "named when the input does not hold it (peers and input ranks matched by their numbers within the "
-                 "group: a rank's own number is the src of its links) and the sole wait reaches "
-                 "{late_peer.min_share} of the rank's window; findings of several ranks on the same peer are one. "
-                 "Saving: {late_peer.recoverable} of the sole wait per rank, attributed to the collectives it held. "
-                 "A late peer the input holds is cluster.comm-bottleneck's, whose collectives leave out those a peer "
+                 "COMMUNICATION_TASK_INFO, hccl_*.json), its time model keeps the notify waits inside its uncovered "
+                 "communication per peer; each instant of a collective is held by the peers waited on then. For "
+                 "each rank, the peer that held its collectives the longest is named when the input does not hold "
+                 "it (peers and input ranks matched by their numbers within the group: a rank's own number is the "
+                 "src of its links), with the peers outside the input whose waits cover "
+                 "{late_peer.co_late_share} of its own, when the uncovered time they alone hold reaches "
+                 "{late_peer.min_share} of the rank's window; findings of several ranks on the same peers are one. "
+                 "Saving: {late_peer.recoverable} of that time per rank, attributed to the collectives it held. A "
+                 "late peer the input holds is cluster.comm-bottleneck's, whose collectives leave out those a peer "
                  "outside the input holds. Without link waits, reports (info, no saving) a group whose members are "
                  "not all in the input and its slowest links by transit time when the ranks' wait and idle time "
                  "reach {late_peer.min_share} of the cluster window: no wait is attributed to a link.",
@@ -424,19 +432,20 @@ class ClusterKB(KnowledgeBase):
         cfg = ctx.rules.get("late_peer") or {}
         out = []
         for rd in cluster:
-            waits = rd.time.link_waits if rd.time is not None else None
-            if waits is None or not len(waits):
+            waits = window_waits(rd.time)
+            if waits is None:
                 continue
             top = peer_totals(waits).iloc[0]
-            window = float(rd.time.window_us) if rd.time is not None else 0.0
-            if int(top.peer) in _input_ranks(cluster, str(top.group)) or window <= 0 \
-                    or float(top.sole_us) < float(cfg.get("min_share", 0.05)) * window:
+            inside = _input_ranks(cluster, str(top.group))
+            if int(top.peer) in inside or rd.time is None:  # a late rank of the input: cluster.comm-bottleneck's
                 continue
-            f = late_peer_finding(ctx, "cluster.late-peer", cfg, waits, top, window, "this analysis",
-                                  float(cfg.get("confidence", 0.5)), rd.rank)
-            f.rank = rd.rank
-            out.append(f)
-        if out or any(rd.time is not None and rd.time.link_waits is not None for rd in cluster):
+            named = rd.comm_op_names
+            f = late_peer_finding(ctx, "cluster.late-peer", cfg, waits, top, float(rd.time.window_us),
+                                  "this analysis", float(cfg["confidence"]), rd.rank, exclude=inside, named=named)
+            if f is not None:
+                f.rank = rd.rank
+                out.append(f)
+        if out or any(window_waits(rd.time) is not None for rd in cluster):
             return out
         return self._group_coverage(ctx, cluster, cfg)
 
@@ -871,22 +880,28 @@ def _matrix_ranks(links: pd.DataFrame | None) -> pd.DataFrame | None:
 
 
 def _links_name(cluster: Sequence[RankData], top: pd.DataFrame) -> dict[int, int]:
-    """For the collectives (step, op) of ``top``: per input rank (global), in how many of them some member's
-    longest sole notify wait was on it -- the rank the links say arrived last."""
+    """For the collectives (step, op) of ``top``: per input rank (global), how many of them it held the longest, by
+    the member ranks' notify waits -- the rank the links say arrived last."""
     wanted = {(_step_key(s), str(o)) for s, o in zip(top["step"], top["op"], strict=True)}
     out: dict[int, int] = {}
-    for rd in cluster:
-        waits = rd.time.link_waits if rd.time is not None else None
-        if waits is None or not len(waits):
-            continue
-        heads = waits.loc[waits.groupby(["step", "op"], dropna=False)["sole_us"].idxmax()]
-        for r in heads.itertuples(index=False):
-            if (_step_key(r.step), str(r.op)) not in wanted or r.sole_us <= 0:
-                continue
-            rank = _global_rank(cluster, "" if r.group is None else str(r.group), int(r.peer))
-            if rank is not None:
-                out[rank] = out.get(rank, 0) + 1
+    for key, (group, peer) in _collective_heads(cluster).items():
+        rank = _global_rank(cluster, group, peer) if key in wanted else None
+        if rank is not None:
+            out[rank] = out.get(rank, 0) + 1
     return out
+
+
+def _collective_heads(cluster: Sequence[RankData]) -> dict[tuple[float, str], tuple[str, int]]:
+    """Per collective (step, op): the (group, peer) that held it the longest, summed over the ranks that waited in it
+    (``toolkit.peers.op_peers`` of each rank's link waits)."""
+    frames = [op_peers(window_waits(rd.time)) for rd in cluster]
+    per = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else None
+    if per is None:
+        return {}
+    held = per.groupby(["step", "op", "group", "peer"], sort=False)["held_us"].sum().reset_index()
+    held = held[held["held_us"] > 0]
+    heads = held.loc[held.groupby(["step", "op"], sort=False)["held_us"].idxmax()]
+    return {(_step_key(r.step), str(r.op)): (str(r.group), int(r.peer)) for r in heads.itertuples(index=False)}
 
 
 def _global_rank(cluster: Sequence[RankData], group: str, local: int) -> int | None:
@@ -902,7 +917,7 @@ def _input_ranks(cluster: Sequence[RankData], group: str) -> set[int]:
     number its links give in every group, else its global rank."""
     out: set[int] = set()
     for rd in cluster:
-        own = own_ranks(rd.time.link_waits if rd.time is not None else None, _matrix_ranks(rd.communication_matrix))
+        own = own_ranks(window_waits(rd.time), _matrix_ranks(rd.communication_matrix))
         if group in own:
             out.add(own[group])
         elif len(set(own.values())) == 1:
@@ -913,18 +928,9 @@ def _input_ranks(cluster: Sequence[RankData], group: str) -> set[int]:
 
 
 def _outside_held(cluster: Sequence[RankData]) -> set[tuple[float, str]]:
-    """(step, op) of the collectives whose longest sole wait, on some rank, is on a peer outside the input."""
-    out: set[tuple[float, str]] = set()
-    for rd in cluster:
-        waits = rd.time.link_waits if rd.time is not None else None
-        if waits is None or not len(waits):
-            continue
-        top = waits.loc[waits.groupby(["step", "op"], dropna=False)["sole_us"].idxmax()]
-        for r in top.itertuples(index=False):
-            group = "" if r.group is None else str(r.group)
-            if r.sole_us > 0 and int(r.peer) not in _input_ranks(cluster, group):
-                out.add((_step_key(r.step), str(r.op)))
-    return out
+    """(step, op) of the collectives held the longest by a peer outside the input."""
+    return {key for key, (group, peer) in _collective_heads(cluster).items()
+            if peer not in _input_ranks(cluster, group)}
 
 
 def _step_key(v: Any) -> float:

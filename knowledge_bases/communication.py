@@ -28,8 +28,8 @@ from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection, Profile
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import pct, severity_for, soc_matches
-from advisor.toolkit.peers import group_coverage_finding, late_peer_finding, peer_totals
-from advisor.toolkit.time import comm_op_times, exposed_fraction, isin_mask, window_us
+from advisor.toolkit.peers import group_coverage_finding, late_peer_finding, peer_totals, window_waits
+from advisor.toolkit.time import comm_op_names, comm_op_times, exposed_fraction, isin_mask, window_us
 
 COMM_PROCESSES = ("HCCL", "Communication")
 
@@ -386,16 +386,18 @@ class CommunicationKB(KnowledgeBase):
         id="communication.late-peer",
         title="A peer outside the profile holds the collectives",
         what="Where the communication tasks record their links (HCCL tasks of a Level1+ trace, hccl_*.json, the .db "
-             "COMMUNICATION_TASK_INFO), the time model attributes the notify waits inside the uncovered "
-             "communication of the analyzed steps to the peer waited for; a peer's sole wait is the part during "
-             "which this rank waited on no other peer of the same collective. Fires for the peer with the longest "
-             "sole wait when it reaches {late_peer.min_share} of the window and the analysis does not hold that "
-             "rank (a single-rank input holds only itself; with several ranks the cluster knowledge base judges "
-             "the peers). Saving: {late_peer.recoverable} of that sole wait (the share of waiting "
-             "overall.uncovered-communication counts recoverable), attributed to the collectives it held. Where "
-             "only communication_matrix.json / CommAnalyzerMatrix records the links and wait or idle time reaches "
-             "{late_peer.min_share} of the window, reports (info, no saving) the group's members the profile "
-             "lacks and its slowest links by transit time: no wait is attributed to a link.",
+             "COMMUNICATION_TASK_INFO), the time model keeps the notify waits inside the uncovered communication of "
+             "the analyzed steps per peer rank; each instant of a collective is held by the peers waited on then "
+             "(shared among them). The peer that held the collectives the longest is the late one, together with "
+             "the peers whose waits cover {late_peer.co_late_share} of its own (they arrived about as late). Fires "
+             "when the uncovered time they alone hold -- no other peer waited on -- reaches {late_peer.min_share} "
+             "of the window and the analysis does not hold them (a single-rank input holds only itself; with "
+             "several ranks the cluster knowledge base judges the peers). Saving: {late_peer.recoverable} of that "
+             "time (the share of waiting overall.uncovered-communication counts recoverable), attributed to the "
+             "collectives it held. Where only communication_matrix.json / CommAnalyzerMatrix records the links "
+             "and wait or idle time reaches {late_peer.min_share} of the window, reports (info, no saving) the "
+             "group's members the profile lacks and its slowest links by transit time: no wait is attributed to a "
+             "link.",
         why="A collective ends when its last member arrives. Waiting on one link means that peer was late: what "
             "delayed it (longer compute, a host stall, its own wait upstream) is in its profile, which this one "
             "does not hold. It is the mechanism behind the waiting of overall.uncovered-communication: this finding "
@@ -413,16 +415,14 @@ class CommunicationKB(KnowledgeBase):
         if profile.meta.ranks_in_input > 1:
             ctx.note("communication.late-peer: left to the cluster knowledge base, which sees every rank of the input")
             return []
-        waits = profile.time.link_waits
-        if waits is None or not len(waits):
+        waits = window_waits(profile.time)
+        if waits is None:
             return self._group_coverage(ctx, cfg)
-        peers = peer_totals(waits)
-        top = peers.iloc[0]
-        window = window_us(profile)
-        if window <= 0 or float(top.sole_us) < float(cfg["min_share"]) * window:
-            return []
-        return [late_peer_finding(ctx, "communication.late-peer", cfg, waits, top, window, "this profile",
-                                  float(ctx.rules["confidence"]["late_peer"]), profile.meta.rank)]
+        top = peer_totals(waits).iloc[0]
+        found = late_peer_finding(ctx, "communication.late-peer", cfg, waits, top, window_us(profile), "this profile",
+                                  float(ctx.rules["confidence"]["late_peer"]), profile.meta.rank,
+                                  named=comm_op_names(profile, ctx.rules["comm_cores"]))
+        return [found] if found is not None else []
 
     def _group_coverage(self, ctx: AnalysisContext, cfg: Mapping[str, Any]) -> list[Finding]:
         """No link records its wait: the group's members the profile lacks and its slowest links (info)."""
