@@ -117,8 +117,10 @@ class RankResult:
 
 
 def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo], rules: EffectiveRules,
-                 chip: str | None, time_limit_s: float | None, cann: str | None = None) -> RankResult:
-    """Read one rank and run the knowledge bases on it (runs on a Dask worker for multi-rank input)."""
+                 chip: str | None, time_limit_s: float | None, cann: str | None = None, *,
+                 ranks_in_input: int = 1) -> RankResult:
+    """Read one rank and run the knowledge bases on it (runs on a Dask worker for multi-rank input).
+    ``ranks_in_input``: how many ranks the analysis reads (``Meta.ranks_in_input``)."""
     from advisor import ingest
 
     if src.layout == "static-audit":
@@ -127,6 +129,7 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
         return static_audit.analyze(src, graph, infos, rules, chip, time_limit_s, cann)
     profile = ingest.read_source(src, engine.ops_projection(infos), engine.events_projection(infos, rules),
                                  rules.for_kb("time") or None)
+    profile.meta.ranks_in_input = ranks_in_input
     require_analyzable(profile, graph)
     profile.ops = analyzed_ops(profile)  # the knowledge bases read the steps the time model analyzes
     ingest.context.refine_with_graph(profile.meta, graph)
@@ -166,11 +169,13 @@ def target_cann(meta: Meta, cann: str | None) -> None:
 
 
 def _analyze_rank_job(args: tuple[Any, Any]) -> RankResult:
-    """The per-rank job of :func:`advisor.executor.run_jobs`: ``((graph, options, rules, infos), source)``."""
-    (graph, options, rules, infos), src = args
+    """The per-rank job of :func:`advisor.executor.run_jobs`: ``((graph, options, rules, infos, ranks in the input),
+    source)``."""
+    (graph, options, rules, infos, ranks), src = args
     if infos is None:
         infos = select_kbs(options)  # on a worker: entry points are loaded there
-    return analyze_rank(src, graph, infos, rules, options.chip, options.time_limit_s, options.cann)
+    return analyze_rank(src, graph, infos, rules, options.chip, options.time_limit_s, options.cann,
+                        ranks_in_input=ranks)
 
 
 def _parallel_ok(options: AnalysisOptions) -> bool:
@@ -260,7 +265,7 @@ def _analyze_ranks(path: Path, sources: list[Any], graph: ModelGraph | None, inf
     mode = executor.plan(len(sources), workers, options.scheduler, _parallel_ok(options))
     if mode == executor.REMOTE:  # the workers see the profile at the same absolute path (shared storage)
         sources = [type(s)(s.root.resolve(), s.layout, s.rank) for s in sources]
-    shared = (graph, options, rules, infos if mode == executor.SERIAL else None)
+    shared = (graph, options, rules, infos if mode == executor.SERIAL else None, len(sources))
     outcomes = executor.run_jobs(_analyze_rank_job, sources, [str(s.root) for s in sources], mode=mode,
                                  workers=workers, scheduler=options.scheduler, shared=shared, progress=progress)
     results = [o.result for o in outcomes if o.result is not None]

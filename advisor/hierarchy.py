@@ -185,7 +185,8 @@ def explain_waiting(findings: Sequence[Finding], explains: Mapping[str, Sequence
     for cause in causes:
         budget = cause.estimated_saving_us
         for key, f in list(current.items()):
-            if budget <= 0 or f.rule not in explains[cause.rule] or f.estimated_saving_us <= 0:
+            if budget <= 0 or f.rule not in explains[cause.rule] or f.estimated_saving_us <= 0 \
+                    or not _same_waiting_ranks(cause, f):
                 continue
             moved = min(budget, waiting[key], f.estimated_saving_us)
             if moved <= 0:
@@ -203,6 +204,19 @@ def explain_waiting(findings: Sequence[Finding], explains: Mapping[str, Sequence
                                        basis=f.basis + f"; {fmt_us(moved)} of its waiting is explained by {cause.rule}")
     return [replace(f, symptoms=[*f.symptoms, *listed[key]]) if key in listed else f
             for key, f in current.items()]
+
+
+def _same_waiting_ranks(cause: Finding, f: Finding) -> bool:
+    """Whether ``cause`` may explain ``f``'s waiting: a cause that names the ranks whose waiting it is
+    (``evidence["waiting_ranks"]``: a late peer explains the waiting of the ranks that waited on it) explains only
+    findings of those ranks; any other cause (a slow rank, a stage, a bubble: the others wait for it) explains all."""
+    named = cause.evidence.get("waiting_ranks")
+    if not isinstance(named, (list, tuple)):
+        return True
+    allowed = {int(r) for r in named} | {int(r) for r in cause.ranks} | ({cause.rank} if cause.rank is not None
+                                                                         else set())
+    theirs = {int(r) for r in f.ranks} | ({f.rank} if f.rank is not None else set())
+    return not theirs or bool(allowed & theirs)
 
 
 def _waiting_part(f: Finding) -> float:

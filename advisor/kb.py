@@ -40,9 +40,10 @@ class RuleDoc:
     effect (:meth:`render`). ``needs`` says which data the rule uses (``ops``, ``graph``, ``metrics``...).
     ``role``: ``cause`` (something to change: a decomposed activation, a TransData site...) or ``symptom`` (how
     ops behave: bound class, fusible sequence, idle device); a symptom is folded under the cause that names the
-    same ops (``advisor.hierarchy``). ``explains``: for a cluster-scope cause that makes other ranks wait (a slow
-    stage, a slow rank, a pipeline bubble), the rule ids of the per-rank findings whose waiting it explains: their
-    saving's waiting part (``evidence["sync_recoverable_us"]``) is moved under the cause, so it is counted once.
+    same ops (``advisor.hierarchy``). ``explains``: for a cause that makes ranks wait (a slow stage, a slow rank, a
+    pipeline bubble, a late peer), the rule ids of the per-rank findings whose waiting it explains: their saving's
+    waiting part (``evidence["sync_recoverable_us"]``) is moved under the cause, so it is counted once; a cause
+    whose ``evidence["waiting_ranks"]`` names the ranks that waited explains those ranks' findings only.
     """
 
     id: str
@@ -176,6 +177,9 @@ class RankData:
     """Bytes and transit time per transport (``advisor.cluster_data.TRANSPORT_COLUMNS``)."""
     groups: dict[str, Any] = field(default_factory=dict)
     """DP / PP / TP indices and members (``advisor.cluster_data.parallel_groups``); {} when not recorded."""
+    comm_op_names: set[str] | None = None
+    """The communication op names the rank's savings of uncovered communication are attributed to
+    (``advisor.toolkit.time.comm_op_names``); None when not known."""
 
 
 @dataclass

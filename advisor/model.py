@@ -280,6 +280,9 @@ class Meta:
     mindspore-pynative, kernel-dev or unknown."""
     context_evidence: str = ""
     """One line saying which signal decided ``context``."""
+    ranks_in_input: int = 1
+    """How many ranks the analysis reads: 1, this rank alone (its peers in a collective are not in the analysis); more
+    for a multi-rank input, whose ranks the cluster knowledge bases see together."""
     ops_columns: OpsProjection | None = field(default=None, repr=False, compare=False)
     """The ops columns the analysis reads (:class:`OpsProjection`): readers may skip the others. None: all."""
     events_read: EventSelection | None = field(default=None, repr=False, compare=False)

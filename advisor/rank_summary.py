@@ -15,7 +15,7 @@ from advisor.kb import RankData
 from advisor.model import Profile
 from advisor.rules import EffectiveRules
 from advisor.timemodel import TimeModel
-from advisor.toolkit.time import FREE_TIME_KEY, OTHER_COMM_KEY
+from advisor.toolkit.time import FREE_TIME_KEY, OTHER_COMM_KEY, comm_op_names
 
 
 @dataclass
@@ -45,11 +45,13 @@ class RankSummary:
     step_time: pd.DataFrame = field(default_factory=pd.DataFrame)
     transports: pd.DataFrame = field(default_factory=pd.DataFrame)
     groups: dict[str, Any] = field(default_factory=dict)
+    comm_op_names: set[str] | None = None
+    """The names savings of the rank's uncovered communication go to (``advisor.toolkit.time.comm_op_names``)."""
 
     def rank_data(self) -> RankData:
         return RankData(self.meta.rank, self.meta, self.steps, self.comm, self.communication_matrix, self.busy_us,
                         self.device_time_us, self.time, step_time=self.step_time, transports=self.transports,
-                        groups=self.groups)
+                        groups=self.groups, comm_op_names=self.comm_op_names)
 
     @classmethod
     def of(cls, profile: Profile, platform: dict[str, Any] | None = None, rules: EffectiveRules | None = None
@@ -70,7 +72,8 @@ class RankSummary:
                    {"profiler_metadata": metadata} if metadata else {},
                    _model_summary(profile, platform, rules, busy),
                    step_time=cluster_data.step_time(profile), transports=cluster_data.transports(profile.comm),
-                   groups=cluster_data.parallel_groups(metadata, profile.meta.rank))
+                   groups=cluster_data.parallel_groups(metadata, profile.meta.rank),
+                   comm_op_names=comm_op_names(profile))
 
     def limits(self) -> score.Limits:
         """What a finding on this rank may claim (see :func:`advisor.score.bound_savings`)."""

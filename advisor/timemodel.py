@@ -13,6 +13,16 @@ compute) and uncovered, and uncovered communication into ``wait`` (waiting for p
 synchronisation), ``transmit`` (data moving) and ``idle`` (inside a collective, neither) -- plus ``unknown`` when
 the profile carries nothing to split it with. Shares at each level add up to their parent.
 
+The uncovered split is read from the device's own communication tasks wherever a layout records them -- notify
+waits are ``wait``, SDMA / RDMA / memcpy / reduce tasks ``transmit``, signalling (notify record, write value) and
+gaps ``idle`` -- from, best first: HCCL task events (trace ``HCCL`` plane tasks of Level1+, ``hccl_*.json``, the
+``.db`` ``COMMUNICATION_TASK_INFO``), the device's task records on its communication streams (trace ``Ascend
+Hardware`` events, the ``.db`` ``TASK`` rows of a Level0 export), notify-wait tasks of the ops table; only where no
+task covers a step, from the per-op totals of the profiler's analysis (communication.json, ``CommAnalyzerTime``,
+``hccl_raw``), whose "idle" holds notify waits that follow the first transfer. So one run exported as text and as
+``.db`` splits the same way. Where the waits record their link (``src rank`` / ``dst rank``), the uncovered wait
+is also attributed to the peer waited for (``TimeModel.link_waits``).
+
 Sources, best first; every figure names the one it came from (``TimeModel.sources``):
 
 - the profiler's own per-step split: ``step_trace_time.csv`` / ``analysis.db`` ``StepTraceTime`` / the msprof
@@ -65,16 +75,26 @@ the msprof-analyze timeline_advice trace): compute of an unrecorded core, as the
 COMM_CORES = frozenset({"HCCL", "COMMUNICATION"})
 """Op-level communication rows (one per collective) in the ops table."""
 _WAIT = re.compile(r"notify[ _]?wait", re.IGNORECASE)
-_TRANSMIT = re.compile(r"memcpy|reduce|rdma|sdma|local[ _]?copy|write[ _]?value|notify[ _]?record|send|recv|copy",
-                       re.IGNORECASE)
+_TRANSMIT = re.compile(r"memcpy|reduce|rdma|sdma|local[ _]?copy|send|recv|copy", re.IGNORECASE)
+"""Tasks that move data. Signalling tasks (``Notify_Record`` / the device's ``Write Value``) are neither waits nor
+transfers: inside the uncovered part they count as idle."""
 _COMM_TASK = re.compile(r"^(notify[ _]?(wait|record)|reduce[ _]?(async|inline|tbe)\w*|rdma\w*|memcpy|sdma\w*"
                         r"|local[ _]?copy|write[ _]?value)$", re.IGNORECASE)
 """Task-level names of a collective (HCCL plane tasks, device task types), as opposed to op-level names."""
 _DEVICE_COMM_TASK = re.compile(r"^(notify[ _]?(wait|record)|reduce[ _]?async\w*)$", re.IGNORECASE)
 """Device task types that are communication wherever they run (copies can be host<->device too)."""
+COMM_DEVICE_TASK = re.compile(r"(?i:notify[ _]?(wait|record)|write[ _]?value|sdma|rdma\w*|memcpy(_async)?"
+                              r"|reduce[ _]?(async|inline|tbe)\w*|local[ _]?copy)")
+"""Names the device's own task records (trace ``Ascend Hardware`` events, the ``.db`` ``TASK`` types) give the tasks
+of a collective on its communication stream: ``Notify Wait``, ``Write Value``, ``SDMA``... (full match). A copy can
+run on a compute stream too, so only a stream that holds a notify wait is a communication stream
+(:func:`comm_streams`)."""
+INVALID_RANK = 2 ** 31
+"""A src/dst rank at or above this (``4294967295``: uint32 -1) is not recorded."""
 
 HCCL_PROCESSES = ("HCCL", "Communication")
 OVERLAP_PROCESS = "Overlap Analysis"
+DEVICE_PROCESS = "Ascend Hardware"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -138,6 +158,9 @@ class TimeModel:
     """Recorded time left out of the window, each with its reason: warm-up steps, pauses of the program."""
     steady_state: dict[str, Any] = field(default_factory=dict)
     """How the analyzed steps were chosen (``advisor.steady``): steps recorded, analyzed, warm-up, the median step."""
+    link_waits: pd.DataFrame | None = None
+    """Where the communication tasks record their peers: the notify waits of the split steps per link, with their
+    parts inside the uncovered communication (``LINK_WAIT_COLUMNS``); None where no wait records its peer."""
 
     # totals over the steps -------------------------------------------------------------------------------
     def _sum(self, name: str) -> float:
@@ -287,10 +310,15 @@ class _Intervals:
     wait: tuple[np.ndarray, np.ndarray] | None
     transmit: tuple[np.ndarray, np.ndarray] | None
     comm_ops: pd.DataFrame | None
-    """Per communication op (start, end, wait/transit/idle us) when only per-op totals can split it."""
+    """Per communication op (start, end, wait/transit/idle us): splits a step that no communication task covers."""
     untimed_compute: dict[str, float]
     """Compute time of tasks without a start time, per core bucket (MindSpore averages, op_statistic only)."""
     sources: dict[str, str]
+    waits: pd.DataFrame | None = None
+    """The notify waits whose peer is recorded (``WAIT_COLUMNS``), for the per-link attribution."""
+    link_waits: list[pd.DataFrame] = field(default_factory=list)
+    """Per split step, the notify waits whose link is recorded with their uncovered parts (``LINK_WAIT_COLUMNS``),
+    filled as the steps are split."""
 
 
 def _empty() -> tuple[np.ndarray, np.ndarray]:
@@ -401,47 +429,157 @@ def _intervals(profile: Profile) -> _Intervals:
 
     comm_rows = core.test(COMM_CORES.__contains__) & timed
     op_events, task_events = _hccl_events(profile)
+    events_source = profile.meta.sources.get("events", "timeline")
     if comm_rows.any():
         comm = union(starts[comm_rows], ends[comm_rows])
+        spans = _op_spans(ops["name"][comm_rows], starts[comm_rows], ends[comm_rows])
         sources["communication"] = f"{ops_source}: communication op rows"
     elif len(op_events):
         s = op_events["start_us"].to_numpy(dtype="float64")
-        comm = union(s, s + op_events["duration_us"].to_numpy(dtype="float64"))
-        sources["communication"] = f"{profile.meta.sources.get('events', 'timeline')}: HCCL op events"
+        e = s + op_events["duration_us"].to_numpy(dtype="float64")
+        comm, spans = union(s, e), _op_spans(op_events["name"], s, e)
+        sources["communication"] = f"{events_source}: HCCL op events"
     else:
+        spans = None
         dev_comm = core.test(_DEVICE_COMM_TASK.match) & timed
         if len(task_events):
             s = task_events["start_us"].to_numpy(dtype="float64")
             comm = union(s, s + task_events["duration_us"].to_numpy(dtype="float64"))
-            sources["communication"] = f"{profile.meta.sources.get('events', 'timeline')}: HCCL task events"
+            sources["communication"] = f"{events_source}: HCCL task events"
         elif dev_comm.any():
             comm = union(starts[dev_comm], ends[dev_comm])
             sources["communication"] = f"{ops_source}: notify/reduce device tasks"
         else:
             comm = _empty()
 
-    # the uncovered split: the profiler's per-op analysis (communication.json, CommAnalyzerTime, hccl_raw) first,
-    # so that every rank of a run is split the same way, else the HCCL task intervals, else the device's tasks
-    wait = transmit = None
+    # the uncovered split: the device's own communication tasks first (notify waits are waiting, transfers are
+    # transmit), wherever a layout has them; the profiler's per-op analysis (communication.json, CommAnalyzerTime,
+    # hccl_raw) only where no task is recorded
+    tasks = _task_split(task_events, events_source) or _device_event_split(profile, events_source) \
+        or _ops_task_split(ops, core, starts, ends, timed, is_compute, ops_source)
     comm_ops = _comm_op_split(profile.comm) if len(profile.comm) else None
-    if comm_ops is not None:
-        sources["uncovered_by_kind"] = f"{profile.meta.sources.get('comm', 'communication table')}: per-op " \
-                                       "wait (incl. synchronization) / transit / idle times, in proportion"
-    elif len(task_events):
-        names = _labels(task_events["name"])
-        s = task_events["start_us"].to_numpy(dtype="float64")
-        e = s + task_events["duration_us"].to_numpy(dtype="float64")
-        w = _matches(names, _WAIT, search=True)
-        t = _matches(names, _TRANSMIT, search=True) & ~w
-        wait, transmit = union(s[w], e[w]), union(s[t], e[t])
-        sources["uncovered_by_kind"] = f"{profile.meta.sources.get('events', 'timeline')}: HCCL task events " \
-                                       "(notify waits / transfers inside the uncovered part)"
-    elif n and core.test(_DEVICE_COMM_TASK.match).any():
-        w = core.test(_WAIT.search) & timed
-        t = core.test(_TRANSMIT.search) & timed & ~w & ~is_compute
-        wait, transmit = union(starts[w], ends[w]), union(starts[t], ends[t])
-        sources["uncovered_by_kind"] = f"{ops_source}: notify-wait / reduce / copy device tasks"
-    return _Intervals(compute, by_core, comm, wait, transmit, comm_ops, untimed, sources)
+    comm_source = f"{profile.meta.sources.get('comm', 'communication table')}: per-op wait (incl. synchronization) / " \
+                  "transit / idle times, in proportion"
+    wait = transmit = waits = None
+    if tasks is not None:
+        wait, transmit, waits, task_source = tasks
+        sources["uncovered_by_kind"] = task_source + (f"; a step no task covers: {comm_source}"
+                                                      if comm_ops is not None else "")
+        if waits is not None and spans is not None:
+            waits = waits.assign(op=_op_of(spans, waits["start"].to_numpy()))
+    elif comm_ops is not None:
+        sources["uncovered_by_kind"] = comm_source
+    return _Intervals(compute, by_core, comm, wait, transmit, comm_ops, untimed, sources, waits)
+
+
+WAIT_COLUMNS = ["start", "end", "src", "dst", "group"]
+"""A notify wait of a collective: its interval, the ranks of the link it waits on (numbered within the
+communication group, NaN where not recorded) and the group's name (None where not recorded)."""
+_Split = tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], pd.DataFrame | None, str]
+
+
+def _kinds(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(is a wait, is a transfer) per task name (decided once per distinct name)."""
+    w = _matches(names, _WAIT, search=True)
+    return w, _matches(names, _TRANSMIT, search=True) & ~w
+
+
+def _task_split(tasks: pd.DataFrame, source: str) -> _Split | None:
+    """Waits and transfers from HCCL task events (trace ``HCCL`` plane tasks, ``hccl_*.json``, the ``.db``
+    ``COMMUNICATION_TASK_INFO``), with the src / dst rank of each wait where its args carry them."""
+    if not len(tasks):
+        return None
+    s = tasks["start_us"].to_numpy(dtype="float64")
+    e = s + tasks["duration_us"].to_numpy(dtype="float64")
+    w, t = _kinds(_labels(tasks["name"]))
+    waits = _wait_frame(s[w], e[w], tasks["args"].to_numpy()[w])
+    return union(s[w], e[w]), union(s[t], e[t]), waits, \
+        f"{source}: HCCL task events (notify waits / transfers inside the uncovered part)"
+
+
+def _wait_frame(s: np.ndarray, e: np.ndarray, args: np.ndarray) -> pd.DataFrame | None:
+    """The waits whose args record the link's ranks (``src rank`` / ``dst rank``; ``group`` where given): ``src``
+    is this rank (the rank most waits start from), ``dst`` the peer waited for."""
+    def rank(a: Any, key: str) -> float:
+        v = a.get(key) if isinstance(a, dict) else None
+        try:
+            f = float(v)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return np.nan
+        return f if 0 <= f < INVALID_RANK else np.nan
+
+    src = np.array([rank(a, "src rank") for a in args], dtype="float64")
+    dst = np.array([rank(a, "dst rank") for a in args], dtype="float64")
+    known = np.isfinite(dst) & np.isfinite(src) & (dst != src)
+    if not known.any():
+        return None
+    src, dst = src[known], dst[known]
+    me = float(pd.Series(src).mode().iloc[0])
+    peer = np.where(dst == me, src, dst)
+    group = np.array([a.get("group") if isinstance(a, dict) else None for a in args[known]], dtype=object)
+    return pd.DataFrame({"start": s[known], "end": e[known], "src": me, "dst": peer, "group": group})
+
+
+def comm_streams(names: np.ndarray, streams: np.ndarray) -> np.ndarray:
+    """Rows on a communication stream: a stream that holds a notify wait (a copy on a compute stream is not a
+    collective's)."""
+    wait = _matches(names, _WAIT, search=True)
+    if not wait.any():
+        return np.zeros(len(names), dtype=bool)
+    return pd.Series(streams).isin(pd.unique(streams[wait])).to_numpy()
+
+
+def _device_event_split(profile: Profile, source: str) -> _Split | None:
+    """Waits and transfers from the device's own task records on its communication streams (trace ``Ascend
+    Hardware`` events kept beside a kernel table, the ``.db`` ``TASK`` rows of a Level0 export): no peer ranks."""
+    ev = profile.events
+    if not len(ev):
+        return None
+    dev = ev[label_mask(ev["process"], DEVICE_PROCESS.__eq__)]
+    dev = dev[label_mask(dev["name"], COMM_DEVICE_TASK.fullmatch)] if len(dev) else dev
+    if not len(dev):
+        return None
+    names = _labels(dev["name"])
+    on_comm = comm_streams(names, dev["tid"].astype(object).to_numpy())
+    if not on_comm.any():
+        return None
+    s = dev["start_us"].to_numpy(dtype="float64")[on_comm]
+    e = s + dev["duration_us"].to_numpy(dtype="float64")[on_comm]
+    w, t = _kinds(names[on_comm])
+    return union(s[w], e[w]), union(s[t], e[t]), None, \
+        f"{source}: the device's communication-stream tasks (notify waits / transfers inside the uncovered part)"
+
+
+def _ops_task_split(ops: pd.DataFrame, core: _CoreLabels, starts: np.ndarray, ends: np.ndarray, timed: np.ndarray,
+                    is_compute: np.ndarray, source: str) -> _Split | None:
+    """Waits and transfers from the ops table when it holds the device's notify-wait tasks (ops read from a trace),
+    on its communication streams where the table records streams."""
+    if not len(ops) or not core.test(_DEVICE_COMM_TASK.match).any():
+        return None
+    w = core.test(_WAIT.search) & timed
+    t = core.test(_TRANSMIT.search) & timed & ~w & ~is_compute
+    if "stream_id" in ops.columns and ops["stream_id"].notna().any():
+        streams = ops["stream_id"].to_numpy(dtype="float64")
+        on_comm = pd.Series(streams).isin(pd.unique(streams[w])).to_numpy()
+        t &= on_comm
+    return union(starts[w], ends[w]), union(starts[t], ends[t]), None, \
+        f"{source}: notify-wait / reduce / copy device tasks"
+
+
+def _op_spans(names: pd.Series, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, names) of the communication ops, in start order."""
+    order = np.argsort(s, kind="stable")
+    return s[order], e[order], names.astype(str).to_numpy()[order]
+
+
+def _op_of(spans: tuple[np.ndarray, np.ndarray, np.ndarray], t: np.ndarray) -> np.ndarray:
+    """Name of the communication op whose span holds each time (None outside every op)."""
+    os_, oe, on = spans
+    k = np.searchsorted(os_, t, side="right") - 1
+    ok = (k >= 0) & (t < oe[np.maximum(k, 0)])
+    out = np.full(len(t), None, dtype=object)
+    out[ok] = on[k[ok]]
+    return out
 
 
 def _comm_op_split(comm: pd.DataFrame) -> pd.DataFrame | None:
@@ -476,28 +614,10 @@ def _core_split(iv: _Intervals, compute_us: float, lo: float, hi: float, untimed
 
 def _uncovered_split(iv: _Intervals, uncovered: float, lo: float, hi: float,
                      step: float | None) -> dict[str, float]:
-    """``uncovered`` split into wait / transmit / idle (+ unknown) for the uncovered part of [lo, hi)."""
+    """``uncovered`` split into wait / transmit / idle (+ unknown) for the uncovered part of [lo, hi): by the
+    communication tasks' intervals where they cover it, else by the per-op totals of the profiler's analysis."""
     if uncovered <= 0:
         return {k: 0.0 for k in UNCOVERED_KEYS}
-    if iv.comm_ops is not None and len(iv.comm_ops):
-        c = iv.comm_ops
-        if step is not None and c["step"].notna().any():
-            c = c[c["step"] == step]
-        elif np.isfinite(lo):
-            inside = (c["start"] < hi) & (c["end"] > lo)
-            c = c[inside] if inside.any() else c
-        # each op counts for its uncovered part only: an op hidden behind compute adds nothing to the split
-        frac = np.ones(len(c))
-        timed = np.isfinite(c["start"].to_numpy()) & (c["elapse"].to_numpy() > 0)
-        if timed.any() and len(iv.compute[0]):
-            s_, e_ = c["start"].to_numpy()[timed], c["end"].to_numpy()[timed]
-            frac[timed] = 1.0 - overlap(iv.compute[0], iv.compute[1], s_, e_) / (e_ - s_)
-        frac = np.clip(frac, 0.0, 1.0)
-        parts = {"wait": float((c["wait"].to_numpy() * frac).sum()), "transmit": float((c["transit"].to_numpy()
-                 * frac).sum()), "idle": float((c["idle"].to_numpy() * frac).sum())}
-        total = sum(parts.values())
-        if total > 0:
-            return {k: uncovered * v / total for k, v in parts.items()}
     if iv.wait is not None and iv.transmit is not None:
         exposed = _exposed_blocks(iv, lo, hi)
         measured = _blocks_len(exposed)
@@ -508,8 +628,88 @@ def _uncovered_split(iv: _Intervals, uncovered: float, lo: float, hi: float,
             scale = uncovered / measured  # the profiler's uncovered total, split as the intervals split
             out = {"wait": wait * scale, "transmit": transmit * scale}
             out["idle"] = max(0.0, uncovered - out["wait"] - out["transmit"])
+            if iv.waits is not None:
+                iv.link_waits.append(_link_waits(iv.waits, exposed, step, scale))
             return out
+    if iv.comm_ops is not None and len(iv.comm_ops):
+        parts = _op_totals_split(iv, lo, hi, step)
+        total = sum(parts.values())
+        if total > 0:
+            return {k: uncovered * v / total for k, v in parts.items()}
     return {"wait": 0.0, "transmit": 0.0, "idle": 0.0, "unknown": uncovered}
+
+
+def _op_totals_split(iv: _Intervals, lo: float, hi: float, step: float | None) -> dict[str, float]:
+    """Wait / transit / idle of the step's communication ops (per-op totals), each op counted for its uncovered
+    part only: an op hidden behind compute adds nothing to the split."""
+    c = iv.comm_ops
+    assert c is not None
+    if step is not None and c["step"].notna().any():
+        c = c[c["step"] == step]
+    elif np.isfinite(lo):
+        inside = (c["start"] < hi) & (c["end"] > lo)
+        c = c[inside] if inside.any() else c
+    frac = np.ones(len(c))
+    timed = np.isfinite(c["start"].to_numpy()) & (c["elapse"].to_numpy() > 0)
+    if timed.any() and len(iv.compute[0]):
+        s_, e_ = c["start"].to_numpy()[timed], c["end"].to_numpy()[timed]
+        frac[timed] = 1.0 - overlap(iv.compute[0], iv.compute[1], s_, e_) / (e_ - s_)
+    frac = np.clip(frac, 0.0, 1.0)
+    return {"wait": float((c["wait"].to_numpy() * frac).sum()), "transmit": float((c["transit"].to_numpy()
+            * frac).sum()), "idle": float((c["idle"].to_numpy() * frac).sum())}
+
+
+LINK_WAIT_COLUMNS = ["step", "op", "group", "src", "peer", "task", "task_start_us", "task_end_us", "start_us", "end_us",
+                     "scale"]
+"""The notify waits of a split step whose link is recorded: one row per part of a wait inside the uncovered
+communication (``start_us``/``end_us``; NaN for a wait compute hides entirely), with the wait task it belongs to
+(``task``, its ``task_start_us``/``task_end_us``), the collective (``op``, ``step``, ``group``), this rank's number
+(``src``) and the peer waited for (``peer``) -- numbered within the group -- and ``scale``, the step's profiler
+uncovered total over the measured uncovered time (uncovered lengths are multiplied by it, as the split is).
+``advisor.toolkit.peers`` reads which peer held a collective from it."""
+
+
+def _link_waits(waits: pd.DataFrame, exposed: tuple[np.ndarray, np.ndarray], step: float | None,
+                scale: float) -> pd.DataFrame:
+    """The parts of each wait inside the uncovered blocks of one step (``LINK_WAIT_COLUMNS``): the waits that overlap
+    the step's uncovered span, cut at the blocks' edges (vectorized: a wait spans a handful of blocks)."""
+    bs, be = exposed
+    s, e = waits["start"].to_numpy(dtype="float64"), waits["end"].to_numpy(dtype="float64")
+    if not len(bs) or not len(s):
+        return pd.DataFrame(columns=LINK_WAIT_COLUMNS)
+    keep = (e > bs[0]) & (s < be[-1])
+    if not keep.any():
+        return pd.DataFrame(columns=LINK_WAIT_COLUMNS)
+    w = waits[keep]
+    s, e = s[keep], e[keep]
+    first = np.searchsorted(be, s, side="right")  # the first block ending after the wait starts
+    last = np.searchsorted(bs, e, side="left")  # blocks starting before the wait ends
+    n = np.maximum(last - first, 0)
+    task = np.repeat(np.arange(len(w)), np.maximum(n, 1))  # a hidden wait keeps one row, with no part
+    k = np.repeat(first, np.maximum(n, 1)) + (np.arange(len(task)) - np.repeat(np.cumsum(np.maximum(n, 1))
+                                                                               - np.maximum(n, 1), np.maximum(n, 1)))
+    hidden = np.repeat(n == 0, np.maximum(n, 1))
+    kk = np.clip(k, 0, len(bs) - 1)
+    ps = np.where(hidden, np.nan, np.maximum(s[task], bs[kk]))
+    pe = np.where(hidden, np.nan, np.minimum(e[task], be[kk]))
+    op = w["op"].to_numpy(dtype=object) if "op" in w.columns else np.full(len(w), None, dtype=object)
+    return pd.DataFrame({"step": np.nan if step is None else float(step), "op": op[task],
+                         "group": w["group"].to_numpy(dtype=object)[task], "src": w["src"].to_numpy()[task],
+                         "peer": w["dst"].to_numpy()[task], "task": task, "task_start_us": s[task],
+                         "task_end_us": e[task], "start_us": ps, "end_us": pe, "scale": float(scale)},
+                        columns=LINK_WAIT_COLUMNS)
+
+
+def _collect_link_waits(iv: _Intervals) -> pd.DataFrame | None:
+    """The per-step link waits recorded while the steps were split, as one table (None when there are none)."""
+    frames = [f for f in iv.link_waits if len(f)]
+    if not frames:
+        return None
+    offset = 0
+    for f in frames:  # task ids unique over the steps
+        f["task"] = f["task"].to_numpy() + offset
+        offset = int(f["task"].max()) + 1
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
 
 
 def _concat(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -941,12 +1141,13 @@ def time_rules(meta: Any) -> dict[str, Any]:
 
 
 def time_model_events(rules: dict[str, Any] | None = None) -> EventSelection:
-    """The events the time model reads row by row: HCCL ops and tasks, Overlap Analysis intervals, step markers,
-    and the host events that tell what idle time is spent on (``advisor.freetime``); it reads the extent of every
+    """The events the time model reads row by row: HCCL ops and tasks, the device's communication-stream tasks,
+    Overlap Analysis intervals, step markers, and the host events that tell what idle time is spent on (``advisor.freetime``); it reads the extent of every
     other event from ``Profile.event_summary``."""
     from advisor import freetime
 
-    return EventSelection(names=(r"ProfilerStep#\d+", *freetime.event_names(rules or builtin_time_rules())),
+    return EventSelection(names=(r"ProfilerStep#\d+", COMM_DEVICE_TASK.pattern,
+                                 *freetime.event_names(rules or builtin_time_rules())),
                           processes=tuple(re.escape(p) for p in (*HCCL_PROCESSES, OVERLAP_PROCESS)))
 
 
@@ -1141,7 +1342,8 @@ def build(profile: Profile) -> TimeModel:
     capture = _capture_span(profile)
     model = TimeModel(steps=steps, sources=sources, origin_ns=profile.meta.time_origin_ns, capture_us=capture,
                       notes=notes, excluded=[*warm, *excluded],
-                      steady_state=info if len(split.steps) > 1 or info.get("warmup_suspected") else {})
+                      steady_state=info if len(split.steps) > 1 or info.get("warmup_suspected") else {},
+                      link_waits=_collect_link_waits(iv))
     if capture is not None and model.window_us > 0 and model.outside_window_us > 0.05 * capture:
         notes.append(f"the capture holds {model.window_us:.1f} us of analyzed device time in {capture:.1f} us; "
                      f"{model.outside_window_us:.1f} us lie outside the analyzed window (warm-up steps, pauses, an "
@@ -1159,4 +1361,5 @@ def shares(model: TimeModel) -> Mapping[str, float]:
             "free": model.free_us / w}
 
 
-__all__ = ["COMPUTE_KEYS", "UNCOVERED_KEYS", "StepTime", "TimeModel", "build", "merge", "shares"]
+__all__ = ["COMM_DEVICE_TASK", "COMPUTE_KEYS", "DEVICE_PROCESS", "LINK_WAIT_COLUMNS", "UNCOVERED_KEYS", "StepTime",
+           "TimeModel", "build", "comm_streams", "merge", "shares"]

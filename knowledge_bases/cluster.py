@@ -22,6 +22,14 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RankData, RuleDoc
 from advisor.toolkit.common import severity_for
+from advisor.toolkit.peers import (
+    group_coverage_finding,
+    late_peer_finding,
+    op_peers,
+    own_ranks,
+    peer_totals,
+    window_waits,
+)
 
 OWN = {"compute": "compute_us", "free": "free_us", "waiting": "bubble_us"}
 """A rank's own time per step, by reason: compute, free (host-bound: the device idles waiting for the host) and
@@ -297,6 +305,30 @@ class ClusterKB(KnowledgeBase):
             needs=("comm",),
         ),
         RuleDoc(
+            id="cluster.late-peer",
+            title="A rank outside the analysis holds the collectives",
+            what="Where a rank's communication tasks record their links (HCCL tasks of a Level1+ trace, the .db "
+                 "COMMUNICATION_TASK_INFO, hccl_*.json), its time model keeps the notify waits inside its uncovered "
+                 "communication per peer; each instant of a collective is held by the peers waited on then. For "
+                 "each rank, the peer that held its collectives the longest is named when the input does not hold "
+                 "it (peers and input ranks matched by their numbers within the group: a rank's own number is the "
+                 "src of its links), with the peers outside the input whose waits cover "
+                 "{late_peer.co_late_share} of its own, when the uncovered time they alone hold reaches "
+                 "{late_peer.min_share} of the rank's window; findings of several ranks on the same peers are one. "
+                 "Saving: {late_peer.recoverable} of that time per rank, attributed to the collectives it held. A "
+                 "late peer the input holds is cluster.comm-bottleneck's, whose collectives leave out those a peer "
+                 "outside the input holds. Without link waits, reports (info, no saving) a group whose members are "
+                 "not all in the input and its slowest links by transit time when the ranks' wait and idle time "
+                 "reach {late_peer.min_share} of the cluster window: no wait is attributed to a link.",
+            why="A collective ends when its last member arrives; when that member was not profiled, nothing in the "
+                "analysis says why it was late, and the ranks that were profiled only show the wait.",
+            how_to_fix="Profile every rank of the job (or at least the late one) at a level whose HCCL tasks record "
+                       "their links, and analyze them together.",
+            thresholds=("late_peer", "severity"),
+            needs=("comm",),
+            explains=("overall.uncovered-communication",),
+        ),
+        RuleDoc(
             id="cluster.pipeline-bubble",
             title="Pipeline bubble",
             what="Per pipeline stage (PP index from profiler_metadata.json), the mean bubble time per step "
@@ -387,9 +419,53 @@ class ClusterKB(KnowledgeBase):
         findings += [f for _, f in slow]
         findings += self._stage_imbalance(ctx, ranks, stages, mean_step)
         findings += self._bubbles(ctx, ranks, mean_step)
-        findings += _explained(self._bottlenecks(ctx, cluster, ranks, steps, mean_step), findings)
+        outside = _outside_held(cluster)
+        findings += _explained(self._bottlenecks(ctx, cluster, ranks, steps, mean_step, outside), findings)
+        findings += self._late_peers(ctx, cluster)
         findings += self._slow_links(ctx, cluster, mean_step)
         return findings
+
+    # ----------------------------------------------------------------------------------------------------
+    # late peers outside the input
+    # ----------------------------------------------------------------------------------------------------
+    def _late_peers(self, ctx: AnalysisContext, cluster: Sequence[RankData]) -> list[Finding]:
+        cfg = ctx.rules.get("late_peer") or {}
+        out = []
+        for rd in cluster:
+            waits = window_waits(rd.time)
+            if waits is None:
+                continue
+            top = peer_totals(waits).iloc[0]
+            inside = _input_ranks(cluster, str(top.group))
+            if int(top.peer) in inside or rd.time is None:  # a late rank of the input: cluster.comm-bottleneck's
+                continue
+            named = rd.comm_op_names
+            f = late_peer_finding(ctx, "cluster.late-peer", cfg, waits, top, float(rd.time.window_us),
+                                  "this analysis", float(cfg["confidence"]), rd.rank, exclude=inside, named=named)
+            if f is not None:
+                f.rank = rd.rank
+                out.append(f)
+        if out or any(window_waits(rd.time) is not None for rd in cluster):
+            return out
+        return self._group_coverage(ctx, cluster, cfg)
+
+    def _group_coverage(self, ctx: AnalysisContext, cluster: Sequence[RankData],
+                        cfg: Mapping[str, Any]) -> list[Finding]:
+        """No rank's tasks name the links waited on: the group's members outside the input (info)."""
+        waiting = sum(float(rd.time.uncovered_by_kind.get("wait", 0.0) + rd.time.uncovered_by_kind.get("idle", 0.0))
+                      for rd in cluster if rd.time is not None)
+        if self._window <= 0 or waiting < float(cfg.get("min_share", 0.05)) * self._window:
+            return []
+        matrices = [m for m in (_matrix_ranks(rd.communication_matrix) for rd in cluster) if m is not None]
+        if not matrices:
+            return []
+        profiled: dict[str, set[int]] = {}
+        for m in matrices:
+            for g, r in own_ranks(None, m).items():
+                profiled.setdefault(g, set()).add(r)
+        found = group_coverage_finding(ctx, "cluster.late-peer", cfg, matrices, profiled, waiting,
+                                       "communication_matrix.json of every rank", "this analysis")
+        return [found] if found is not None else []
 
     # ----------------------------------------------------------------------------------------------------
     # overview
@@ -576,9 +652,16 @@ class ClusterKB(KnowledgeBase):
     # communication bottleneck
     # ----------------------------------------------------------------------------------------------------
     def _bottlenecks(self, ctx: AnalysisContext, cluster: Sequence[RankData], ranks: pd.DataFrame,
-                     steps: pd.DataFrame, mean_step: float) -> list[Finding]:
+                     steps: pd.DataFrame, mean_step: float,
+                     outside: set[tuple[float, str]] | None = None) -> list[Finding]:
         cfg = ctx.rules.get("bottleneck") or {}
         coll = collective_table(cluster)
+        if outside and len(coll):  # held by a peer outside the input: cluster.late-peer names it
+            held = np.array([(_step_key(s), str(o)) in outside for s, o in zip(coll["step"], coll["op"], strict=True)])
+            if held.any():
+                ctx.note(f"cluster.comm-bottleneck: {len({o for _, o in outside})} collective(s) left to "
+                         "cluster.late-peer: their longest sole wait is on a rank outside the input")
+                coll = coll[~held]
         if not len(coll) or mean_step <= 0:
             if not len(coll):
                 ctx.note("cluster.comm-bottleneck: skipped, no rank has communication.json")
@@ -591,7 +674,11 @@ class ClusterKB(KnowledgeBase):
         for late, e in ranked[: int(cfg.get("max_findings", 5))]:
             if e["delay_us"] / n_steps < threshold:
                 continue
-            out.append(self._bottleneck_finding(ctx, late, e, steps, mean_step, n_steps))
+            f = self._bottleneck_finding(ctx, late, e, steps, mean_step, n_steps)
+            named = _links_name(cluster, e["top"])
+            if named:  # the notify waits of the member ranks name the rank they waited for
+                f.evidence["link_waits_name"] = {str(k): v for k, v in sorted(named.items())}
+            out.append(f)
         return out
 
     def _bottleneck_finding(self, ctx: AnalysisContext, late: tuple[int, ...], e: dict[str, Any],
@@ -782,6 +869,77 @@ class ClusterKB(KnowledgeBase):
                             "the collectives."),
             fix=Fix("config", f"measure the achievable {transport} bandwidth", {"transport": transport}),
             confidence=0.3)
+
+
+def _matrix_ranks(links: pd.DataFrame | None) -> pd.DataFrame | None:
+    """A rank's per-link sums (``cluster_data.LINK_COLUMNS``) with the matrix's column names (``src_rank``,
+    ``dst_rank``), as the toolkit's group readers take them."""
+    if not isinstance(links, pd.DataFrame) or not len(links) or not {"src", "dst"} <= set(links.columns):
+        return None
+    return links.rename(columns={"src": "src_rank", "dst": "dst_rank"})
+
+
+def _links_name(cluster: Sequence[RankData], top: pd.DataFrame) -> dict[int, int]:
+    """For the collectives (step, op) of ``top``: per input rank (global), how many of them it held the longest, by
+    the member ranks' notify waits -- the rank the links say arrived last."""
+    wanted = {(_step_key(s), str(o)) for s, o in zip(top["step"], top["op"], strict=True)}
+    out: dict[int, int] = {}
+    for key, (group, peer) in _collective_heads(cluster).items():
+        rank = _global_rank(cluster, group, peer) if key in wanted else None
+        if rank is not None:
+            out[rank] = out.get(rank, 0) + 1
+    return out
+
+
+def _collective_heads(cluster: Sequence[RankData]) -> dict[tuple[float, str], tuple[str, int]]:
+    """Per collective (step, op): the (group, peer) that held it the longest, summed over the ranks that waited in it
+    (``toolkit.peers.op_peers`` of each rank's link waits)."""
+    frames = [op_peers(window_waits(rd.time)) for rd in cluster]
+    per = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else None
+    if per is None:
+        return {}
+    held = per.groupby(["step", "op", "group", "peer"], sort=False)["held_us"].sum().reset_index()
+    held = held[held["held_us"] > 0]
+    heads = held.loc[held.groupby(["step", "op"], sort=False)["held_us"].idxmax()]
+    return {(_step_key(r.step), str(r.op)): (str(r.group), int(r.peer)) for r in heads.itertuples(index=False)}
+
+
+def _global_rank(cluster: Sequence[RankData], group: str, local: int) -> int | None:
+    """The input rank whose number within ``group`` is ``local`` (None when no input rank has it)."""
+    for rd in cluster:
+        if rd.rank is not None and local in _input_ranks([rd], group):
+            return int(rd.rank)
+    return None
+
+
+def _input_ranks(cluster: Sequence[RankData], group: str) -> set[int]:
+    """The numbers within ``group`` of the input's ranks: the src of each rank's links in that group, else the one
+    number its links give in every group, else its global rank."""
+    out: set[int] = set()
+    for rd in cluster:
+        own = own_ranks(window_waits(rd.time), _matrix_ranks(rd.communication_matrix))
+        if group in own:
+            out.add(own[group])
+        elif len(set(own.values())) == 1:
+            out.add(next(iter(own.values())))
+        elif rd.rank is not None:
+            out.add(int(rd.rank))
+    return out
+
+
+def _outside_held(cluster: Sequence[RankData]) -> set[tuple[float, str]]:
+    """(step, op) of the collectives held the longest by a peer outside the input."""
+    return {key for key, (group, peer) in _collective_heads(cluster).items()
+            if peer not in _input_ranks(cluster, group)}
+
+
+def _step_key(v: Any) -> float:
+    """A step id as a set key (a missing step is -1: NaN never equals itself)."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return -1.0
+    return f if np.isfinite(f) else -1.0
 
 
 def _expected_source(exp: float | None) -> str | None:

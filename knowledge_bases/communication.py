@@ -1,8 +1,9 @@
 """Communication knowledge base: how collectives move their data.
 
-Four rules, each a cause on the communication ops: small packets (latency-bound transfers, per transport), SDMA
-bandwidth contention with MatMuls running at the same time, transfers not aligned to the SDMA block, and RDMA
-retransmission. Savings only count the communication time that is exposed (the uncovered fraction of each step,
+Five rules, each a cause on the communication ops: small packets (latency-bound transfers, per transport), SDMA
+bandwidth contention with MatMuls running at the same time, transfers not aligned to the SDMA block, RDMA
+retransmission, and a late peer outside the profile (the notify waits of this rank's collectives, per link, from
+the time model; single-rank input only: with several ranks the cluster knowledge base judges the peers). Savings only count the communication time that is exposed (the uncovered fraction of each step,
 from the rank's time model), are attributed to the same op names the overall KB uses, so the score never counts
 one op's communication twice, and together never exceed an op's exposed time. Advice names the framework's own
 options (PyTorch DDP / Megatron, MindSpore comm_fusion) and fused compute-communication ops only where the chip
@@ -27,7 +28,8 @@ from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection, Profile
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import pct, severity_for, soc_matches
-from advisor.toolkit.time import comm_op_times, exposed_fraction, isin_mask, window_us
+from advisor.toolkit.peers import group_coverage_finding, late_peer_finding, peer_totals, window_waits
+from advisor.toolkit.time import comm_op_names, comm_op_times, exposed_fraction, isin_mask, window_us
 
 COMM_PROCESSES = ("HCCL", "Communication")
 
@@ -379,6 +381,70 @@ class CommunicationKB(KnowledgeBase):
             confidence=float(ctx.rules["confidence"]["rdma_retransmission"]), saving_by_op=by_op)]
 
 
+    # ----------------------------------------------------------------------------------------------------
+    @rule(RuleDoc(
+        id="communication.late-peer",
+        title="A peer outside the profile holds the collectives",
+        what="Where the communication tasks record their links (HCCL tasks of a Level1+ trace, hccl_*.json, the .db "
+             "COMMUNICATION_TASK_INFO), the time model keeps the notify waits inside the uncovered communication of "
+             "the analyzed steps per peer rank; each instant of a collective is held by the peers waited on then "
+             "(shared among them). The peer that held the collectives the longest is the late one, together with "
+             "the peers whose waits cover {late_peer.co_late_share} of its own (they arrived about as late). Fires "
+             "when the uncovered time they alone hold -- no other peer waited on -- reaches {late_peer.min_share} "
+             "of the window and the analysis does not hold them (a single-rank input holds only itself; with "
+             "several ranks the cluster knowledge base judges the peers). Saving: {late_peer.recoverable} of that "
+             "time (the share of waiting overall.uncovered-communication counts recoverable), attributed to the "
+             "collectives it held. Where only communication_matrix.json / CommAnalyzerMatrix records the links "
+             "and wait or idle time reaches {late_peer.min_share} of the window, reports (info, no saving) the "
+             "group's members the profile lacks and its slowest links by transit time: no wait is attributed to a "
+             "link.",
+        why="A collective ends when its last member arrives. Waiting on one link means that peer was late: what "
+            "delayed it (longer compute, a host stall, its own wait upstream) is in its profile, which this one "
+            "does not hold. It is the mechanism behind the waiting of overall.uncovered-communication: this finding "
+            "takes the waiting it explains out of that one, so the time counts once.",
+        how_to_fix="Profile the late rank too -- every rank of the job, at a level whose HCCL tasks record their "
+                   "links -- and analyze them together: the cluster findings then name what the late rank did "
+                   "before the collective.",
+        thresholds=("late_peer", "confidence", "severity"),
+        needs=("timeline", "comm"),
+        explains=("overall.uncovered-communication",),
+    ))
+    def late_peer(self, ctx: AnalysisContext) -> list[Finding]:
+        cfg = ctx.rules["late_peer"]
+        profile = ctx.profile
+        if profile.meta.ranks_in_input > 1:
+            ctx.note("communication.late-peer: left to the cluster knowledge base, which sees every rank of the input")
+            return []
+        waits = window_waits(profile.time)
+        if waits is None:
+            return self._group_coverage(ctx, cfg)
+        top = peer_totals(waits).iloc[0]
+        found = late_peer_finding(ctx, "communication.late-peer", cfg, waits, top, window_us(profile), "this profile",
+                                  float(ctx.rules["confidence"]["late_peer"]), profile.meta.rank,
+                                  named=comm_op_names(profile, ctx.rules["comm_cores"]))
+        return [found] if found is not None else []
+
+    def _group_coverage(self, ctx: AnalysisContext, cfg: Mapping[str, Any]) -> list[Finding]:
+        """No link records its wait: the group's members the profile lacks and its slowest links (info)."""
+        t = ctx.profile.time
+        kinds = t.uncovered_by_kind
+        waiting = kinds.get("wait", 0.0) + kinds.get("idle", 0.0)
+        if t.window_us <= 0 or waiting < float(cfg["min_share"]) * t.window_us:
+            return []
+        matrix = ctx.profile.extras.get("communication_matrix")
+        matrix = matrix if isinstance(matrix, pd.DataFrame) and len(matrix) else None
+        if matrix is None:
+            if kinds.get("wait", 0.0) >= float(cfg["min_share"]) * t.window_us:
+                ctx.note("communication.late-peer: the notify waits of this profile record no peer rank (the "
+                         "device's own task records name none, as at profiler Level0): profile with Level1 or "
+                         "higher to name the rank the collectives wait for")
+            return []
+        source = ctx.profile.meta.sources.get("communication_matrix", "communication_matrix.json")
+        found = group_coverage_finding(ctx, "communication.late-peer", cfg, [matrix], {}, waiting, source,
+                                       "this profile")
+        return [found] if found is not None else []
+
+
 # ---------------------------------------------------------------------------------------------------------
 # shared helpers of the checks
 # ---------------------------------------------------------------------------------------------------------
@@ -526,8 +592,12 @@ def _alignment_advice(ctx: AnalysisContext, align: int) -> tuple[str, Fix | None
     return rec, None
 
 
-def _round(v: float) -> float | None:
-    return None if v is None or not np.isfinite(v) else round(float(v), 4)
+def _round(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return round(f, 4) if np.isfinite(f) else None
 
 
 @hookimpl

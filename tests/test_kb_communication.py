@@ -236,10 +236,11 @@ def test_communication_json_without_totals(minimal, rules, tmp_path):
 
 @needs_samples
 def test_level2_real_byte_alignment(rules):
-    """Real 8-rank ResNet run: 4 HCCS transfers of the all-reduces are not 512-byte multiples."""
+    """Real 8-rank ResNet run: 4 HCCS transfers of the all-reduces are not 512-byte multiples (and the collectives
+    wait for rank 5, which this profile lacks: tests/test_comm_tasks.py)."""
     findings, _ = run(load(MSINSIGHT / "test/data/pytorch/text/level2/rank0_ascend_pt")[0], rules)
     f = by_rule(findings)
-    assert set(f) == {"communication.byte-alignment"}
+    assert set(f) == {"communication.byte-alignment", "communication.late-peer"}
     align = f["communication.byte-alignment"]
     assert align.evidence["misaligned"] == 4
     assert all(r[2] % 512 != 0 and r[3] == "HCCS" for r in align.evidence["table"]["rows"])

@@ -31,6 +31,8 @@ Other tables:
   like the trace: ``AscendCL@...``, ``Runtime@...``, ``Node@...``, ``Hccl@...``); ``PYTORCH_API`` -> events of
   process ``Python``; ``OVERLAP_ANALYSIS`` -> events of ``Overlap Analysis``; ``MSTX_EVENTS`` -> ``tx``;
   ``MEMORY_RECORD`` -> ``memory`` (bytes -> MiB).
+* ``extras["communication_matrix"]``: ``analysis.db`` ``CommAnalyzerMatrix`` (per step x op x link, as
+  communication_matrix.json).
 * ``comm``: from ``analysis.db`` when present -- one row per (step, op, group, transport) of
   ``CommAnalyzerBandwidth`` (its per-packet-size rows collapsed), carrying the op's ``CommAnalyzerTime``
   elapse/wait/sync/idle times; ``transit_us`` is the transport's transit time; ops without bandwidth rows get one
@@ -290,7 +292,46 @@ def _read(root: Path, meta: Meta) -> Profile:
             if len(comm):
                 profile.comm = comm
                 meta.sources["comm"] = f"{analysis_path.name} CommAnalyzerTime"
+            matrix = read_analysis_matrix(analysis_path, meta)
+            if len(matrix):
+                profile.extras["communication_matrix"] = matrix
+                meta.sources["communication_matrix"] = f"{analysis_path.name} CommAnalyzerMatrix"
     return profile
+
+
+def read_analysis_matrix(path: Path, meta: Meta) -> pd.DataFrame:
+    """``analysis.db`` ``CommAnalyzerMatrix`` as communication_matrix.json reads (``torch_npu.MATRIX_COLUMNS``: one
+    row per step x op x link, ``allreduce-top1`` style op keys split into op and ``stat``); empty without the
+    table. A damaged table is skipped with its reason (the file's other tables were already read)."""
+    from advisor.ingest.torch_npu import MATRIX_COLUMNS, split_matrix_op
+
+    path = Path(path)
+    try:
+        with _database_errors(path), closing(connect(path)) as con:
+            if "CommAnalyzerMatrix" not in table_names(con):
+                return empty_frame(MATRIX_COLUMNS)
+            cols = set(table_columns(con, "CommAnalyzerMatrix"))
+            op_name = "op_name" if "op_name" in cols else "NULL"
+            raw = _query(con, "SELECT hccl_op_name AS op, group_name AS \"group\", src_rank, dst_rank, "
+                              "transport_type AS transport, transit_size, transit_time, bandwidth, step, type AS kind, "
+                              f"{op_name} AS op_name FROM CommAnalyzerMatrix", path)
+    except InputError as e:
+        meta.skip(path, f"CommAnalyzerMatrix not read: {e.problem}")
+        return empty_frame(MATRIX_COLUMNS)
+    split = [split_matrix_op(str(o)) for o in raw["op"]]
+    out = pd.DataFrame({
+        "step": _step_number(raw["step"]), "kind": raw["kind"].astype(object),
+        "op": [o for o, _ in split], "stat": [st for _, st in split],
+        "group": raw["group"].astype(object).where(raw["group"].notna(), None),
+        "src_rank": pd.to_numeric(raw["src_rank"], errors="coerce").astype("float64"),
+        "dst_rank": pd.to_numeric(raw["dst_rank"], errors="coerce").astype("float64"),
+        "transport": raw["transport"].astype(object),
+        "size_mb": pd.to_numeric(raw["transit_size"], errors="coerce").astype("float64"),
+        "transit_us": pd.to_numeric(raw["transit_time"], errors="coerce").astype("float64") * 1000.0,
+        "bandwidth_gbps": pd.to_numeric(raw["bandwidth"], errors="coerce").astype("float64"),
+        "op_name": raw["op_name"].astype(object).where(raw["op_name"].notna(), None),
+    })
+    return out[MATRIX_COLUMNS]
 
 
 def read_analysis_db(path: Path, meta: Meta) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -822,7 +863,8 @@ def _hccl_events(con: sqlite3.Connection, tables: set[str], strings: StringIds, 
                  meta: Meta) -> list[pd.DataFrame]:
     """Process ``HCCL`` events as the trace has them: one per ``COMMUNICATION_OP`` (named by the op) and one per
     ``COMMUNICATION_TASK_INFO`` task (timed by its ``TASK`` row) with args ``size(Byte)``, ``transport type``,
-    ``link type``, ``src rank``, ``dst rank``. The tasks stay ``Ascend Hardware`` events too (additive)."""
+    ``link type``, ``src rank``, ``dst rank``, ``group`` (its communication group's name). The tasks stay ``Ascend
+    Hardware`` events too (additive)."""
     frames: list[pd.DataFrame] = []
     if "COMMUNICATION_OP" in tables and {"opName", "startNs", "endNs"} <= set(table_columns(con, "COMMUNICATION_OP")):
         raw = _sorted(_numeric(con, f"SELECT {_rel(meta, 'startNs')} AS startNs, endNs - startNs AS dur, opName, "
@@ -833,7 +875,8 @@ def _hccl_events(con: sqlite3.Connection, tables: set[str], strings: StringIds, 
     cols = set(table_columns(con, "COMMUNICATION_TASK_INFO"))
     if not {"globalTaskId", "taskType"} <= cols:
         return frames
-    extra = [c for c, _ in _HCCL_TASK_ARGS if c in cols] + [c for c in ("transportType", "linkType") if c in cols]
+    extra = [c for c, _ in _HCCL_TASK_ARGS if c in cols] + [c for c in ("transportType", "linkType", "groupName")
+                                                            if c in cols]
     select = ", ".join([f"c.{c}" for c in extra] + ["c.taskType AS task_type"])
     raw = _sorted(_numeric(con, f"SELECT {_rel(meta, 't.startNs')} AS startNs, t.endNs - t.startNs AS dur, "
                                 f"c.planeId + 1 AS tid, {select} "
@@ -852,6 +895,8 @@ def _hccl_events(con: sqlite3.Connection, tables: set[str], strings: StringIds, 
                            ("linkType", "link type", "ENUM_HCCL_LINK_TYPE")):
         if col in raw:
             args[key] = list(_categorical_map(raw[col], _enum(con, tables, enum)).astype(object))
+    if "groupName" in raw:
+        args["group"] = list(pd.Series(_clean_categories(strings.decode(raw["groupName"]))).astype(object))
     frame = _event_frame("HCCL", pd.Series(strings.decode(raw["task_type"])), None, raw, meta)
     keys = list(args)
     frame["args"] = [dict(zip(keys, vals, strict=True)) for vals in zip(*(args[k] for k in keys), strict=True)] \
@@ -984,4 +1029,4 @@ def _read_profiler_jsons(pt_dir: Path, meta: Meta) -> None:
             meta.environment.update({str(k): str(v) for k, v in env.items()})
 
 
-__all__ = ["connect", "read", "read_analysis_db", "table_columns", "table_names"]
+__all__ = ["connect", "read", "read_analysis_db", "read_analysis_matrix", "table_columns", "table_names"]

@@ -12,7 +12,11 @@ What becomes what:
   they name, so rows keep their pid and names are applied at the end; a pid without metadata is named
   ``str(pid)`` (e.g. ``"1993459 aclGraph"`` in aclGraph debug traces).
 * ``ph: "X"`` in the ``Ascend Hardware`` process -> ``ops`` (one row per device task) when ``device_ops=True``;
-  dropped when ``device_ops=False`` (the caller has a kernel/op summary for them). Step-trace events that msprof
+  when ``device_ops=False`` (the caller has a kernel/op summary for them) only the tasks of the collectives on the
+  communication streams are kept, as ``events`` of that process (``Notify Wait``, ``Write Value``, ``SDMA``...:
+  ``advisor.timemodel.COMM_DEVICE_TASK``, decided once per distinct name; a stream is a communication stream when
+  it holds a notify wait; ``tid`` is the stream) -- a Level0 kernel table lists compute tasks only, and these are
+  the only record of how a collective waited -- and the others are dropped. Step-trace events that msprof
   writes into that process (args ``Iteration ID``, thread ``Step Trace...``) are not tasks and go to ``events``.
 * every other ``ph: "X"`` -> ``events`` (CANN API ``AscendCL@...``/``Runtime@...``/``Node@launch``, Python
   ``cpu_op``, HCCL ops and tasks, ``Overlap Analysis`` Computing/Communication/Free, GC, dataloader...). Given an
@@ -60,7 +64,9 @@ from advisor.model import (
     Meta,
     Profile,
     empty_frame,
+    label_mask,
 )
+from advisor.timemodel import COMM_DEVICE_TASK, comm_streams
 from advisor.util import release_memory
 
 try:  # the C backend is ~10x faster; pure-python fallback keeps the reader working everywhere
@@ -433,6 +439,9 @@ class _TraceReader:
         self.args_by_raw: dict[bytes, Any] = {b"": None, b"{}": None}
         self.skipped_phases: dict[str, int] = {}
         self.n_dropped_device = 0
+        self.comm = _Columns(("tid", "name", "ts", "dur"))
+        """Device tasks of the collectives, kept when ``device_ops`` is False (see the module doc)."""
+        self.comm_name: dict[Any, bool] = {}  # whether a device task name is a collective's, tested once per name
         self.block_steps = True
         self.saw_steps = False
         """Some kept row has an ``Iteration ID`` arg (else no step table is looked for)."""
@@ -494,12 +503,33 @@ class _TraceReader:
                 if self.device_ops:
                     self._device_rows(list(compress(events, on_dev)), list(compress(pids, on_dev)))
                 else:
-                    self.n_dropped_device += n_dev
+                    self.n_dropped_device += n_dev - self._comm_rows(list(compress(events, on_dev)))
                 keep = [not d for d in on_dev]
                 events = list(compress(events, keep))
                 pids = list(compress(pids, keep))
         if events:
             self._host_rows(events, pids)
+
+    def _comm_rows(self, events: list[TraceEvent]) -> int:
+        """Keep the device tasks named as a collective's tasks (decided once per distinct name: a block of compute
+        kernels costs one set of its names); how many were kept."""
+        names = [e.name for e in events]
+        known = self.comm_name
+        try:
+            distinct = set(names)
+        except TypeError:  # an unhashable name: not a task name
+            return 0
+        for n in distinct.difference(known):
+            known[n] = type(n) is str and COMM_DEVICE_TASK.fullmatch(n) is not None
+        if not any(known[n] for n in distinct):
+            return 0
+        rows = list(compress(events, map(known.__getitem__, names)))
+        cols = self.comm.cols
+        cols["tid"].extend([e.tid for e in rows])
+        cols["name"].extend([_intern(e.name) for e in rows])
+        cols["ts"].frombytes(ns_of_many([e.ts for e in rows]).tobytes())
+        cols["dur"].extend([v if type(v) is float else _float_or_nan(v) for v in [e.dur for e in rows]])
+        return len(rows)
 
     @staticmethod
     def _is_step(a: Any) -> bool:
@@ -696,7 +726,71 @@ def read_trace(path: Path, meta: Meta, *, device_ops: bool, select: EventSelecti
             tables.events = split_events(tables.events, select, reader.dropped)
         tables.event_summary = reader.dropped.frame(lambda owner: proc.get(owner, str(owner)))
         note_counted(meta, path.name, reader.dropped, tables.event_summary)
+    if not device_ops:
+        _add_comm_tasks(tables, reader.comm, meta, path, n_dropped_device)
     return tables
+
+
+def _add_comm_tasks(tables: TraceTables, comm: _Columns, meta: Meta, path: Path, n_dropped: int) -> None:
+    """The collectives' device tasks kept while streaming, on communication streams only, as ``Ascend Hardware``
+    events (category ``device_task``, ``tid`` the stream); the note says what was kept and what dropped."""
+    cf = comm.frame(meta)
+    kept = 0
+    if len(cf):
+        names = cf["name"].astype(object).to_numpy()
+        on_comm = comm_streams(names, cf["tid"].astype(object).to_numpy())
+        cf = cf[on_comm]
+        kept = len(cf)
+        n_dropped += int((~on_comm).sum())
+    if kept:
+        frame = pd.DataFrame({"process": DEVICE_PROCESS, "name": cf["name"].astype(object).to_numpy(),
+                              "category": "device_task", "start_us": cf["ts"].to_numpy(dtype="float64"),
+                              "duration_us": cf["dur"].to_numpy(dtype="float64"),
+                              "tid": cf["tid"].astype(object).to_numpy(), "args": None})
+        events = tables.events
+        tables.events = _events_frame_concat(events, frame)
+        meta.notes.append(f"{path.name}: {kept} '{DEVICE_PROCESS}' task events of collectives read from the "
+                          "communication streams (notify waits, transfers)")
+    if n_dropped:
+        meta.notes.append(f"{path.name}: {n_dropped} '{DEVICE_PROCESS}' task events not read (compute and other "
+                          "tasks: the kernel table lists them)")
+
+
+def comm_task_events(ops: pd.DataFrame) -> pd.DataFrame:
+    """The tasks of the collectives among device task rows read as ops (``_ops_frame``), on communication streams,
+    as ``Ascend Hardware`` events: for a reader that read the trace's tasks but takes its ops from a kernel table."""
+    if not len(ops):
+        return empty_frame(EVENTS_COLUMNS)
+    named = label_mask(ops["name"], COMM_DEVICE_TASK.fullmatch)
+    if not named.any():
+        return empty_frame(EVENTS_COLUMNS)
+    sub = ops[named]
+    streams = sub["stream_id"].to_numpy(dtype="float64")
+    on = comm_streams(sub["name"].astype(object).to_numpy(), streams)
+    sub = sub[on]
+    return pd.DataFrame({"process": DEVICE_PROCESS, "name": sub["name"].astype(object).to_numpy(),
+                         "category": "device_task", "start_us": sub["start_us"].to_numpy(dtype="float64"),
+                         "duration_us": sub["duration_us"].to_numpy(dtype="float64"),
+                         "tid": [int(v) if v == v else None for v in streams[on]], "args": None})
+
+
+def add_events(events: pd.DataFrame, extra: pd.DataFrame) -> pd.DataFrame:
+    """``events`` with ``extra`` rows appended (the columns categorical as the readers make them)."""
+    return _events_frame_concat(events, extra) if len(extra) else events
+
+
+def _events_frame_concat(events: pd.DataFrame, extra: pd.DataFrame) -> pd.DataFrame:
+    """``events`` with ``extra`` rows appended, columns categorical as :func:`_events_frame` makes them."""
+    if not len(events):
+        out = extra
+    else:
+        out = pd.concat([events.astype({c: object for c in ("process", "name", "category", "tid")}), extra],
+                        ignore_index=True)
+    for col in ("process", "name", "category"):
+        out[col] = out[col].astype(object).astype("category")
+    tid = out["tid"]
+    out["tid"] = tid.astype("category") if tid.map(type).nunique() <= 1 else tid.astype(str).astype("category")
+    return out[EVENTS_COLUMNS].reset_index(drop=True)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -734,6 +828,8 @@ def _assemble(x: _Columns, dev: _Columns, cnt: _Columns, proc: dict[Any, str],
         if late_device.any():
             is_step = np.fromiter((isinstance(a, dict) and "Iteration ID" in a for a in xf["args"]), bool, len(xf))
             late_device &= ~is_step
+            if not device_ops:  # a collective's tasks stay events (as when read after the metadata)
+                late_device &= ~label_mask(xf["name"], COMM_DEVICE_TASK.fullmatch)
     late = None
     if len(xf) and late_device.any():
         late = _late_device_rows(xf[late_device]) if device_ops else None
@@ -755,8 +851,6 @@ def _assemble(x: _Columns, dev: _Columns, cnt: _Columns, proc: dict[Any, str],
             devf = devf[~on_step_thread]
 
     ops = _ops_frame(devf) if device_ops else None
-    if not device_ops and n_dropped:
-        meta.notes.append(f"{path.name}: {n_dropped} '{DEVICE_PROCESS}' task events not read (device_ops=False)")
 
     steps = _steps_frame(xf) if saw_steps else empty_frame(STEPS_COLUMNS + STEP_EXTRA_COLUMNS)
     events = _events_frame(xf)
@@ -903,4 +997,5 @@ def read(root: Path, meta: Meta) -> Profile:
     return read_trace_file(root, meta)
 
 
-__all__ = ["COUNTER_COLUMNS", "DEVICE_PROCESS", "TraceTables", "read", "read_trace", "read_trace_file"]
+__all__ = ["COUNTER_COLUMNS", "DEVICE_PROCESS", "TraceTables", "add_events", "comm_task_events", "read", "read_trace",
+           "read_trace_file"]

@@ -123,7 +123,9 @@ def _read_trace_view(trace: Path, meta: Meta, profile: Profile, has_kernels: boo
     traces.add([trace], meta, device_ops=not has_kernels or no_cores, required=not has_kernels)
     meta.source_of("events", trace)
     if no_cores:
-        _fill_cores(profile.ops, [o for o in traces.ops if o is not None and len(o)], meta)
+        device = [o for o in traces.ops if o is not None and len(o)]
+        _fill_cores(profile.ops, device, meta)
+        _keep_comm_tasks(traces, device, meta, trace)
     elif not has_kernels:
         frames = [o for o in traces.ops if o is not None and len(o)]
         if frames:
@@ -132,6 +134,21 @@ def _read_trace_view(trace: Path, meta: Meta, profile: Profile, has_kernels: boo
             meta.notes.append("no kernel_details.csv: device ops taken from trace_view.json "
                               "(no shapes or PMU metrics)")
     traces.apply(profile)
+
+
+def _keep_comm_tasks(traces: Traces, device: list[pd.DataFrame], meta: Meta, trace: Path) -> None:
+    """The trace's device tasks were read to fill cores: its collectives' tasks (a Level0 kernel table lists compute
+    tasks only) stay as ``Ascend Hardware`` events, the time model's record of how the collectives waited."""
+    from advisor.ingest.timeline import add_events, comm_task_events
+
+    frames = [f for f in (comm_task_events(d) for d in device) if len(f)]
+    if not frames or not traces.events:
+        return
+    tasks = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    traces.events[-1] = add_events(traces.events[-1], tasks)
+    n = len(tasks)
+    meta.notes.append(f"{trace.name}: {n} 'Ascend Hardware' task events of collectives read from the communication "
+                      "streams (notify waits, transfers)")
 
 
 def _fill_cores(ops: pd.DataFrame, trace_ops: list[pd.DataFrame], meta: Meta) -> None:
@@ -292,14 +309,19 @@ def read_communication(path: Path, meta: Meta) -> pd.DataFrame:
     return df
 
 
+def split_matrix_op(op: str) -> tuple[str, str | None]:
+    """``allreduce-top1`` -> (``allreduce``, ``top1``); an op key without an aggregate suffix -> (op, None)."""
+    m = _AGG_SUFFIX.match(op)
+    return (m.group(1), m.group(2)) if m else (op, None)
+
+
 def read_communication_matrix(path: Path, meta: Meta) -> pd.DataFrame:
     """communication_matrix.json -> MATRIX_COLUMNS; ``op-top1@group`` style keys split into op and ``stat``."""
     data = _load_json(path)
     rows: list[dict[str, Any]] = []
     for step, kind, op_key, links in _steps_of(data, path):
         op, _, group = op_key.partition("@")
-        m = _AGG_SUFFIX.match(op)
-        op, stat = (m.group(1), m.group(2)) if m else (op, None)
+        op, stat = split_matrix_op(op)
         for link, v in links.items():
             v = v if isinstance(v, dict) else {}
             src, _, dst = str(link).partition("-")

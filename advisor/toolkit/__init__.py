@@ -18,6 +18,9 @@ several of them need is here, stated once, so two knowledge bases never measure 
   the share of the core slots each task's blocks fill.
 - :mod:`advisor.toolkit.tuning` -- operator-level advice fitted to the run: operator tuning (AOE) the way the
   execution context has it (or None), fusion and batching per flow, 16-bit dtypes the chip offers.
+- :mod:`advisor.toolkit.peers` -- the peers of a rank's collectives: group members, which the analysis holds, the
+  peer the notify waits say the collectives waited for (held / held alone), and the findings naming a late peer
+  outside the analysis, for the communication (one rank) and cluster (several ranks) knowledge bases alike.
 - :mod:`advisor.toolkit.run_context` -- on top of it: whether a rule applies to the run's context (and the note
   when not), the stated assumption for an unknown context, the 16-bit dtype the chip allows, recorded settings.
 

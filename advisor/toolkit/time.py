@@ -72,5 +72,18 @@ def comm_op_times(comm: pd.DataFrame) -> pd.DataFrame:
     return df[np.isfinite(df["elapse_us"])].reset_index(drop=True)
 
 
+def comm_op_names(profile: Profile, comm_cores: Iterable[str] = COMM_CORES) -> set[str]:
+    """The communication op names savings of uncovered communication are attributed to: the ops of the ``comm``
+    table (communication.json, CommAnalyzerTime), else the ops table's rows of a communication core; a saving on a
+    collective by another name goes to :data:`OTHER_COMM_KEY`, so that every knowledge base claims the same keys and
+    the score counts each microsecond once."""
+    if len(profile.comm):
+        return set(profile.comm["op"].astype(str).unique())
+    ops = profile.ops
+    if not len(ops):
+        return set()
+    return set(ops.loc[isin_mask(ops["core"], comm_cores), "name"].astype(str).unique())
+
+
 __all__ = ["COMM_CORES", "COMPUTE_KEYS", "FREE_TIME_KEY", "OTHER_COMM_KEY", "PSEUDO_OP_BUCKETS", "UNCOVERED_KEYS",
-           "comm_op_times", "exposed_fraction", "isin_mask", "time_of", "window_us"]
+           "comm_op_names", "comm_op_times", "exposed_fraction", "isin_mask", "time_of", "window_us"]
