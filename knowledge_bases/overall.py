@@ -87,10 +87,12 @@ class OverallKB(KnowledgeBase):
         kinds = {k: v for k, v in t.free_by_kind.items() if v > 0}
         dominant = max(kinds, key=lambda k: kinds[k]) if kinds else "unknown"
         unrecorded = dominant == "unknown" and not any(s.tasks for s in t.steps)
+        split_note = ""
         if dominant in ("launch", "unknown") and not unrecorded:  # idle inside steps with tasks: the host's
-            level = "host-bound" if share >= float(cfg["host_bound_share"]) else "moderately host-bound"
-            what = level + (f" ({pct(kinds['launch'] / free)} of it host launch gaps)" if dominant == "launch"
-                            else " (the profile does not record what the host does in it)")
+            what = "host-bound" if share >= float(cfg["host_bound_share"]) else "moderately host-bound"
+            split_note = (f"; {pct(kinds['launch'] / free)} of it host launch gaps between device tasks"
+                          if dominant == "launch" else "; the profile does not record what the host does in it: to "
+                          "see, " + _timeline_advice(ctx))
         else:
             what = _FREE_KIND_TITLE[dominant].format(share=pct(kinds.get(dominant, free) / free))
         rec, fix = _free_advice(ctx, "unrecorded" if unrecorded else dominant)
@@ -108,7 +110,7 @@ class OverallKB(KnowledgeBase):
                       "largest_gaps": _largest_gaps(ctx, int(cfg["gaps_listed"])), "table": _free_table(t)},
             estimated_saving_us=saving,
             basis=f"free time above {pct(target)} of the analyzed window (free_time.target_share); source: "
-                  f"{t.sources.get('split', 'time model')}",
+                  f"{t.sources.get('split', 'time model')}{split_note}",
             recommendation=rec, fix=fix, confidence=float(cfg["confidence"]), saving_by_op={FREE_TIME_KEY: saving})]
 
     @rule(RuleDoc(
@@ -265,10 +267,7 @@ def _free_advice(ctx: AnalysisContext, dominant: str) -> tuple[str, Fix | None]:
         return ("No recorded device task covers this idle time and the profile cannot tell what it is spent on "
                 "(input data, launches, synchronisation, or work of an engine it does not record): "
                 + _timeline_advice(ctx) + " " + _host_advice(ctx)[0]), None
-    rec, fix = _host_advice(ctx)
-    if dominant == "unknown":
-        rec += " To see what the host does in the idle gaps, " + _timeline_advice(ctx)
-    return rec, fix
+    return _host_advice(ctx)
 
 
 def _timeline_advice(ctx: AnalysisContext) -> str:
