@@ -240,10 +240,10 @@ def run_analysis(path: Path | None, graph_path: Path | None = None, options: Ana
     findings = score.bound_savings(findings, limits)
     window = sum(s.window_us for s in summaries)
     result_score = score.compute(findings, window, [s.id for s in statuses], sum(s.busy_us for s in summaries))
-    findings = root_causes(findings, infos, rules, limits)
+    findings, notes = root_causes(findings, infos, rules, limits)
     kb_rules = {i.id: [r.id for r in i.cls.rules] for i in infos}
     report = build_report(path, summaries, graph, join_info, findings, statuses, waived, result_score, platform,
-                          kb_rules=kb_rules, cluster=cluster, skipped=skipped)
+                          kb_rules=kb_rules, cluster=cluster, skipped=skipped, notes=notes)
     stagetimes.add("score and report", time.perf_counter() - t_report)
     if os.environ.get("ADVISOR_SELF_CHECK") == "1":  # the test suite checks every report it produces
         bad = consistency.problems(report)
@@ -296,18 +296,31 @@ def _run_cluster_kbs(infos: list[engine.KBInfo], summaries: list[RankSummary], g
 
 
 def root_causes(findings: list[Finding], infos: Sequence[engine.KBInfo], rules: EffectiveRules,
-                limits: dict[int | None, score.Limits]) -> list[Finding]:
-    """Symptoms folded under their causes, one finding per rule and title over ranks, severities from the share of
-    the window, ranked (``advisor.hierarchy``)."""
-    roles = {r.id: r.role for i in infos for r in i.cls.rules}
+                limits: dict[int | None, score.Limits]) -> tuple[list[Finding], list[dict[str, Any]]]:
+    """(findings, notes): symptoms under the one cause that explains them, top-level savings partitioning the
+    window, one finding per rule and title over ranks, the waiting cluster causes explain moved under them, findings
+    with no or an immaterial saving listed apart as notes, severities from the share of the window, ranked
+    (``advisor.hierarchy``, thresholds in ``rules/findings.yaml``)."""
+    docs = [r for i in infos for r in i.cls.rules]
+    roles = {r.id: r.role for r in docs}
     levels = {i.id: rules.for_kb(i.cls.rules_file).get("severity") for i in infos
               if i.cls.rules_file and rules.has(i.cls.rules_file)}
-    explains = {r.id: r.explains for i in infos for r in i.cls.rules if r.explains}
-    findings = hierarchy.absorb(findings, roles, limits)
+    explains = {r.id: tuple(r.explains) for r in docs if r.explains}
+    cfg = rules.for_kb("findings") or hierarchy_defaults()
+    windows = {r: lim.window_us for r, lim in limits.items()}
+    findings = hierarchy.absorb(findings, roles, limits, hierarchy.mechanisms_of(docs),
+                                float(cfg["absorb"]["min_share"]))
+    findings = hierarchy.partition(findings, limits)
     findings = hierarchy.merge_ranks(findings)
     findings = hierarchy.explain_waiting(findings, explains)
-    findings = hierarchy.reseverity(findings, {r: lim.window_us for r, lim in limits.items()},
-                                    {k: v for k, v in levels.items() if isinstance(v, dict)})
-    return hierarchy.rank(findings)
+    findings, notes = hierarchy.split_notes(findings, windows, float(cfg["materiality"]["notes_below"]))
+    findings = hierarchy.reseverity(findings, windows, {k: v for k, v in levels.items() if isinstance(v, dict)},
+                                    cfg["severity"], float(cfg["materiality"]["minor_below"]))
+    return hierarchy.rank(findings), notes
 
 
+def hierarchy_defaults() -> dict[str, Any]:
+    """The built-in ``rules/findings.yaml`` (rules loaded without it: a test's own rules directory)."""
+    from advisor.rules import builtin_rules_dir, load_rules_file
+
+    return load_rules_file(builtin_rules_dir() / "findings.yaml", validate=False)

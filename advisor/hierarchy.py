@@ -1,15 +1,27 @@
-"""Root causes and their symptoms: the report lists each cause once, with what it explains folded under it.
+"""Root causes and their symptoms: the report lists each cause once, and the causes partition the analyzed time.
 
 Knowledge bases see the same ops from different angles: a decomposed Mish chain is also "no clear bound" to the
-roofline, a "fusible sequence" to the scheduler and "vector bound" to the operator checks. Each rule declares its
+roofline, a "fusible sequence" to the scheduler and "memory bound" to the layer check. Each rule declares its
 role (``RuleDoc.role``): a ``cause`` names something to change (a decomposed activation, an unfused chain, a
 TransData site, an AI CPU op, uncovered communication, host-bound dispatch, a badly shaped op); a ``symptom``
-describes how ops behave (bound class, fusible sequence, device idle). A symptom whose ops a cause also names is
-absorbed by that cause: it is listed under the cause's ``symptoms`` with its evidence and the saving it measured;
-the cause's saving stays its own estimate (the union over its ops, never more than their time). The score counts
-every op once at the largest weighed saving any finding gives it.
-A symptom no cause explains stays a finding of its own: an unexplained behaviour is still worth acting on.
+describes how ops behave (bound class, fusible sequence, device idle). As top-down analysis attributes every cycle
+to one node:
 
+* a cause explains a symptom only through a mechanism its rule states (``RuleDoc.explains``: symptom rule id ->
+  how fixing the cause removes the symptom's time), on what both claim (the same ops, or the same bucket of the time
+  model). Each symptom sits under exactly one cause -- the one whose fix removes the most of its time, when that is
+  at least ``absorb.min_share`` of it (``rules/findings.yaml``) -- and is then never also a top-level finding; a
+  symptom no cause explains that much stays a finding of its own (:func:`absorb`);
+* the top-level findings partition the window: largest first, each keeps of its saving on an op (or bucket) only
+  what the larger ones left of that op's time (:func:`partition`), so no op-microsecond belongs to two of them and
+  their savings add up to at most the window;
+* a cluster cause that makes ranks wait takes the whole waiting part of the per-rank findings it explains
+  (:func:`explain_waiting`);
+* materiality is data: a finding below ``materiality.minor_below`` of the window is never above minor, one below
+  ``materiality.notes_below`` -- or with no measured saving (an environment hint, an overview) -- is a note, not a
+  finding (:func:`split_notes`); severity comes from the share of the steady-state window alone (:func:`reseverity`).
+
+The score counts every op once at the largest weighed saving any finding gives it (``advisor.score``), before this.
 Findings of several ranks with the same rule and title are one finding (``ranks`` lists them).
 """
 
@@ -17,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -29,6 +41,19 @@ CAUSE = "cause"
 SYMPTOM = "symptom"
 
 
+def mechanisms_of(docs: Iterable[Any]) -> dict[str, dict[str, str]]:
+    """Cause rule id -> {symptom rule id: mechanism}, from the rules' ``explains`` (a mapping; a plain tuple of rule
+    ids -- the waiting a cluster cause explains -- has no stated mechanism text)."""
+    out: dict[str, dict[str, str]] = {}
+    for doc in docs:
+        explains = getattr(doc, "explains", ()) or ()
+        if isinstance(explains, Mapping):
+            out[doc.id] = {str(k): str(v) for k, v in explains.items()}
+        elif explains:
+            out[doc.id] = {str(k): "" for k in explains}
+    return out
+
+
 def _claims(f: Finding) -> set[str]:
     """What a finding claims time on: its ops and the pseudo-ops its saving is attributed to."""
     return set(f.ops) | set(f.saving_by_op)
@@ -38,56 +63,154 @@ def _same_scope(cause: Finding, symptom: Finding) -> bool:
     return cause.rank is None or cause.rank == symptom.rank
 
 
-def _symptom_record(f: Finding, ops: Sequence[str], saving: float) -> dict[str, Any]:
+def _symptom_record(f: Finding, ops: Sequence[str], saving: float, mechanism: str | None = None) -> dict[str, Any]:
     return {"rule": f.rule, "kb": f.kb, "title": f.title, "severity": f.severity, "ops": list(ops),
             "estimated_saving_us": round(saving, 3), "evidence": f.to_dict()["evidence"],
-            **({"rank": f.rank} if f.rank is not None else {})}
+            **({"mechanism": mechanism} if mechanism else {}), **({"rank": f.rank} if f.rank is not None else {})}
+
+
+def removed_by(cause: Finding, symptom: Finding) -> float:
+    """How much of ``symptom``'s time fixing ``cause`` removes: on every op (or bucket) both claim, the smaller of
+    the two savings there."""
+    c, s = per_op_savings(cause), per_op_savings(symptom)
+    return sum(min(c[k], s[k]) for k in c.keys() & s.keys())
 
 
 def absorb(findings: Sequence[Finding], roles: Mapping[str, str],
-           limits: Mapping[int | None, Limits] | None = None) -> list[Finding]:
-    """Causes with their symptoms attached (see the module doc); unexplained symptoms stay findings. ``limits``
-    (accepted for callers that pass the rank limits) is not needed: savings were bounded before."""
+           limits: Mapping[int | None, Limits] | None = None,
+           mechanisms: Mapping[str, Mapping[str, str]] | None = None, min_share: float = 0.5) -> list[Finding]:
+    """Each symptom under the one cause that removes the most of its time through a stated mechanism, when the
+    causes that explain it together remove at least ``min_share`` of it (see the module doc); the other symptoms
+    stay findings, whole. A cause is a rule: its findings (one per op group, e.g. AI CPU ops by reason) share the
+    symptom op by op, the part on ops none of them names going with the one that removes the most; the other rules
+    that explain a part are named in the record (``also_explained_by``). ``limits`` is accepted for callers that
+    pass the rank limits: savings were bounded before."""
+    mechanisms = mechanisms or {}
     causes = [f for f in findings if roles.get(f.rule, CAUSE) != SYMPTOM]
-    symptoms = [f for f in findings if roles.get(f.rule, CAUSE) == SYMPTOM]
-    claims = [(_claims(c), c) for c in causes]
-    attached: dict[int, list[tuple[Finding, list[str], dict[str, float]]]] = defaultdict(list)
+    attached: dict[int, list[dict[str, Any]]] = defaultdict(list)
     out: list[Finding] = []
-    for s in symptoms:
-        split = per_op_savings(s)
-        remaining = _claims(s)
-        for i, (claimed, c) in sorted(enumerate(claims), key=lambda ic: -ic[1][1].estimated_saving_us):
-            if not _same_scope(c, s):
-                continue
-            common = [op for op in s.ops if op in claimed and op in remaining]
-            common += [op for op in s.saving_by_op if op in claimed and op in remaining and op not in common]
-            if not common:
-                continue
-            attached[i].append((s, common, {op: split.get(op, 0.0) for op in common}))
-            remaining -= set(common)
-        if remaining == _claims(s):
+    for s in findings:
+        if roles.get(s.rule, CAUSE) != SYMPTOM:
+            continue
+        found = _explaining_cause(s, causes, mechanisms, min_share)
+        if found is None:
             out.append(s)
-        elif remaining:
-            kept = [op for op in s.ops if op in remaining]
-            by_op = {op: v for op, v in split.items() if op in remaining}
-            out.append(replace(s, ops=kept, saving_by_op=by_op if s.saving_by_op else {},
-                               estimated_saving_us=min(s.estimated_saving_us, sum(by_op.values()))))
-    for i, (_, c) in enumerate(claims):
+            continue
+        owners, others = found
+        how = mechanisms[causes[owners[0]].rule][s.rule]
+        for i, part in _share_out(s, [causes[i] for i in owners], owners).items():
+            ops, saving, gone = part
+            attached[i].append({**_symptom_record(s, ops, saving, how), "explained_us": round(gone, 3),
+                                **({"also_explained_by": others} if others else {})})
+    for i, c in enumerate(causes):
         parts = attached.get(i)
         if not parts:
             out.append(c)
             continue
-        out.append(_with_symptoms(c, parts))
+        parts.sort(key=lambda r: (-r["estimated_saving_us"], r["rule"]))
+        # the cause's saving stays its own estimate of what its fix recovers (already the union over its ops): a
+        # symptom's saving on the same ops measures another remedy, so it is listed, not added
+        out.append(replace(c, symptoms=[*c.symptoms, *parts]))
     return out
 
 
-def _with_symptoms(cause: Finding, parts: list[tuple[Finding, list[str], dict[str, float]]]) -> Finding:
-    """The cause with its symptoms folded under it. Its saving stays its own estimate of what its fix recovers
-    (already the union over its ops): a symptom's saving on the same ops measures another remedy (tuning a
-    kernel the cause's fix may remove), so it is listed, not added."""
-    records = [_symptom_record(s, ops, sum(by_op.values())) for s, ops, by_op in parts]
-    records.sort(key=lambda r: (-r["estimated_saving_us"], r["rule"]))
-    return replace(cause, symptoms=[*cause.symptoms, *records])
+def _explaining_cause(s: Finding, causes: Sequence[Finding], mechanisms: Mapping[str, Mapping[str, str]],
+                      min_share: float) -> tuple[list[int], dict[str, float]] | None:
+    """(indices of the findings of the cause rule that removes the most of ``s``'s time through a stated mechanism,
+    largest removal first; the other explaining rules with what they remove), or None when the explaining causes
+    together remove less than ``min_share`` of it (a symptom without time of its own goes to the rule whose findings
+    name the most of its ops)."""
+    claims = _claims(s)
+    sym = per_op_savings(s)
+    by_rule: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    covered: dict[str, float] = defaultdict(float)  # per claim: what the explaining causes remove of it together
+    for i, c in enumerate(causes):
+        if s.rule not in mechanisms.get(c.rule, {}) or not _same_scope(c, s) or not claims & _claims(c):
+            continue
+        if s.estimated_saving_us > 0:
+            mine = per_op_savings(c)
+            for k in mine.keys() & sym.keys():
+                covered[k] = min(sym[k], covered[k] + min(mine[k], sym[k]))
+            by_rule[c.rule].append((removed_by(c, s), i))
+        else:
+            by_rule[c.rule].append((float(len(claims & _claims(c))), i))
+    if not by_rule:
+        return None
+    if s.estimated_saving_us > 0 and sum(covered.values()) < min_share * s.estimated_saving_us:
+        return None
+    totals = {r: sum(g for g, _ in v) for r, v in by_rule.items()}
+    rule = max(sorted(totals), key=lambda r: totals[r])
+    others = {r: round(v, 3) for r, v in sorted(totals.items(), key=lambda rv: -rv[1]) if r != rule and v > 0}
+    return [i for _, i in sorted(by_rule[rule], key=lambda gi: (-gi[0], gi[1]))], others
+
+
+def _share_out(s: Finding, owners: Sequence[Finding], index: Sequence[int]
+               ) -> dict[int, tuple[list[str], float, float]]:
+    """``s``'s ops and saving shared among the findings of its cause: each claim to the finding that removes the most
+    of it there, claims none of them names to the first (the one removing the most overall). Per owner: (ops, the
+    symptom's saving on them, what the owner removes of it)."""
+    split = per_op_savings(s) or {op: 0.0 for op in s.ops}
+    shares = [per_op_savings(o) for o in owners]
+    parts: dict[int, tuple[list[str], float, float]] = {}
+    for k, v in split.items():
+        best = max(range(len(owners)), key=lambda j: (min(shares[j].get(k, 0.0), v), k in _claims(owners[j]), -j))
+        if k not in _claims(owners[best]):
+            best = 0
+        ops, saving, gone = parts.get(index[best], ([], 0.0, 0.0))
+        parts[index[best]] = ([*ops, k] if k in s.ops else ops, saving + v, gone + min(shares[best].get(k, 0.0), v))
+    return parts
+
+
+def partition(findings: Sequence[Finding], limits: Mapping[int | None, Limits]) -> list[Finding]:
+    """The top-level findings with disjoint claims: largest saving first, each keeps on an op (or a bucket of the
+    time model: free time, other communication ops) at most what the larger findings left of that op's time, so
+    the strongest explanation of a stretch of time owns it. A finding whose claims the larger ones took entirely
+    keeps no saving (it goes to the notes, :func:`split_notes`)."""
+    order = sorted(range(len(findings)), key=lambda i: (-findings[i].estimated_saving_us, findings[i].rule,
+                                                         findings[i].title))
+    claimed: dict[tuple[int | None, str], float] = defaultdict(float)
+    by: dict[tuple[int | None, str], list[str]] = defaultdict(list)
+    out: list[Finding | None] = [None] * len(findings)
+    for i in order:
+        f = findings[i]
+        lim = _limits_of(f, limits)
+        split = per_op_savings(f)
+        kept: dict[str, float] = {}
+        others: list[str] = []
+        for op, v in split.items():
+            key = (f.rank, op)
+            cap = _bound(op, lim)
+            left = v if cap is None else max(0.0, min(v, cap - claimed[key]))
+            if left < v - 1e-9:
+                others.extend(r for r in by[key] if r not in others)
+            kept[op] = left
+            claimed[key] += left
+            by[key].append(f.rule)
+        total = sum(kept.values()) if split else f.estimated_saving_us
+        if total < f.estimated_saving_us - 1e-6:
+            out[i] = replace(f, estimated_saving_us=total,
+                             saving_by_op={op: v for op, v in kept.items()} if f.saving_by_op else {},
+                             evidence={**f.evidence, "claimed_by": others[:5],
+                                       "saving_before_partition_us": f.estimated_saving_us},
+                             basis=f"{f.basis}; {fmt_us(f.estimated_saving_us - total)} of it is time larger "
+                                   f"findings already claim on the same ops or bucket ({', '.join(others[:3])})")
+        else:
+            out[i] = f
+    return [f for f in out if f is not None]
+
+
+def _limits_of(f: Finding, limits: Mapping[int | None, Limits]) -> Limits | None:
+    if f.rank in limits:
+        return limits[f.rank]
+    return next(iter(limits.values())) if len(limits) == 1 else None
+
+
+def _bound(op: str, lim: Limits | None) -> float | None:
+    if lim is None:
+        return None
+    if op in lim.bucket_us:
+        return lim.bucket_us[op]
+    return lim.op_us.get(op)
 
 
 _QUANTITY = re.compile(r"(?<![\w/.])(?<!rank )(?<!ranks )(?<!stage )(?<!step )\d+(?:\.\d+)?")
@@ -132,21 +255,63 @@ def merge_ranks(findings: Sequence[Finding]) -> list[Finding]:
 
 
 def reseverity(findings: Sequence[Finding], windows: Mapping[int | None, float],
-               levels: Mapping[str, Mapping[str, float]]) -> list[Finding]:
-    """Severity from the share of the analyzed window a finding's saving is (its KB's ``severity`` levels): a
-    finding never looks more urgent than the time it can recover. Findings with no saving keep ``info``."""
+               levels: Mapping[str, Mapping[str, float]], default: Mapping[str, float] | None = None,
+               minor_below: float = 0.0) -> list[Finding]:
+    """Severity from the share of the analyzed (steady-state) window a finding's saving is -- its KB's ``severity``
+    levels, else ``default`` (``rules/findings.yaml``) -- and never above minor below ``minor_below`` of it: a
+    finding never looks more urgent than the time it can recover. Findings with no saving are ``info``."""
     total = sum(windows.values())
     out = []
     for f in findings:
-        lv = levels.get(f.kb)
-        if not lv or f.estimated_saving_us <= 0:
-            out.append(f if f.estimated_saving_us > 0 or f.severity == "info" else replace(f, severity="info"))
+        lv = levels.get(f.kb) or default
+        if f.estimated_saving_us <= 0:
+            out.append(f if f.severity == "info" else replace(f, severity="info"))
             continue
         window = windows.get(f.rank, total) if f.rank is not None else total
         share = f.estimated_saving_us / window if window > 0 else 0.0
-        sev = next((s for s in ("critical", "major", "minor") if share >= float(lv.get(s, 2.0))), "info")
+        sev = f.severity
+        if lv:
+            sev = next((s for s in ("critical", "major", "minor") if share >= float(lv.get(s, 2.0))), "info")
+        if share < minor_below and SEVERITIES.index(sev) < SEVERITIES.index("minor"):
+            sev = "minor"
         out.append(f if sev == f.severity else replace(f, severity=sev))
     return out
+
+
+NOTE_OPS = 50
+"""Ops a note lists (the first ones of its finding's): enough to find them, a note stays small."""
+
+
+def split_notes(findings: Sequence[Finding], windows: Mapping[int | None, float],
+                notes_below: float) -> tuple[list[Finding], list[dict[str, Any]]]:
+    """(findings, notes): a finding with no measured saving (an environment hint, an overview, a member list) or a
+    saving below ``notes_below`` of its window is a note -- advice the report lists apart, not a finding to rank."""
+    total = sum(windows.values())
+    kept: list[Finding] = []
+    notes: list[dict[str, Any]] = []
+    for f in findings:
+        window = windows.get(f.rank, total) if f.rank is not None else total
+        share = f.estimated_saving_us / window if window > 0 else 0.0
+        if f.estimated_saving_us > 0 and share >= notes_below:
+            kept.append(f)
+            continue
+        claimed = f.evidence.get("claimed_by") if isinstance(f.evidence, dict) else None
+        if f.estimated_saving_us <= 0 and claimed:
+            why = (f"its time ({fmt_us(float(f.evidence.get('saving_before_partition_us') or 0.0))}) is claimed by "
+                   f"larger findings on the same ops or bucket: {', '.join(claimed)}")
+        elif f.estimated_saving_us <= 0:
+            why = "no measured saving"
+        else:
+            why = (f"estimated saving {fmt_us(f.estimated_saving_us)}, {share:.2%} of the analyzed window (below "
+                   f"materiality.notes_below, {notes_below:.1%})")
+        notes.append({"kb": f.kb, "rule": f.rule, "title": f.title, "recommendation": f.recommendation,
+                      "estimated_saving_us": round(f.estimated_saving_us, 3), "reason": why, "basis": f.basis,
+                      "evidence": f.to_dict()["evidence"],
+                      **({"ops": list(f.ops[:NOTE_OPS])} if f.ops else {}),
+                      **({"rank": f.rank} if f.rank is not None else {}), **({"ranks": f.ranks} if f.ranks else {}),
+                      **({"symptoms": [x["rule"] for x in f.symptoms]} if f.symptoms else {})})
+    notes.sort(key=lambda n: (-n["estimated_saving_us"], n["rule"], n["title"]))
+    return kept, notes
 
 
 def _join_same_advice(groups: dict[tuple[str, str], list[Finding]],
@@ -170,29 +335,24 @@ def _join_same_advice(groups: dict[tuple[str, str], list[Finding]],
 
 def explain_waiting(findings: Sequence[Finding], explains: Mapping[str, Sequence[str]]) -> list[Finding]:
     """Cluster causes take the waiting they cause out of the per-rank findings they explain (``RuleDoc.explains``):
-    ranks that idle in collectives because stage 1 computes 170 ms more per step are one cause, not two. Largest
-    cause first, each explains up to its own saving of the waiting part of those findings (``evidence
-    ["sync_recoverable_us"]`` as a share of the finding's saving, so a finding merged over ranks keeps its ratio);
-    the explained finding keeps the rest of its saving (transfers to hide, unexplained waiting) or, with nothing
-    left, becomes a symptom of the cause."""
+    ranks that idle in collectives because stage 1 computes 170 ms more per step are one cause, not two. The largest
+    cause that explains a finding takes the whole waiting part of it (``evidence["sync_recoverable_us"]`` as a share
+    of the finding's saving, so a finding merged over ranks keeps its ratio) -- a symptom sits under one cause --
+    the explained finding keeping the rest of its saving (transfers to hide) or, with nothing left, only listed
+    under the cause. The cause's saving stays its own estimate."""
     causes = sorted((f for f in findings if explains.get(f.rule) and f.estimated_saving_us > 0),
                     key=lambda f: -f.estimated_saving_us)
     if not causes:
         return list(findings)
     current = {id(f): f for f in findings}
-    waiting = {id(f): _waiting_part(f) for f in findings}  # what is left to explain of each finding's waiting
     listed: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for cause in causes:
-        budget = cause.estimated_saving_us
         for key, f in list(current.items()):
-            if budget <= 0 or f.rule not in explains[cause.rule] or f.estimated_saving_us <= 0 \
-                    or not _same_waiting_ranks(cause, f):
+            if f.rule not in explains[cause.rule] or f.estimated_saving_us <= 0 or not _same_waiting_ranks(cause, f):
                 continue
-            moved = min(budget, waiting[key], f.estimated_saving_us)
+            moved = min(_waiting_part(f), f.estimated_saving_us)
             if moved <= 0:
                 continue
-            budget -= moved
-            waiting[key] -= moved
             listed[id(cause)].append({**_symptom_record(f, list(f.ops), moved), "explained_us": round(moved, 3)})
             left = f.estimated_saving_us - moved
             if left <= 1e-6:
@@ -200,8 +360,9 @@ def explain_waiting(findings: Sequence[Finding], explains: Mapping[str, Sequence
             else:
                 explained = {**(f.evidence.get("explained_by") or {}), cause.rule: round(moved, 3)}
                 current[key] = replace(f, estimated_saving_us=left, saving_by_op={},
-                                       evidence={**f.evidence, "explained_by": explained},
-                                       basis=f.basis + f"; {fmt_us(moved)} of its waiting is explained by {cause.rule}")
+                                       evidence={**f.evidence, "explained_by": explained, "sync_recoverable_us": 0.0},
+                                       basis=f.basis + f"; its waiting ({fmt_us(moved)}) is explained by "
+                                                       f"{cause.rule}")
     return [replace(f, symptoms=[*f.symptoms, *listed[key]]) if key in listed else f
             for key, f in current.items()]
 
@@ -230,7 +391,8 @@ def _waiting_part(f: Finding) -> float:
     return f.estimated_saving_us * min(1.0, float(sync) / own) if own > 0 else 0.0
 
 
-__all__ = ["CAUSE", "SYMPTOM", "absorb", "explain_waiting", "merge_ranks", "reseverity"]
+__all__ = ["CAUSE", "SYMPTOM", "absorb", "explain_waiting", "mechanisms_of", "merge_ranks", "partition",
+           "rank", "removed_by", "reseverity", "split_notes"]
 
 
 def rank(findings: Sequence[Finding]) -> list[Finding]:

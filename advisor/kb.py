@@ -39,8 +39,10 @@ class RuleDoc:
     their effective values; the prose may cite them as ``{key}`` or ``{key.sub}`` and is shown with the values in
     effect (:meth:`render`). ``needs`` says which data the rule uses (``ops``, ``graph``, ``metrics``...).
     ``role``: ``cause`` (something to change: a decomposed activation, a TransData site...) or ``symptom`` (how
-    ops behave: bound class, fusible sequence, idle device); a symptom is folded under the cause that names the
-    same ops (``advisor.hierarchy``). ``explains``: for a cause that makes ranks wait (a slow stage, a slow rank, a
+    ops behave: bound class, fusible sequence, idle device). ``explains``: the symptoms a cause's fix removes, as
+    ``{symptom rule id: mechanism}`` -- how fixing the cause removes the symptom's time on the ops (or the bucket of
+    the time model) both claim; a symptom is folded under the one cause that removes the most of its time through
+    such a mechanism (``advisor.hierarchy``). For a cause that makes ranks wait (a slow stage, a slow rank, a
     pipeline bubble, a late peer), the rule ids of the per-rank findings whose waiting it explains: their saving's
     waiting part (``evidence["sync_recoverable_us"]``) is moved under the cause, so it is counted once; a cause
     whose ``evidence["waiting_ranks"]`` names the ranks that waited explains those ranks' findings only.
@@ -55,7 +57,7 @@ class RuleDoc:
     needs: tuple[str, ...] = ("ops",)
     example: str = ""
     role: str = "cause"
-    explains: tuple[str, ...] = ()
+    explains: tuple[str, ...] | Mapping[str, str] = ()
 
     def render(self, values: Mapping[str, Any]) -> RuleDoc:
         """A copy whose prose cites the effective threshold values instead of ``{key}`` placeholders."""

@@ -68,7 +68,7 @@ class RankSummary:
         return cls(profile.meta, len(ops), profile.device_time_us(), busy, by_type, by_core,
                    profile.steps, join_ops, cluster_data.collectives(profile.comm),
                    cluster_data.links(profile.extras.get("communication_matrix"), profile.comm),
-                   set(profile.available), profile.time,
+                   set(profile.available), profile.time.portable(),
                    {"profiler_metadata": metadata} if metadata else {},
                    _model_summary(profile, platform, rules, busy),
                    step_time=cluster_data.step_time(profile), transports=cluster_data.transports(profile.comm),

@@ -161,6 +161,10 @@ class TimeModel:
     link_waits: pd.DataFrame | None = None
     """Where the communication tasks record their peers: the notify waits of the split steps per link, with their
     parts inside the uncovered communication (``LINK_WAIT_COLUMNS``); None where no wait records its peer."""
+    idle: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    """The device's idle blocks inside the analyzed steps whose tasks were recorded (pauses left out): where host
+    work is on the critical path (``advisor.toolkit.time.idle_during``). Rank-local: not sent between processes
+    (:meth:`portable`)."""
 
     # totals over the steps -------------------------------------------------------------------------------
     def _sum(self, name: str) -> float:
@@ -215,6 +219,11 @@ class TimeModel:
         if self.capture_us is None:
             return 0.0
         return max(0.0, self.capture_us - self.window_us)
+
+    def portable(self) -> TimeModel:
+        """This model without what only the rank's own knowledge bases read (the idle blocks): what a rank summary
+        carries to the report and the cluster analysis."""
+        return replace(self, idle=None) if self.idle is not None else self
 
     def bucket_us(self, bucket: str) -> float:
         """The time a finding may claim for a bucket: ``window``, ``compute``, ``communication`` (uncovered),
@@ -1277,6 +1286,19 @@ def _first_step(profile: Profile) -> str | None:
     return None
 
 
+def _idle_blocks(split: _Split, analyzed: list[StepTime], busy: tuple[np.ndarray, np.ndarray],
+                 skip: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The idle blocks of the device inside the analyzed steps that hold recorded tasks (pauses left out)."""
+    kept = {id(s) for s in analyzed if s.tasks}
+    spans = [(lo, hi) for s, (lo, hi) in zip(split.steps, split.spans, strict=True)
+             if id(s) in kept and np.isfinite(lo) and np.isfinite(hi) and hi > lo]
+    if not spans:
+        return None
+    covered = busy if not len(skip[0]) else union(np.r_[busy[0], skip[0]], np.r_[busy[1], skip[1]])
+    parts = [complement(covered, lo, hi) for lo, hi in spans]
+    return union(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+
 def _phase_sources(sources: dict[str, str], profile: Profile, task_steps: list[StepTime]) -> None:
     """The analyzed step is a phase step while device tasks exist in other steps: say what each figure rests on."""
     steps_source = profile.meta.sources.get("steps", "step table")
@@ -1343,7 +1365,7 @@ def build(profile: Profile) -> TimeModel:
     model = TimeModel(steps=steps, sources=sources, origin_ns=profile.meta.time_origin_ns, capture_us=capture,
                       notes=notes, excluded=[*warm, *excluded],
                       steady_state=info if len(split.steps) > 1 or info.get("warmup_suspected") else {},
-                      link_waits=_collect_link_waits(iv))
+                      link_waits=_collect_link_waits(iv), idle=_idle_blocks(split, steps, busy, skip))
     if capture is not None and model.window_us > 0 and model.outside_window_us > 0.05 * capture:
         notes.append(f"the capture holds {model.window_us:.1f} us of analyzed device time in {capture:.1f} us; "
                      f"{model.outside_window_us:.1f} us lie outside the analyzed window (warm-up steps, pauses, an "

@@ -297,6 +297,9 @@ class AicpuKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="aicpu.ops",
+        explains={
+            "aicpu.serial": "the op runs on AI Core once it has a kernel there: the AI Core no longer idles while it runs on the AI CPU",
+        },
         title="Ops running on the AI CPU",
         what="Lists ops that run on the AI CPU (profile task type AI_CPU; graph engine AI_CPU from "
              "_ge_attr_op_kernel_lib_name) whose longest task exceeds {min_duration_us} us, with their share of "

@@ -107,6 +107,13 @@ class AippFusionKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="aipp-fusion.preprocess-ops",
+        explains={
+            "roofline.memory-bound": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
+            "roofline.no-bound": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
+            "roofline.latency-bound": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
+            "memory-bound.layers": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
+            "schedule.fusible-ops": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
+        },
         title="Input preprocessing ops that static AIPP can absorb",
         what="Walks the model graph from each input ({input_types}) to the first convolution and collects the ops "
              "on the way when all of them are preprocessing AIPP performs: Cast, TransData of the input, Transpose "
@@ -129,6 +136,13 @@ class AippFusionKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="aipp-fusion.preprocess-sequence",
+        explains={
+            "roofline.memory-bound": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
+            "roofline.no-bound": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
+            "roofline.latency-bound": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
+            "memory-bound.layers": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
+            "schedule.fusible-ops": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
+        },
         title="Preprocessing kernels before the first convolution (profile only)",
         what="Without a model graph: in each iteration, the run of Cast/TransData/Transpose/Sub/Mul/Div... kernels "
              "on an image-shaped input (at most {max_input_channels} channels) right before the first convolution, "

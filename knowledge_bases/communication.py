@@ -23,7 +23,7 @@ import pandas as pd
 
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
-from advisor.intervals import overlap, union
+from advisor.intervals import overlap, union, union_length
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection, Profile
 from advisor.toolkit import run_context as rc
@@ -306,10 +306,15 @@ class CommunicationKB(KnowledgeBase):
         t_dur = tasks["duration_us"].fillna(0.0).to_numpy(dtype="float64")
         parents = _parents(sub[names.isin(op_names).to_numpy()], t_start)
         penalty = float(ba["misaligned_penalty"])
-        per = t_dur[bad] * penalty * self._overall
+        # transfers of one collective run on several planes at once: what they cost the step is their wall time
+        wall = union_length(t_start[bad], t_start[bad] + t_dur[bad])
+        saving = min(wall * penalty, int(bad.sum()) * float(ba["max_saving_per_transfer_us"])) * self._overall
+        transmit = ctx.profile.time.uncovered_by_kind.get("transmit")
+        if transmit is not None and ctx.profile.time.sources.get("uncovered_by_kind"):
+            saving = min(saving, penalty * transmit)  # padding speeds transfers up, nothing else
+        per = t_dur[bad] * (saving / float(t_dur[bad].sum())) if t_dur[bad].sum() > 0 else t_dur[bad] * 0.0
         labels = np.where(parents[bad] != "", parents[bad], tasks["name"].astype(str).to_numpy()[bad])
         by_op = _attribute(list(labels), list(per))
-        saving = float(per.sum())
         bad_time = float(t_dur[bad].sum())
         checked_time = float(t_dur[checked].sum())
         rows = [[str(p), str(n), int(s), str(link_type), round(float(d), 3)] for p, n, s, link_type, d in
@@ -322,11 +327,13 @@ class CommunicationKB(KnowledgeBase):
                   f"({pct(bad_time / checked_time) if checked_time else '0%'} of their time)",
             severity=_severity(ctx, saving), ops=sorted(by_op, key=lambda k: -by_op[k]),
             evidence={"align_bytes": align, "misaligned": int(bad.sum()), "checked": int(checked.sum()),
-                      "misaligned_us": bad_time, "checked_us": checked_time,
+                      "misaligned_us": bad_time, "misaligned_wall_us": wall, "checked_us": checked_time,
                       "table": table(["op", "task", "size_bytes", "link_type", "duration_us"], rows)},
             estimated_saving_us=saving,
-            basis=f"{penalty:g} of the misaligned transfers' time (misaligned_penalty, an assumption), times the "
-                  "exposed share of communication",
+            basis=f"{penalty:g} of the misaligned transfers' wall time ({wall / 1000:.2f} ms; misaligned_penalty, "
+                  f"an assumption), at most {float(ba['max_saving_per_transfer_us']):g} us per transfer (the odd "
+                  "tail's extra transfer: max_saving_per_transfer_us), times the exposed share of communication, at "
+                  "most that share of the uncovered transfer time",
             recommendation=rc.unknown_context(ctx) + rec, fix=fix,
             confidence=float(ctx.rules["confidence"]["byte_alignment"]), saving_by_op=by_op)]
 

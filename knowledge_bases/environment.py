@@ -86,6 +86,9 @@ class EnvironmentKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="environment.debug",
+        explains={
+            "overall.free-time": "debug settings serialize dispatch (synchronous launches, extra checks): unsetting them removes the idle time they add",
+        },
         title="Debug settings left on",
         what="Flags debug settings recorded in the profile: ASCEND_LAUNCH_BLOCKING set (synchronous launches; "
              "PyTorch runs), ASCEND_GLOBAL_LOG_LEVEL below {variables.ASCEND_GLOBAL_LOG_LEVEL.less_than} "
@@ -100,6 +103,9 @@ class EnvironmentKB(KnowledgeBase):
     ))
     @rule(RuleDoc(
         id="environment.dispatch",
+        explains={
+            "overall.free-time": "dispatch settings (task queue, core binding) pipeline the host's launches: the idle gaps they shorten go",
+        },
         title="Host dispatch settings",
         what="Flags, on PyTorch runs, TASK_QUEUE_ENABLE=0, ACLNN_CACHE_LIMIT below "
              "{variables.ACLNN_CACHE_LIMIT.less_than}, HOST_CACHE_CAPACITY unset or 0 when at least "

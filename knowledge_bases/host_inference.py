@@ -61,6 +61,9 @@ class HostInferenceKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="host-inference.sync-copy",
+        explains={
+            "overall.free-time": "synchronous copies stop the inference loop: asynchronous copies overlap them with device work",
+        },
         title="Synchronous host-device copies in the inference loop",
         what="Sums the synchronous copy APIs in the API statistics (sync_copy_apis: aclrtMemcpy, else the runtime's "
              "rtMemcpy / MemCopySync -- the outermost layer present, so one copy is counted once) and reports them "
@@ -83,6 +86,9 @@ class HostInferenceKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="host-inference.execute-gap",
+        explains={
+            "overall.free-time": "the device idles between executions while the application works on the host: overlapping that work removes the gaps",
+        },
         title="Execute calls take longer than the device work they launch",
         what="Compares the time of the synchronous execute calls (execute_apis: aclmdlExecute, svp_acl_mdl_execute "
              "return when the inference has finished) with the device busy time of the analyzed window: the "
@@ -105,6 +111,9 @@ class HostInferenceKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="host-inference.model-load",
+        explains={
+            "overall.free-time": "loading the model inside the measured loop idles the device: loading once removes it",
+        },
         title="Model loaded more than once",
         what="Counts the model-load APIs (load_apis: aclmdlLoadFromFile*, aclmdlLoadFromMem*) in the API statistics; "
              "more than {max_loads} load(s) with at least {min_api_us} us of load time is reported. Saving: every "
@@ -122,6 +131,9 @@ class HostInferenceKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="host-inference.tx-range",
+        explains={
+            "overall.free-time": "the device idles in the application's host-only ranges: moving that work off the loop removes the gaps",
+        },
         title="Host-only time in the application's msproftx ranges",
         what="For each msproftx range name (leaf ranges: those containing no other range), the range time minus the "
              "device busy time inside it is host-only time. Ranges whose host-only time reaches {tx.min_share} of "

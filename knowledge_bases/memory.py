@@ -83,6 +83,9 @@ class MemoryKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="memory.allocator-calls",
+        explains={
+            "overall.free-time": "the device idles while the host allocates device memory: a caching allocator configuration removes the calls",
+        },
         title="Expensive device-memory allocator calls",
         what="Sums the time of device-memory allocator calls (timeline events matching event_patterns -- "
              "AscendCL@aclMallocMemInner, AscendCL@aclrtMalloc*, AscendCL@aclrtFree*, Runtime@DevMalloc/DevFree... "

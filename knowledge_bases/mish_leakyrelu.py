@@ -297,7 +297,14 @@ def _doc(rule_id: str, title: str, what: str, why: str, how: str) -> RuleDoc:
                    thresholds=("patterns", "severity", "size_factor", "chain_skip", "chain_skip_hops", "const_types",
                                "exclusive_intermediates", "confidence",
                                *(("leaky_relu_negative_slope",) if rule_id == "mish" else ())),
-                   needs=("graph", "ops"), role="cause")
+                   needs=("graph", "ops"), role="cause", explains=_CHAIN_EXPLAINS)
+
+
+_CHAIN_EXPLAINS = {rule: "the decomposed chain's kernels are replaced by one kernel: their own time, launches and "
+                         "HBM round trips go" for rule in ("roofline.no-bound", "roofline.memory-bound",
+                                                           "roofline.latency-bound", "memory-bound.layers",
+                                                           "schedule.fusible-ops")}
+"""What replacing a decomposed activation chain with its single-kernel form removes, on the chain's ops."""
 
 
 class MishLeakyReluKB(KnowledgeBase):

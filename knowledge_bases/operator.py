@@ -76,6 +76,11 @@ class OperatorKB(KnowledgeBase):
     # -----------------------------------------------------------------------------------------------------
     @rule(RuleDoc(
         id="operator.block-dim",
+        explains={
+            "roofline.no-bound": "blocks on the idle cores raise the op's throughput toward its roof",
+            "roofline.latency-bound": "blocks on the idle cores shorten the op",
+            "roofline.memory-bound": "blocks on the idle cores add their load/store bandwidth to the op's",
+        },
         title="Block dim leaves AI cores idle",
         what="For every AI Core / vector task (the bound rules' cube_cores and vector_cores), compares its block "
              "count (kernel_details 'Block Dim', or 'Block Num' in newer torch_npu) with the cores of its type (from "
@@ -310,6 +315,10 @@ class OperatorKB(KnowledgeBase):
     # -----------------------------------------------------------------------------------------------------
     @rule(RuleDoc(
         id="operator.cube-affinity",
+        explains={
+            "roofline.compute-bound": "the cube-friendly shape raises the op's cube utilization toward its roof",
+            "roofline.no-bound": "the cube-friendly shape raises the op's throughput toward its roof",
+        },
         title="Matmul inner axis not aligned to the cube",
         what="For matmul-type ops (cube.types) on the cube cores holding at least {cube.min_time_share} of the "
              "analyzed window, "
@@ -374,6 +383,12 @@ class OperatorKB(KnowledgeBase):
     # -----------------------------------------------------------------------------------------------------
     @rule(RuleDoc(
         id="operator.fa-affinity",
+        explains={
+            "schedule.fusible-ops": "the fused attention kernel replaces this sequence",
+            "memory-bound.layers": "the fused attention kernel keeps the score matrix on chip",
+            "roofline.memory-bound": "the fused attention kernel keeps the score matrix on chip",
+            "roofline.no-bound": "the fused attention kernel replaces these ops",
+        },
         title="FlashAttention sequence length or head dim does not fit the kernel's tiles",
         what="For FlashAttention ops (fa.types) with at least {fa.min_time_share} of the analyzed window, reads S "
              "(the larger of dims 1 and 2 of a 4-D query, of dims 0 and 1 of a 3-D BSH/SBH one; profiles do not "

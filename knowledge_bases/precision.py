@@ -53,6 +53,11 @@ class PrecisionKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="precision.fp32-cube",
+        explains={
+            "roofline.compute-bound": "in fp16/bf16 the cube's peak is several times its fp32 rate: the same op's compute roof rises",
+            "roofline.memory-bound": "16-bit operands move half the bytes of fp32 ones",
+            "memory-bound.layers": "16-bit operands move half the bytes of fp32 ones: the same layers' traffic halves",
+        },
         title="Convolutions / matmuls computed in fp32",
         what="Finds conv and matmul ops (conv_types, transposed_conv_types, matmul_types) whose inputs are fp32 "
              "(fp32_dtypes): in the profile (Input Data Types) or, without one, in a compiled model graph (OM JSON / "
@@ -79,6 +84,11 @@ class PrecisionKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="precision.int8",
+        explains={
+            "roofline.compute-bound": "the cube's int8 rate is twice its fp16 rate: the same op's compute roof rises",
+            "roofline.memory-bound": "int8 operands move half the bytes of 16-bit ones",
+            "memory-bound.layers": "int8 operands move half the bytes of 16-bit ones",
+        },
         title="fp16 cube work an int8 model would halve (AMCT)",
         what="When conv/matmul ops in fp16 take at least {int8.min_cube_share} of the compute time, on a chip whose "
              "cube computes int8 and whose toolchain has AMCT, and the model is not quantized yet (no "

@@ -34,7 +34,7 @@ from advisor.platform import has_tool
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import cat_lookup, cat_map, categorical, severity_for
 from advisor.toolkit.free_time import free_part, within_free_time
-from advisor.toolkit.time import FREE_TIME_KEY
+from advisor.toolkit.time import FREE_TIME_KEY, idle_during
 
 FUSIBLE = "schedule.fusible-ops"
 
@@ -135,9 +135,19 @@ def _syncs_after_launch(ev: pd.DataFrame, rows: np.ndarray, sync: np.ndarray) ->
 
 
 def _host_finding(ctx: AnalysisContext, rule_id: str, title: str, saving: float, basis: str, recommendation: str,
-                  evidence: dict[str, Any], fix: Fix | None, confidence: float) -> Finding:
-    """A host-side cause: its saving is idle device time, attributed to the free-time pseudo-op."""
+                  evidence: dict[str, Any], fix: Fix | None, confidence: float,
+                  during: tuple[np.ndarray, np.ndarray] | None = None) -> Finding:
+    """A host-side cause: its saving is idle device time, attributed to the free-time pseudo-op. ``during``: the
+    host intervals of the work the fix removes; the saving is then at most the device's idle time inside them --
+    host work the device does not wait for (it runs earlier tasks, or waits in a collective, meanwhile) is hidden,
+    and removing it recovers nothing."""
     window = ctx.profile.time.window_us
+    if during is not None and (idle := idle_during(ctx.profile, *during)) is not None:
+        evidence = {**evidence, "device_idle_during_us": idle}
+        if idle < saving:
+            basis += (f"; at most the device's idle time during these host calls ({idle / 1000:.2f} ms): the rest "
+                      "of their host time is hidden behind device work or waits")
+            saving = idle
     return ctx.finding(rule=rule_id, title=title,
                        severity=severity_for(saving / window if window > 0 else 0.0, ctx.rules["severity"]),
                        ops=[], evidence=evidence, estimated_saving_us=saving, basis=basis,
@@ -207,6 +217,9 @@ class ScheduleKB(KnowledgeBase):
     # ------------------------------------------------------------------------------------------------
     @rule(RuleDoc(
         id="schedule.op-compile",
+        explains={
+            "overall.free-time": "the device idles while the host compiles the next op online: binary kernels remove the compilation",
+        },
         title="Operators compiled online during the run",
         what="Counts calls matching op_compile.event_names in the trace (or op_compile.api_names in the API "
              "statistics) and reports them from {op_compile.min_count} calls on. Saving: "
@@ -253,6 +266,9 @@ class ScheduleKB(KnowledgeBase):
     # ------------------------------------------------------------------------------------------------
     @rule(RuleDoc(
         id="schedule.sync-stream",
+        explains={
+            "overall.free-time": "the host stops dispatching until the device drains: without the sync the next launches queue ahead",
+        },
         title="Stream synchronized after kernel launches",
         what="Orders launch events (sync_stream.launch_prefix) and stream synchronizations "
              "(sync_stream.sync_prefix) per thread and counts synchronizations that directly follow a launch; "
@@ -298,6 +314,9 @@ class ScheduleKB(KnowledgeBase):
     # ------------------------------------------------------------------------------------------------
     @rule(RuleDoc(
         id="schedule.syncbn",
+        explains={
+            "overall.free-time": "a synchronous all-reduce per layer stops dispatch: plain BatchNorm removes them",
+        },
         title="SyncBatchNorm in the model",
         what="Counts events named like syncbn.event_names; reported from {syncbn.min_count} on. Saving: "
              "{syncbn.saving_fraction} of their time." + _CAP,
@@ -340,6 +359,9 @@ class ScheduleKB(KnowledgeBase):
     # ------------------------------------------------------------------------------------------------
     @rule(RuleDoc(
         id="schedule.dataloader",
+        explains={
+            "overall.free-time": "the device idles while the main process loads the next batch: prefetching workers overlap it",
+        },
         title="Slow DataLoader iterations",
         what="Reports PyTorch DataLoader iteration events (name containing dataloader.name_contains, from the trace "
              "or operator_details.csv) lasting {dataloader.min_duration_us} us or more. Saving: per iteration its "
@@ -360,11 +382,13 @@ class ScheduleKB(KnowledgeBase):
         names: list[str] = []
         durs = np.zeros(0)
         source = "trace"
+        during = None
         if "events" in ctx.profile.available:
             mask = cat_map(ev["name"], lambda c: key in str(c).lower(), False, bool)
             d = _f(ev, "duration_us")
             mask &= d >= limit
             names, durs = cat_map(ev["name"], str, "", rows=np.flatnonzero(mask)).tolist(), d[mask]
+            during = (_f(ev, "start_us")[mask], _f(ev, "start_us")[mask] + d[mask])
         else:
             det = ctx.profile.extras.get("operator_details") if isinstance(ctx.profile.extras, dict) else None
             if det is not None and len(det) and "host_total_us" in det.columns:
@@ -393,11 +417,15 @@ class ScheduleKB(KnowledgeBase):
                     "takes)", advice,
             {"iterations": len(durs), "time_us": float(durs.sum()), "max_us": float(durs.max()),
              "threshold_us": limit, "source": source, "events": sorted(set(names))[:5]},
-            Fix("code", "prefetch batches in background workers", {"snippet": snippet}), float(cfg["confidence"]))]
+            Fix("code", "prefetch batches in background workers", {"snippet": snippet}), float(cfg["confidence"]),
+            during=during)]
 
     # ------------------------------------------------------------------------------------------------
     @rule(RuleDoc(
         id="schedule.gc",
+        explains={
+            "overall.free-time": "the device idles while Python collects garbage: frozen or scheduled collection moves it off the step",
+        },
         title="Python garbage-collection pauses",
         what="Reports GC events (category gc.categories, recorded with torch_npu's gc_detect_threshold) of "
              "{gc.min_duration_us} us or more. Saving: {gc.saving_fraction} of the pauses." + _CAP,
@@ -431,11 +459,15 @@ class ScheduleKB(KnowledgeBase):
             {"pauses": len(durs), "time_us": float(durs.sum()), "max_us": float(durs.max()),
              "table": table(["start us", "duration us"], [[f"{starts[i]:.3f}", float(durs[i])] for i in order]),
              "events": ["GC"]},
-            Fix("code", "freeze long-lived objects out of the GC", {"snippet": snippet}), float(cfg["confidence"]))]
+            Fix("code", "freeze long-lived objects out of the GC", {"snippet": snippet}), float(cfg["confidence"]),
+            during=(starts, starts + durs))]
 
     # ------------------------------------------------------------------------------------------------
     @rule(RuleDoc(
         id="schedule.conjectured-gc",
+        explains={
+            "overall.free-time": "the device idles while the host is silent (a GC pass or another stall): removing the stall removes the gap",
+        },
         title="Long device-idle gaps with no host activity",
         what="Finds gaps between device tasks (and Overlap Analysis Free events) of {conjectured_gc.min_gap_us} us "
              "or more in which the host issued almost no API calls (busy ratio below "
@@ -521,6 +553,10 @@ class ScheduleKB(KnowledgeBase):
     # ------------------------------------------------------------------------------------------------
     @rule(RuleDoc(
         id="schedule.affinity-api",
+        explains={
+            "schedule.fusible-ops": "the fused API replaces this sequence with one kernel",
+            "overall.free-time": "one fused call instead of several dispatches: the device idle time during their dispatch goes",
+        },
         title="Torch op sequences with a fused torch_npu API",
         what="Matches the first-level torch ops of each host thread (events with affinity_api.prefixes not nested "
              "in another) against affinity_api.rules (op-name token sequences such as pow? mean? add? rsqrt mul -> "
@@ -552,6 +588,7 @@ class ScheduleKB(KnowledgeBase):
             rows = np.flatnonzero(matched)
             del matched
             host_us = float(np.nansum(durs[rows]))
+            starts = _f(ev, "start_us")[rows]
             stacks = _stacks(ev, rows)
             source = "trace"
             if not stacks:
@@ -573,7 +610,7 @@ class ScheduleKB(KnowledgeBase):
                  "events": sorted({str(n) for n in cat_map(ev["name"], str, "", rows=rows)})},
                 Fix("code", f"use {api}", {"api": api, "replaces": [s for s, _ in seqs[:5]],
                                            **({"snippet": rec["snippet"]} if rec.get("snippet") else {})}),
-                float(cfg["confidence"])))
+                float(cfg["confidence"]), during=(starts, starts + durs[rows])))
         return out
 
     # ------------------------------------------------------------------------------------------------

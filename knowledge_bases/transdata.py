@@ -715,6 +715,13 @@ class TransDataKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="transdata.unsupported-format",
+        explains={
+            "transdata.count": "the conversions this op forces are among those counted: they go with it",
+            "roofline.no-bound": "removing the forced conversion removes the TransData op",
+            "roofline.memory-bound": "removing the forced conversion removes the TransData op",
+            "roofline.latency-bound": "removing the forced conversion removes the TransData op",
+            "memory-bound.layers": "removing the forced conversion removes the TransData op",
+        },
         title="Op without a 5HD/NZ implementation forces conversions (Ops_Not_Support_Heavy_Format)",
         what="TransData whose consumer (private -> plain) or producer (plain -> private) is a compute op working in "
              "ND/NCHW between private-format ops, found in the graph (walking through {transparent_types}) or, "
@@ -737,6 +744,13 @@ class TransDataKB(KnowledgeBase):
     ))
     @rule(RuleDoc(
         id="transdata.reshape-interrupts",
+        explains={
+            "transdata.count": "the conversions around the reshape are among those counted: they go with it",
+            "roofline.no-bound": "moving the reshape removes the TransData ops around it",
+            "roofline.memory-bound": "moving the reshape removes the TransData ops around it",
+            "roofline.latency-bound": "moving the reshape removes the TransData ops around it",
+            "memory-bound.layers": "moving the reshape removes the TransData ops around it",
+        },
         title="Reshape/Flatten/Transpose between private-format ops (Reshape_Ops_Interrupts_Format)",
         what="TransData forced by a view op ({reshape_types}) that sits between two ops working in private formats. "
              "One finding per view op type.",
@@ -751,6 +765,13 @@ class TransDataKB(KnowledgeBase):
     ))
     @rule(RuleDoc(
         id="transdata.5hd-nz",
+        explains={
+            "transdata.count": "the 5HD<->NZ conversions are among those counted",
+            "roofline.no-bound": "keeping one format removes the TransData op",
+            "roofline.memory-bound": "keeping one format removes the TransData op",
+            "roofline.latency-bound": "keeping one format removes the TransData op",
+            "memory-bound.layers": "keeping one format removes the TransData op",
+        },
         title="Conversion between NC1HWC0 and FRACTAL_NZ (Transform_Between_5HD_And_NZ)",
         what="TransData converting a feature map between the conv format (5HD) and the matmul format (NZ), "
              "directly or through a plain format. One finding per op type that wants the other format.",
@@ -811,6 +832,13 @@ class TransDataKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="transdata.roundtrip",
+        explains={
+            "transdata.count": "the cancelling conversions are among those counted: both go",
+            "roofline.no-bound": "the round trip's TransData ops are removed",
+            "roofline.memory-bound": "the round trip's TransData ops are removed",
+            "roofline.latency-bound": "the round trip's TransData ops are removed",
+            "memory-bound.layers": "the round trip's TransData ops are removed",
+        },
         title="Redundant format round trip (A -> B -> A)",
         what="Two conversions that undo each other: X -> Y followed by Y -> X with nothing, pass-through ops or "
              "elementwise ops between (at most {roundtrip_max_between}; e.g. NC1HWC0 -> NCHW -> Relu -> NC1HWC0, "

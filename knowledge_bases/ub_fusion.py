@@ -88,6 +88,13 @@ class UbFusionKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="ub-fusion.unfused-chain",
+        explains={
+            "memory-bound.layers": "the fused kernel keeps the chain's intermediates in UB: the HBM round trips that make these layers memory bound go",
+            "roofline.memory-bound": "the fused kernel keeps the chain's intermediates in UB instead of HBM",
+            "roofline.no-bound": "one fused kernel replaces the chain's short kernels",
+            "roofline.latency-bound": "one fused kernel replaces the chain's short kernels",
+            "schedule.fusible-ops": "the fusion pass merges this very sequence into one kernel",
+        },
         title="Fusable op chain left unfused in the model graph",
         what=(
             "Matches the fusion patterns of the rules (Conv2D/DepthwiseConv2D/MatMul/BatchMatMul followed by BN, "
@@ -140,6 +147,13 @@ class UbFusionKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="ub-fusion.unfused-sequence",
+        explains={
+            "memory-bound.layers": "the fused kernel keeps the sequence's intermediates in UB: the HBM round trips that make these layers memory bound go",
+            "roofline.memory-bound": "the fused kernel keeps the intermediates in UB instead of HBM",
+            "roofline.no-bound": "one fused kernel replaces the sequence's short kernels",
+            "roofline.latency-bound": "one fused kernel replaces the sequence's short kernels",
+            "schedule.fusible-ops": "the fusion pass merges this very sequence into one kernel",
+        },
         title="Fusable op sequence in the profile (no graph)",
         what=(
             "Without a model graph: finds the same patterns as ub-fusion.unfused-chain as consecutive device tasks "
@@ -169,6 +183,10 @@ class UbFusionKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="ub-fusion.switch-file",
+        explains={
+            "memory-bound.layers": "the switched-off fusion passes fuse these ops again: their intermediates stay in UB",
+            "schedule.fusible-ops": "the switched-off fusion passes merge this sequence again",
+        },
         title="Model built with a fusion switch file",
         what=(
             "Reports an `atc --fusion_switch_file` (and `--buffer_optimize=off_optimize`) found in the OM's "

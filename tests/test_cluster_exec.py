@@ -113,8 +113,9 @@ def test_injected_faults_are_found_on_exactly_the_right_ranks_and_links(gen16: P
     assert bubble["evidence"]["pipeline_stage"] == injected["bubble_stage"]
     assert bubble["evidence"]["ranks"] == injected["bubble_ranks"]
 
-    # the collectives wait for the slow rank (in its DP group) and for the bubble stage (in the world group)
-    late = {tuple(f["evidence"]["last_ranks"]): f for f in by_rule["cluster.comm-bottleneck"]}
+    # the collectives wait for the slow rank (in its DP group) and for the bubble stage (in the world group): said
+    # in the notes, their time being the slow rank's and the bubble's findings'
+    late = {tuple(n["evidence"]["last_ranks"]): n for n in report["notes"] if n["rule"] == "cluster.comm-bottleneck"}
     assert late[(injected["slow_rank"],)]["evidence"]["cause"] == "compute"
     assert late[tuple(injected["bubble_ranks"])]["evidence"]["cause"] == "waiting"
 

@@ -164,8 +164,8 @@ def test_free_time_symptom_folds_under_the_setting(rules):
     """The idle device (overall.free-time, a symptom) is explained by the setting that slows dispatch: one root
     cause in the report, the free time counted once."""
     findings = run(make({"TASK_QUEUE_ENABLE": "0"}, free_us=600.0), rules, kbs=(EnvironmentKB, OverallKB))
-    roles = {r.id: r.role for k in (EnvironmentKB, OverallKB) for r in k.rules}
-    (cause,) = hierarchy.absorb(findings, roles)
+    docs = [r for k in (EnvironmentKB, OverallKB) for r in k.rules]
+    (cause,) = hierarchy.absorb(findings, {r.id: r.role for r in docs}, None, hierarchy.mechanisms_of(docs))
     assert cause.rule == "environment.dispatch" and [s["rule"] for s in cause.symptoms] == ["overall.free-time"]
     assert cause.estimated_saving_us <= 600.0
 

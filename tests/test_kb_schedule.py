@@ -319,15 +319,25 @@ def test_host_savings_capped_at_idle_time() -> None:
 
 
 def test_host_causes_absorb_the_idle_device() -> None:
-    """overall.free-time (a symptom) folds under the host cause that explains it; the free time is counted once."""
-    p = profile_with([ev("GC", 0, 60_000, process="Python", category="GC")])
-    platform = resolve_platform(RULES, p.meta.chip)
-    findings, _ = engine.run([engine.KBInfo(k, "test", "", "") for k in (ScheduleKB, OverallKB)], p, None, RULES,
-                             platform)
-    roles = {r.id: r.role for k in (ScheduleKB, OverallKB) for r in k.rules}
-    (cause,) = hierarchy.absorb(findings, roles)
-    assert cause.rule == "schedule.gc" and [x["rule"] for x in cause.symptoms] == ["overall.free-time"]
-    assert cause.estimated_saving_us <= p.time.free_us
+    """overall.free-time (a symptom) folds under the host cause whose fix removes most of it (a 950 ms GC pause in
+    a 1 s step); a cause that removes a small part of it (a 60 ms pause) leaves the idle device a finding of its
+    own -- never both."""
+    docs = [r for k in (ScheduleKB, OverallKB) for r in k.rules]
+    roles, mechanisms = {r.id: r.role for r in docs}, hierarchy.mechanisms_of(docs)
+    for pause, folded in ((950_000, True), (60_000, False)):
+        p = profile_with([ev("GC", 0, pause, process="Python", category="GC")])
+        platform = resolve_platform(RULES, p.meta.chip)
+        findings, _ = engine.run([engine.KBInfo(k, "test", "", "") for k in (ScheduleKB, OverallKB)], p, None,
+                                 RULES, platform)
+        top = hierarchy.absorb(findings, roles, None, mechanisms)
+        gc = next(f for f in top if f.rule == "schedule.gc")
+        assert gc.estimated_saving_us <= p.time.free_us
+        if folded:
+            assert [f.rule for f in top] == ["schedule.gc"] and [x["rule"] for x in gc.symptoms] == \
+                ["overall.free-time"]
+            assert gc.symptoms[0]["mechanism"]
+        else:
+            assert sorted(f.rule for f in top) == ["overall.free-time", "schedule.gc"] and not gc.symptoms
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -406,7 +416,8 @@ def test_fusible_sequence_folds_under_the_cause_on_its_ops() -> None:
     assert FREE_TIME_KEY not in sym.saving_by_op and sum(sym.saving_by_op.values()) == pytest.approx(
         sym.estimated_saving_us)
     cause = Finding("ub-fusion", "ub-fusion.unfused-chain", "chain", "major", list(sym.ops), {}, 100.0, "b", "r")
-    (out,) = hierarchy.absorb([sym, cause], {"schedule.fusible-ops": "symptom"})
+    (out,) = hierarchy.absorb([sym, cause], {"schedule.fusible-ops": "symptom"}, None,
+                              {"ub-fusion.unfused-chain": {"schedule.fusible-ops": "the fused chain"}})
     assert out.rule == "ub-fusion.unfused-chain" and out.symptoms[0]["rule"] == "schedule.fusible-ops"
 
 

@@ -328,14 +328,14 @@ def test_allow_internal_format_is_only_ever_advised_false_and_only_for_torch():
 
 
 def test_count_is_a_symptom_folded_under_the_sites():
-    from advisor.hierarchy import absorb
+    from advisor.hierarchy import absorb, mechanisms_of
 
     roles = {r.id: r.role for r in TransDataKB.rules}
     assert roles["transdata.count"] == "symptom"
     assert {v for k, v in roles.items() if k != "transdata.count"} == {"cause"}
     case = transdata_case()
     findings = run_kb(TransDataKB, case.net.profile(), case.net.graph())[0]
-    top = absorb(findings, roles)
+    top = absorb(findings, roles, None, mechanisms_of(TransDataKB.rules))
     assert "transdata.count" not in {f.rule for f in top}
     folded = [s for f in top for s in f.symptoms if s["rule"] == "transdata.count"]
     assert {op for s in folded for op in s["ops"]} == case.expected["transdata.count"]

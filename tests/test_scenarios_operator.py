@@ -12,6 +12,7 @@ from advisor.knowledge_bases.roofline import RooflineKB
 from tests.scenarios import cases_b, cases_operator
 
 ROLES = {r.id: r.role for kb in (RooflineKB, OperatorKB) for r in kb.rules}
+MECHANISMS = hierarchy.mechanisms_of(r for kb in (RooflineKB, OperatorKB) for r in kb.rules)
 
 
 
@@ -26,7 +27,7 @@ def test_each_injected_problem_is_named_on_its_ops(make, rules):
         [f] = [f for f in findings if f.rule == rule_id]
         assert f.estimated_saving_us == pytest.approx(realistic, rel=0.25), (f.estimated_saving_us, realistic)
     # one root cause per injected problem once symptoms fold under causes on the same ops
-    causes = [f for f in hierarchy.absorb(findings, ROLES) if ROLES[f.rule] == "cause"]
+    causes = [f for f in hierarchy.absorb(findings, ROLES, None, MECHANISMS) if ROLES[f.rule] == "cause"]
     assert len(causes) == (1 if any(sc.expected.values()) else 0), [f.title for f in causes]
 
 

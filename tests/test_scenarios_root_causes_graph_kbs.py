@@ -22,10 +22,10 @@ def _root_causes(case, with_graph: bool, repeat: int = 2):
     infos = [i for i in engine.discover() if getattr(i.cls, "scope", "rank") == "rank"]
     findings, _ = engine.run(infos, profile, case.net.graph() if with_graph else None, rules,
                              resolve_platform(rules, case.net.soc))
-    roles = {r.id: r.role for i in infos for r in i.cls.rules}
+    docs = [r for i in infos for r in i.cls.rules]
     ops = profile.ops.groupby("name", observed=True)["duration_us"].sum()
     limits = {None: Limits(profile.time.window_us, {str(k): float(v) for k, v in ops.items()})}
-    return hierarchy.absorb(findings, roles, limits), ops
+    return hierarchy.absorb(findings, {r.id: r.role for r in docs}, limits, hierarchy.mechanisms_of(docs)), ops
 
 
 @pytest.mark.parametrize("make", ALL_CASES, ids=lambda m: m.__name__)

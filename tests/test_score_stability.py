@@ -82,7 +82,7 @@ def _score(profile, rules, chip: str) -> tuple[score.Score, list[Finding]]:
     limits = {profile.meta.rank: RankSummary.of(profile, platform, rules).limits()}
     findings = score.bound_savings(findings, limits)
     result = score.compute(findings, limits[profile.meta.rank].window_us, [i.id for i in infos])
-    return result, root_causes(findings, infos, rules, limits)
+    return result, root_causes(findings, infos, rules, limits)[0]
 
 
 @pytest.mark.parametrize(("chip", "context"), [("Ascend910B2", "torch-eager"), ("Ascend910B2", "mindspore-graph"),

@@ -15,6 +15,7 @@ from advisor import engine
 from advisor.cli.rules_cmd import align, leaf_lines, source_label
 from advisor.errors import UsageError
 from advisor.escaping import terminal
+from advisor.hierarchy import mechanisms_of
 from advisor.kb import RuleDoc
 from advisor.rules import EffectiveRules, rules_name
 
@@ -59,7 +60,7 @@ def rule_dict(rule: RuleDoc, info: engine.KBInfo, eff: EffectiveRules | None) ->
         rule = rule.render(eff.for_kb(info.cls.rules_file))  # the prose cites the values in effect
     return {"id": rule.id, "role": rule.role, "title": rule.title, "kb": info.id, "what": rule.what, "why": rule.why,
             "how_to_fix": rule.how_to_fix, "thresholds": thresholds(rule, info, eff), "needs": list(rule.needs),
-            "example": rule.example}
+            "example": rule.example, "explains": dict(mechanisms_of([rule]).get(rule.id, {}))}
 
 
 def kb_dict(info: engine.KBInfo) -> dict[str, Any]:
@@ -90,6 +91,11 @@ def render_rule(r: dict[str, Any], kb: dict[str, Any], eff: EffectiveRules | Non
             else:
                 shown.extend(leaf_lines(eff, kb["rules_file"], {t["key"]: t["value"]}, "", 2))
         lines += align(shown, cap=60)
+        lines.append("")
+    if r.get("explains"):
+        lines.append("Symptoms its fix removes")
+        for symptom, how in r["explains"].items():
+            lines += [f"  {symptom}"] + ([_para(how, "    ")] if how else [])
         lines.append("")
     lines += ["Data it needs", "  " + (", ".join(r["needs"]) or "-"), ""]
     if r["example"]:

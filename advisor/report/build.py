@@ -92,8 +92,9 @@ def build_report(path: Path, ranks: list[RankSummary], graph: ModelGraph | None,
                  findings: list[Finding], statuses: list[KBStatus], waived: list[WaivedFinding],
                  result_score: Score, platform: dict[str, Any],
                  kb_rules: dict[str, list[str]] | None = None, cluster: dict[str, Any] | None = None,
-                 skipped: Sequence[RankFailure] = ()) -> dict[str, Any]:
-    """The JSON report (schema: advisor/schemas/report.schema.json)."""
+                 skipped: Sequence[RankFailure] = (), notes: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The JSON report (schema: advisor/schemas/report.schema.json). ``notes``: advice with no or an immaterial
+    measured saving, listed apart from the findings (``advisor.hierarchy.split_notes``)."""
     metas = [r.meta for r in ranks]
     layouts = sorted({m.layout for m in metas})
     summary = _summary(ranks)
@@ -104,7 +105,7 @@ def build_report(path: Path, ranks: list[RankSummary], graph: ModelGraph | None,
         d["id"] = finding_id(f)
         d["share_of_device_time"] = round(f.estimated_saving_us / total, 4) if total else 0.0
         out_findings.append(d)
-    notes = [n for m in metas for n in m.notes]
+    input_notes = [n for m in metas for n in m.notes]
     graph_dict = None
     if graph is not None:
         graph_dict = {**graph.summary(), "join": join_info}
@@ -124,7 +125,7 @@ def build_report(path: Path, ranks: list[RankSummary], graph: ModelGraph | None,
             "files_read": [f for m in metas for f in m.files_read],
             "files_skipped": [s.to_dict() for m in metas for s in m.files_skipped],
             "ranks_skipped": [s.to_dict() for s in skipped],
-            "notes": notes,
+            "notes": input_notes,
         },
         "platform": {k: v for k, v in platform.items()},
         "summary": summary,
@@ -134,6 +135,7 @@ def build_report(path: Path, ranks: list[RankSummary], graph: ModelGraph | None,
         "score_detail": result_score.to_dict(),
         "knowledge_bases": [{**s.to_dict(), "rules": list((kb_rules or {}).get(s.id, []))} for s in statuses],
         "findings": out_findings,
+        "notes": [dict(n) for n in notes],
         "waived": [w.to_dict() for w in waived],
         "cluster": cluster,
         "model_summary": _model_summaries(ranks),

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from advisor.intervals import intersect, length, union
 from advisor.model import Profile
 from advisor.timemodel import COMM_CORES, COMPUTE_KEYS, UNCOVERED_KEYS, StepTime, TimeModel
 
@@ -45,6 +46,22 @@ def exposed_fraction(profile: Profile) -> tuple[dict[float, float], float]:
 
 def _frac(s: StepTime) -> float:
     return min(1.0, s.uncovered_communication_us / s.communication_us)
+
+
+def idle_during(profile: Profile, starts: np.ndarray, ends: np.ndarray) -> float | None:
+    """How much of the host intervals ``[starts, ends)`` the device spends idle (inside the analyzed steps): the
+    part of that host work on the critical path, which removing it can recover. Host work while the device is busy
+    (or waits in a collective, or runs the tasks queued before) is hidden and recovers nothing. None when the profile
+    records no device task intervals to tell."""
+    idle = profile.time.idle
+    if idle is None:
+        return None
+    s = np.asarray(starts, dtype="float64")
+    e = np.asarray(ends, dtype="float64")
+    ok = np.isfinite(s) & np.isfinite(e) & (e > s)
+    if not ok.any():
+        return 0.0
+    return length(intersect(union(s[ok], e[ok]), idle))
 
 
 def isin_mask(series: pd.Series, values: Iterable[str]) -> np.ndarray:
@@ -86,4 +103,4 @@ def comm_op_names(profile: Profile, comm_cores: Iterable[str] = COMM_CORES) -> s
 
 
 __all__ = ["COMM_CORES", "COMPUTE_KEYS", "FREE_TIME_KEY", "OTHER_COMM_KEY", "PSEUDO_OP_BUCKETS", "UNCOVERED_KEYS",
-           "comm_op_names", "comm_op_times", "exposed_fraction", "isin_mask", "time_of", "window_us"]
+           "comm_op_names", "comm_op_times", "exposed_fraction", "idle_during", "isin_mask", "time_of", "window_us"]
