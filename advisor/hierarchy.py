@@ -297,13 +297,12 @@ def split_notes(findings: Sequence[Finding], windows: Mapping[int | None, float]
             continue
         claimed = f.evidence.get("claimed_by") if isinstance(f.evidence, dict) else None
         if f.estimated_saving_us <= 0 and claimed:
-            why = (f"its time ({fmt_us(float(f.evidence.get('saving_before_partition_us') or 0.0))}) is claimed by "
-                   f"larger findings on the same ops or bucket: {', '.join(claimed)}")
+            why = (f"its {fmt_us(float(f.evidence.get('saving_before_partition_us') or 0.0))} is time larger findings "
+                   f"claim: {', '.join(claimed)}")
         elif f.estimated_saving_us <= 0:
             why = "no measured saving"
         else:
-            why = (f"estimated saving {fmt_us(f.estimated_saving_us)}, {share:.2%} of the analyzed window (below "
-                   f"materiality.notes_below, {notes_below:.1%})")
+            why = f"{fmt_us(f.estimated_saving_us)}, {share:.2%} of the window (under {notes_below:.1%})"
         notes.append({"kb": f.kb, "rule": f.rule, "title": f.title, "recommendation": f.recommendation,
                       "estimated_saving_us": round(f.estimated_saving_us, 3), "reason": why, "basis": f.basis,
                       "evidence": f.to_dict()["evidence"],

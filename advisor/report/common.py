@@ -276,6 +276,17 @@ def finding_subgraph(f: Mapping[str, Any], max_nodes: int = 24, max_chain: int =
     return Subgraph(ops, list(zip(ops[:-1], ops[1:], strict=True)), {}, "ops")
 
 
+ADVICE_NOTES_HEADING = "Advice not ranked (no measured saving, or below materiality)"
+"""How every report heads the JSON report's ``notes``: advice listed apart from the ranked findings."""
+
+
+def advice_notes(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(rule, title, why it is not ranked) for each of the report's ``notes`` (``advisor.hierarchy.split_notes``),
+    largest saving first."""
+    return [(str(n.get("rule", "")), str(n.get("title", "")), str(n.get("reason", "")))
+            for n in report.get("notes") or []]
+
+
 def kb_notes(report: Mapping[str, Any]) -> list[str]:
     """Notes from the input and from each knowledge base, de-duplicated, in report order."""
     notes: list[str] = []

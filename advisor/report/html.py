@@ -18,8 +18,10 @@ from markupsafe import Markup
 from advisor.escaping import controls, deep
 from advisor.report import charts
 from advisor.report.common import (
+    ADVICE_NOTES_HEADING,
     POINT_KEYS,
     SEVERITY_RANK,
+    advice_notes,
     finding_subgraph,
     fmt_pct,
     fmt_us,
@@ -113,6 +115,8 @@ def render(report: dict[str, Any], **_: Any) -> str:
         "max_detailed": MAX_DETAILED,
         "point_keys": POINT_KEYS,
         "notes": kb_notes(report),
+        "advice_notes": advice_notes(report),
+        "advice_heading": ADVICE_NOTES_HEADING,
         "sub_scores": {k: v for k, v in (report.get("score_detail") or {}).get("by_kb", {}).items()
                        if k in {kb["id"] for kb in report["knowledge_bases"] if kb["status"] == "ok"}},
     }

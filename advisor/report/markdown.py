@@ -13,7 +13,9 @@ from typing import Any
 
 from advisor import escaping
 from advisor.report.common import (
+    ADVICE_NOTES_HEADING,
     POINT_KEYS,
+    advice_notes,
     fmt_pct,
     fmt_us,
     fmt_value,
@@ -216,6 +218,15 @@ def _kb_statuses(report: Mapping[str, Any]) -> str:
                                                 ["l", "l", "r", "l"])
 
 
+def _advice_notes(report: Mapping[str, Any], limit: int = 15) -> str:
+    notes = advice_notes(report)
+    if not notes:
+        return ""
+    rows = [[_Raw(code(rule, 60)), title, why] for rule, title, why in notes[:limit]]
+    more = f"\n\n_{len(notes) - limit} more in the JSON report._" if len(notes) > limit else ""
+    return f"### {ADVICE_NOTES_HEADING}\n\n" + md_table(["rule", "advice", "why not ranked"], rows) + more
+
+
 def _input_notes(report: Mapping[str, Any], limit: int = 30) -> str:
     parts = []
     skipped = report["input"].get("files_skipped", [])
@@ -254,8 +265,8 @@ def render(report: dict[str, Any], max_chars: int = MAX_CHARS, top: int = 25, **
         table = "### Top findings\n\n" + _findings_table(findings, top)
     else:
         table = "### Findings\n\nNo recoverable time found by the knowledge bases that ran."
-    tail = "\n\n".join(p for p in [_op_types(report), _kb_statuses(report), _input_notes(report), _footer(report)]
-                       if p)
+    tail = "\n\n".join(p for p in [_advice_notes(report), _op_types(report), _kb_statuses(report),
+                                     _input_notes(report), _footer(report)] if p)
     fixed = len(head) + len(table) + len(tail) + 300
     details: list[str] = []
     used = 0

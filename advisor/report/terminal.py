@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from advisor.escaping import deep, terminal
-from advisor.report.common import symptom_lines, time_rows, time_sources
+from advisor.report.common import ADVICE_NOTES_HEADING, advice_notes, symptom_lines, time_rows, time_sources
 from advisor.report.summary_rows import model_summary_rows
 
 _SEVERITY_STYLE = {"critical": "bold red", "major": "red", "minor": "yellow", "info": "cyan"}
@@ -46,8 +46,28 @@ def build(report: dict[str, Any], top: int = 20) -> Group:
         parts.extend(_finding_panel(i, f) for i, f in enumerate(findings[:3], 1))
     else:
         parts.append(Text("No recoverable time found by the knowledge bases that ran.", style="green"))
+    advice = _advice_notes(report)
+    if advice is not None:
+        parts.append(advice)
     parts.extend(_run_notes(report))
     return Group(*parts)
+
+
+def _advice_notes(report: dict[str, Any], limit: int = 10) -> Table | None:
+    """The report's notes: advice with no, or an immaterial, measured saving, listed apart from the findings."""
+    notes = advice_notes(report)
+    if not notes:
+        return None
+    t = Table(box=box.SIMPLE_HEAD, title=ADVICE_NOTES_HEADING, title_justify="left", expand=True)
+    t.add_column("rule", no_wrap=True, style="dim")
+    t.add_column("advice", ratio=2, overflow="fold")
+    t.add_column("why not ranked", ratio=1, overflow="fold", style="dim")
+    for rule, title, why in notes[:limit]:
+        t.add_row(Text(rule), Text(title), Text(why))
+    if len(notes) > limit:
+        t.caption = f"{len(notes) - limit} more in the JSON report ('notes')"
+        t.caption_justify = "left"
+    return t
 
 
 def _header(report: dict[str, Any]) -> Panel:
