@@ -359,6 +359,7 @@ def explain_waiting(findings: Sequence[Finding], explains: Mapping[str, Sequence
             else:
                 explained = {**(f.evidence.get("explained_by") or {}), cause.rule: round(moved, 3)}
                 current[key] = replace(f, estimated_saving_us=left, saving_by_op={},
+                                       title=f"{f.title}: what its waiting ({cause.rule}) does not explain",
                                        evidence={**f.evidence, "explained_by": explained, "sync_recoverable_us": 0.0},
                                        basis=f.basis + f"; its waiting ({fmt_us(moved)}) is explained by "
                                                        f"{cause.rule}")
