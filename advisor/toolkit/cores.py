@@ -1,9 +1,11 @@
 """How many cores the run's chip has, and how many of them each task kept busy.
 
-The core counts come from the profile's ``info.json`` first, then from ``rules/platforms.yaml`` for a chip
-identified by name, else from the profile itself: the block dim most of its multi-core time uses (large kernels
-fill every core, so that value is the core count; an underestimate only makes the checks quieter). A chip known
-only by its class (``Ascend910B-class``) is not trusted for this: its variants differ in core count.
+The core counts come from the profile's ``info.json`` first, then from ``rules/platforms.yaml`` for the chip the run
+was identified as (:func:`advisor.platform.counts_decided`: by a file's counts, the kernels' own counters, ``--chip``
+or an exact chip name), else from the profile itself: the block dim most of its multi-core time uses (large kernels
+fill every core, so that value is the core count; an underestimate only makes the checks quieter). A family's
+default (``Ascend910B-class`` -> Ascend910B2) or the default chip is not trusted for this: a family's chips differ
+in core count.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.model import Profile
+from advisor.platform import counts_decided
 from advisor.toolkit.time import isin_mask
 
 
@@ -40,12 +43,11 @@ def core_counts(profile: Profile, platform: Mapping[str, Any], cube_cores: Seque
         aic = int(meta.ai_core_num)
         return CoreCounts(aic, int(meta.aiv_num) if meta.aiv_num else aic, "info_json", "the profile's info.json")
     chip = str(meta.chip or "")
-    named = bool(chip) and not chip.endswith("-class") and \
-        not str(platform.get("soc_source", "")).startswith("default")
-    if named and platform.get("ai_core_num"):
+    if counts_decided(platform) and not (chip.endswith("-class") and "soc_decided_by" not in platform) \
+            and platform.get("ai_core_num"):
         aic = int(platform["ai_core_num"])
         return CoreCounts(aic, int(platform.get("vector_core_num") or 0) or aic, "platform",
-                          f"rules/platforms.yaml {platform.get('soc')}")
+                          f"rules/platforms.yaml {platform.get('soc')}{_decided(platform)}")
     ops = profile.ops
     if not len(ops):
         return CoreCounts(None, None, "unknown", "unknown")
@@ -64,6 +66,20 @@ def core_counts(profile: Profile, platform: Mapping[str, Any], cube_cores: Seque
     what = f"chip {chip}" if chip else "chip not identified"
     return CoreCounts(aic or aiv, aiv or aic, "inferred",
                       f"inferred from the block dims of this profile ({what}: the most used values)")
+
+
+def _decided(platform: Mapping[str, Any]) -> str:
+    """What made the platform the run's chip, in words: the counts of a block-dim finding name their source."""
+    by, source = platform.get("soc_decided_by"), str(platform.get("soc_source", ""))
+    if by == "evidence":
+        return f", the chip the kernels' counters identify ({source.split(' -> ', 1)[0]})"
+    if by == "file":
+        return f", the chip of {source}"
+    if by == "user":
+        return f" ({source})" if source.startswith("--chip") else " (the rules' platform soc)"
+    if by == "name":
+        return ", the chip the profile names"
+    return ""
 
 
 def used_fraction(blocks: np.ndarray, cores: np.ndarray) -> np.ndarray:
