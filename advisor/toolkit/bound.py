@@ -6,8 +6,10 @@ shapes and dtypes through the shape math of :mod:`advisor.costmodel`), arithmeti
 the op's unit and dtype, roof and attained throughput, and:
 
 * ``bound`` -- ``compute`` or ``memory`` from the intensity against the ridge (the primary criterion);
-  ``latency`` for short ops far below their roof; ``none`` (no clear bound) for ops far below their roof whose
-  pipes are all unsaturated. An op whose work is unknown (FlashAttention, sorting, shapes not understood) is
+  ``latency`` for short ops far below their roof; ``scalar`` for ops whose scalar pipe out-works every unit at
+  ``scalar_bound_ratio`` or more (control code sets their time); ``none`` (no clear bound) for ops far below their
+  roof whose pipes are all unsaturated. A MIX kernel's pipe ratios are its busier side's (cube or vector core,
+  :mod:`advisor.ingest.normalize`), so it is never judged on the pipes of the side that idles. An op whose work is unknown (FlashAttention, sorting, shapes not understood) is
   classified from its pipe ratios alone (``source`` ``pipes``); one with neither is not classified (NaN).
 * the pipe ratios as supporting evidence: the busiest pipe, the saturated ones, and whether the busiest pipe
   agrees with the bound (a compute-bound matmul whose MTE2 pipe is saturated re-reads its operands).
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
 RULES_NAME = "bound"
 """Rules file of the classification (``rules/bound.yaml``), passed to knowledge bases in ``ctx.toolkit_rules``."""
 
-BOUNDS = ("compute", "memory", "latency", "none")
+BOUNDS = ("compute", "memory", "latency", "scalar", "none")
 PIPES = ("mac", "vec", "scalar", "mte1", "mte2", "mte3", "fixpipe")
 COLUMNS = ["name", "type", "core", "unit", "dtype", "calls", "total_us", "duration_us", "flops", "bytes",
            "intensity", "ridge", "peak_tflops", "roof_tflops", "attained_tflops", "pct_of_roof", "roof_side",
@@ -132,7 +134,8 @@ def classify(ops: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str,
     mask = isin_mask(ops["core"], rules["compute_cores"]) & (np.nan_to_num(dur_all) > 0)
     if not mask.any():
         return pd.DataFrame(columns=COLUMNS)
-    wanted = {"name", "duration_us", "aicore_time_us", "block_dim", "mix_block_dim", *_SHAPE_KEYS}
+    wanted = {"name", "duration_us", "aicore_time_us", "block_dim", "mix_block_dim", "mac_ratio", "vec_ratio",
+              *_SHAPE_KEYS}
     # only the columns used here, a chunk of rows at a time, the pipe ratios one column at a time: the per-task
     # work columns of a whole 2M-task table would take ~1 GB, the chunks' per-op sums a few MB
     positions = [i for i, c in enumerate(ops.columns) if c in wanted or c.endswith(_METRIC_SUFFIXES)]
@@ -212,6 +215,12 @@ def _task_work(df: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str
     nbytes = np.where(has_m_bytes, m_bytes, np.array([w[1] for w in work], dtype="float64")[codes])
     del m_bytes
     cube = np.array([w[2] for w in work], dtype=bool)[codes] | (_metric_cube_flops(df) > 0)
+    # a kernel the shapes do not describe (custom, tilelang) runs on the cube when its mac pipe out-works its vector
+    # pipe: its roof is the cube's (a MIX kernel's ratios are its busier side's, advisor.ingest.normalize)
+    mac = metric_values(df["mac_ratio"]) if "mac_ratio" in df.columns else np.full(len(df), np.nan)
+    vec = metric_values(df["vec_ratio"]) if "vec_ratio" in df.columns else np.full(len(df), np.nan)
+    unknown = ~np.isfinite(np.array([w[0] for w in work], dtype="float64")[codes])
+    cube |= unknown & (np.nan_to_num(mac) > 0) & (np.nan_to_num(mac) > np.nan_to_num(vec))
     dtypes = np.array([w[3] for w in work], dtype=object)
     peaks = np.array([[_peak(False, str(d), platform, rules) for d in dtypes],
                       [_peak(True, str(d), platform, rules) for d in dtypes]])
@@ -296,6 +305,9 @@ def _judge(agg: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str, A
     bound = np.where(placed, roof_side, np.where(pipes["has"], np.where(clear, pipes["cls"], "none"),
                                                  None)).astype(object)
     bound[placed & pipes["has"] & ~clear] = "none"
+    # scalar bound: the scalar pipe out-works every unit at scalar_bound_ratio or more -- control code (tiling,
+    # addressing, loops over elements) sets the time, whatever the unit's roof (a MIX kernel: its busier side's)
+    bound[pipes["scalar"]] = "scalar"
     # latency bound: short calls, or work so small that a kernel at the practical roof would still take less than
     # the shortest kernel -- either way fixed per-kernel costs, not the units, set the time
     mean_us = agg["duration_us"].to_numpy(dtype="float64")
@@ -310,7 +322,7 @@ def _judge(agg: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str, A
     recoverable = np.where(known & ~at_roof, np.fmin(total * (1.0 - np.nan_to_num(share)), floor), 0.0)
 
     agg["pipe"], agg["pipe_ratio"], agg["saturated"] = pipes["busiest"], pipes["busiest_ratio"], pipes["saturated"]
-    agreeing = np.isin(bound, ["compute", "memory"]) & pipes["has"]
+    agreeing = np.isin(bound, ["compute", "memory"]) & pipes["has"] & (pipes["busiest"] != "scalar")
     agg["pipe_agrees"] = np.where(agreeing, pipes["cls"] == bound, None)
     agg["share_of_roof"] = np.where(known, share, np.nan)
     agg["bound"] = pd.array([b if b is not None else np.nan for b in bound], dtype=object)
@@ -332,9 +344,10 @@ def _pipe_evidence(agg: pd.DataFrame, rules: Mapping[str, Any]) -> dict[str, np.
         list(rules["internal_pipes"])
     roofs = [p for p in PIPES if p in {*compute, *memory, *internal}]
     ratio = {p: agg[f"{p}_ratio"].to_numpy(dtype="float64") for p in PIPES}
-    # a running kernel keeps some pipe busy: ratios that are all 0 were not collected (sanitized exports)
+    # a running kernel keeps some pipe busy (its scalar pipe at least): ratios that are all 0 were not collected
+    # (sanitized exports)
     measured = np.zeros(n, dtype=bool)
-    for p in roofs:
+    for p in (*roofs, "scalar"):
         measured |= np.nan_to_num(ratio[p]) > 0
     ratio = {p: np.where(measured, v, np.nan) for p, v in ratio.items()}
     frac = {p: ratio[p] / float(sat[p]) for p in PIPES}
@@ -354,12 +367,17 @@ def _pipe_evidence(agg: pd.DataFrame, rules: Mapping[str, Any]) -> dict[str, np.
     table_ = np.vstack([frac[p] for p in roofs]) if roofs else np.full((1, n), np.nan)
     has = ~np.isnan(table_).all(axis=0) if n else np.zeros(0, dtype=bool)
     top = np.nan_to_num(table_, nan=-1.0).argmax(axis=0) if n else np.zeros(0, dtype=int)
-    busiest = np.where(has, np.array(roofs, dtype=object)[top], "")
+    unit_pipe = np.where(has, np.array(roofs, dtype=object)[top], "")
+    cls = np.where(np.isin(unit_pipe, compute), "compute", "memory")  # the busiest unit's (scalar is no unit)
+    # the busiest pipe as the evidence names it: the scalar pipe where it out-works every unit (control code)
+    scalar_top = has & (np.nan_to_num(frac["scalar"], nan=-1.0) > np.nan_to_num(table_, nan=-1.0).max(axis=0)) \
+        if n else np.zeros(0, dtype=bool)
+    busiest = np.where(scalar_top, "scalar", unit_pipe)
     busiest_ratio = np.array([ratio[p][i] if p else np.nan for i, p in enumerate(busiest)], dtype="float64")
-    cls = np.where(np.isin(busiest, compute), "compute", "memory")
+    scalar_bound = scalar_top & (np.nan_to_num(ratio["scalar"]) >= float(rules["scalar_bound_ratio"]))
     saturated = [", ".join(f"{p} {ratio[p][i]:.2f}" for p in PIPES if frac[p][i] >= 1.0) for i in range(n)]
     any_sat = np.nan_to_num(best(roofs, frac), nan=0.0) >= 1.0
-    return {"has": has, "busiest": busiest, "busiest_ratio": busiest_ratio, "cls": cls,
+    return {"has": has, "busiest": busiest, "busiest_ratio": busiest_ratio, "cls": cls, "scalar": scalar_bound,
             "saturated": np.array(saturated, dtype=object), "any_sat": any_sat,
             "measure_compute": best([*compute, "scalar"]), "measure_memory": best([*compute, *memory, "scalar"]),
             "measure_unknown": best([*roofs, "scalar"]), "busy_compute": best([*compute, "scalar"], busy),
