@@ -24,7 +24,7 @@ from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection
 from advisor.platform import is_assumed
 from advisor.toolkit import advice, tuning
-from advisor.toolkit.bound import COLUMNS, op_bounds, rules_of
+from advisor.toolkit.bound import COLUMNS, memory_bound_share, op_bounds, rules_of
 from advisor.toolkit.common import all_dynamic, severity_for
 from advisor.toolkit.time import window_us
 
@@ -57,6 +57,7 @@ class RooflineKB(KnowledgeBase):
     rules_file = "roofline"
 
     _heavy: pd.DataFrame | None = None
+    _memory_share: float | None = None
 
     @rule(RuleDoc(
         id="roofline.memory-bound",
@@ -142,6 +143,8 @@ class RooflineKB(KnowledgeBase):
                          "and were not classified")
             heavy = heavy_ops(bounds, ctx.rules)
             self._heavy = heavy[heavy["bound"].notna() & (heavy["recoverable_us"] > 0)]
+            view = memory_bound_share(bounds)
+            self._memory_share = view.share if view is not None else None
         return self._heavy
 
     def _report(self, ctx: AnalysisContext, bound: str) -> Iterable[Finding]:
@@ -149,7 +152,11 @@ class RooflineKB(KnowledgeBase):
         mine = heavy[heavy["bound"] == bound]
         for op_type, group in mine.groupby("type", sort=False):
             if float(group["recoverable_us"].sum()) >= float(ctx.rules["min_saving_us"]):
-                yield _finding(ctx, str(op_type), bound, group)
+                f = _finding(ctx, str(op_type), bound, group)
+                if bound == "memory" and self._memory_share is not None:
+                    # the share every memory-bound figure of the report gives (model summary, memory-bound KB)
+                    f.evidence["memory_bound_share_of_compute"] = round(self._memory_share, 4)
+                yield f
 
 
 def heavy_ops(points: pd.DataFrame, rules: Any) -> pd.DataFrame:

@@ -116,9 +116,18 @@ def test_ops_whose_work_is_unknown_are_classified_from_their_pipes(rules):
                                 metrics={"aic_fixpipe_ratio": 0.3, "aic_mte2_ratio": 0.4, "aiv_vec_ratio": 0.35,
                                          "aic_mac_ratio": 0.3})], chip="Ascend910B2")
     b = classify(piped, rules, "Ascend910B2").iloc[0]
-    assert (b["source"], b["bound"], b["pipe"]) == ("pipes", "none", "mte2")
+    # no pipe saturated, but its MTE2 out-works its cube (msprof's Memory Bound 0.4 / 0.3 > 1): memory bound
+    assert (b["source"], b["bound"], b["pipe"]) == ("pipes", "memory", "mte2")
+    assert b["memory_bound_ratio"] == pytest.approx(0.4 / 0.3)
     assert b["share_of_roof"] == pytest.approx(0.4 / 0.8)  # the busiest pipe against its saturation
     assert np.isnan(b["pct_of_roof"]) and b["recoverable_us"] == pytest.approx(500 * 0.5)
+    # its cube out-working its MTE2 and no pipe saturated: no clear bound
+    loose = make_profile([OpRow("fa", "FlashAttentionScore", 500.0, core="MIX_AIC", **fa,
+                                metrics={"aic_fixpipe_ratio": 0.45, "aic_mte2_ratio": 0.3, "aic_mac_ratio": 0.35})],
+                         chip="Ascend910B2")
+    b = classify(loose, rules, "Ascend910B2").iloc[0]
+    assert (b["bound"], b["pipe"]) == ("none", "fixpipe") and b["memory_bound_ratio"] < 1
+    assert b["share_of_roof"] == pytest.approx(0.45 / 0.75)
     # shapes that make an op faster than its roof are not trusted: the op is judged by its pipes (none here)
     wrong = one_op("MatMulV3", "81920,4096;8192,512", "BF16;BF16", "4096,512", "BF16", "ND;ND", "ND", duration=20.0)
     assert pd.isna(classify(wrong, rules, "Ascend910B2").loc[0, "bound"])

@@ -8,7 +8,10 @@ the op's unit and dtype, roof and attained throughput, and:
 * ``bound`` -- ``compute`` or ``memory`` from the intensity against the ridge (the primary criterion);
   ``latency`` for short ops far below their roof; ``scalar`` for ops whose scalar pipe out-works every unit at
   ``scalar_bound_ratio`` or more (control code sets their time); ``none`` (no clear bound) for ops far below their
-  roof whose pipes are all unsaturated. A MIX kernel's pipe ratios are its busier side's (cube or vector core,
+  roof whose pipes are all unsaturated -- unless the chip's own Memory Bound (msprof's ``mte2 / max(mac, vec)``,
+  the SoC guide's formula on SS928/SS927) is above ``memory_bound_ratio`` and the intensity does not put them above
+  the ridge: then they are ``memory`` bound. :func:`memory_bound_share` is the one memory-bound answer the model
+  summary and the memory-bound and roofline knowledge bases all give. A MIX kernel's pipe ratios are its busier side's (cube or vector core,
   :mod:`advisor.ingest.normalize`), so it is never judged on the pipes of the side that idles. An op whose work is unknown (FlashAttention, sorting, shapes not understood) is
   classified from its pipe ratios alone (``source`` ``pipes``); one with neither is not classified (NaN).
 * the pipe ratios as supporting evidence: the busiest pipe, the saturated ones, and whether the busiest pipe
@@ -31,6 +34,7 @@ import math
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +61,7 @@ PIPES = ("mac", "vec", "scalar", "mte1", "mte2", "mte3", "fixpipe")
 COLUMNS = ["name", "type", "core", "unit", "dtype", "calls", "total_us", "duration_us", "flops", "bytes",
            "intensity", "ridge", "peak_tflops", "roof_tflops", "attained_tflops", "pct_of_roof", "roof_side",
            "pipe", "pipe_ratio", "pipe_agrees", "saturated", "cores_used", "share_of_roof", "roof_gap", "bound",
-           "at_roof", "recoverable_us", "source", *(f"{p}_ratio" for p in PIPES)]
+           "at_roof", "recoverable_us", "source", *(f"{p}_ratio" for p in PIPES), "memory_bound_ratio"]
 """One row per op. ``flops``/``bytes``/``duration_us`` are per call (means); ``total_us`` and ``recoverable_us``
 cover every call. ``pct_of_roof`` is the throughput against the roof itself (0-1, capped: a point above its roof
 is at it); ``share_of_roof`` the share of the practical roof (0-1). ``roof_side`` is the bound by intensity alone;
@@ -65,7 +69,9 @@ is at it); ``share_of_roof`` the share of the practical roof (0-1). ``roof_side`
 the op's blocks fill (NaN when the block dim or the core count is unknown); ``roof_gap`` the share of the op's
 time the chip's roof itself still leaves (1 - the larger of its throughput against the roof and its measuring
 pipes' chip-wide ratios; no practical target, no near-roof band): the bound of a cause that changes how the op
-runs, such as its idle cores; ``source`` says where the work came from (``metrics``, ``shapes``, ``pipes``)."""
+runs, such as its idle cores; ``source`` says where the work came from (``metrics``, ``shapes``, ``pipes``);
+``memory_bound_ratio`` the chip's own Memory Bound (msprof's ``mte2 / max(mac, vec)``, the SoC guide's formula for
+SS928/SS927 JOB summaries), time-weighted over the op's calls."""
 
 _SHAPE_KEYS = ["type", "core", "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
                "output_formats"]
@@ -168,6 +174,8 @@ def _chunk_sums(ops: pd.DataFrame, at: np.ndarray, positions: list[int], platfor
         ratio = metric_values(ops[col], at) if col in ops.columns else np.full(len(at), np.nan)
         _add_sums(agg, pipe, ids, ratio, dur)
     _add_sums(agg, "occ", ids, occupancy, dur)
+    mb = metric_values(ops["memory_bound"], at) if "memory_bound" in ops.columns else np.full(len(at), np.nan)
+    _add_sums(agg, "mb", ids, mb, dur)
     return agg
 
 
@@ -232,7 +240,7 @@ def _task_work(df: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str
 
 
 _GROUP = ["name", "type", "core"]
-_SUMS = [f"w_{p}" for p in (*PIPES, "occ")] + [f"d_{p}" for p in (*PIPES, "occ")]
+_SUMS = [f"w_{p}" for p in (*PIPES, "occ", "mb")] + [f"d_{p}" for p in (*PIPES, "occ", "mb")]
 
 
 def _aggregate(g: DataFrameGroupBy, work: str = "mean") -> pd.DataFrame:
@@ -268,6 +276,7 @@ def _means(agg: pd.DataFrame) -> pd.DataFrame:
     for p in PIPES:
         agg[f"{p}_ratio"] = (agg[f"w_{p}"] / agg[f"d_{p}"].where(agg[f"d_{p}"] > 0)).astype("float64")
     agg["cores_used"] = (agg["w_occ"] / agg["d_occ"].where(agg["d_occ"] > 0)).astype("float64")
+    agg["memory_bound_ratio"] = (agg["w_mb"] / agg["d_mb"].where(agg["d_mb"] > 0)).astype("float64")
     return agg.drop(columns=[c for c in agg.columns if c.startswith(("w_", "d_"))])
 
 
@@ -305,6 +314,12 @@ def _judge(agg: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str, A
     bound = np.where(placed, roof_side, np.where(pipes["has"], np.where(clear, pipes["cls"], "none"),
                                                  None)).astype(object)
     bound[placed & pipes["has"] & ~clear] = "none"
+    # an op with no clear bound whose data movement out-works its compute by the chip's own Memory Bound (above
+    # memory_bound_ratio) is memory bound -- unless its intensity puts it above the ridge (then the pipes say it
+    # re-reads its operands: the compute case)
+    mb = agg["memory_bound_ratio"].to_numpy(dtype="float64")
+    bound[(bound == "none") & (roof_side != "compute") & (np.nan_to_num(mb) > float(rules["memory_bound_ratio"]))] \
+        = "memory"
     # scalar bound: the scalar pipe out-works every unit at scalar_bound_ratio or more -- control code (tiling,
     # addressing, loops over elements) sets the time, whatever the unit's roof (a MIX kernel: its busier side's)
     bound[pipes["scalar"]] = "scalar"
@@ -385,6 +400,39 @@ def _pipe_evidence(agg: pd.DataFrame, rules: Mapping[str, Any]) -> dict[str, np.
 
 
 # ---------------------------------------------------------------------------------------------------------
+# the one answer to "how much of the compute time is memory bound"
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MemoryBoundShare:
+    """The memory-bound part of a classification (:func:`memory_bound_share`): what the model summary, the
+    memory-bound and the roofline knowledge bases all report, so they agree on every profile."""
+
+    ops: pd.DataFrame
+    """The table's rows (name, type, core) whose bound is ``memory``."""
+    time_us: float
+    """Their time (every call)."""
+    compute_us: float
+    """The time of every compute op of the table (the share's denominator)."""
+    tasks: int
+    compute_tasks: int
+
+    @property
+    def share(self) -> float:
+        return self.time_us / self.compute_us if self.compute_us > 0 else 0.0
+
+
+def memory_bound_share(table: pd.DataFrame) -> MemoryBoundShare | None:
+    """The ops of ``table`` (:func:`op_bounds` / :func:`for_profile`) whose bound is ``memory`` and their share of
+    the compute time; None for a table without compute ops or with none classified (neither work nor pipes)."""
+    if not len(table) or not table["bound"].notna().any():
+        return None
+    mem = table[table["bound"].eq("memory").fillna(False).astype(bool)]
+    return MemoryBoundShare(ops=mem, time_us=float(mem["total_us"].sum()),
+                            compute_us=float(table["total_us"].sum()), tasks=int(mem["calls"].sum()),
+                            compute_tasks=int(table["calls"].sum()))
+
+
+# ---------------------------------------------------------------------------------------------------------
 # FLOPs and bytes
 # ---------------------------------------------------------------------------------------------------------
 def _metric_flops(df: pd.DataFrame) -> np.ndarray:
@@ -456,5 +504,5 @@ def _text(value: object) -> str:
     return "" if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)) else str(value)
 
 
-__all__ = ["BOUNDS", "COLUMNS", "PIPES", "RULES_NAME", "builtin_rules", "classify", "for_profile", "op_bounds",
-           "rules_of"]
+__all__ = ["BOUNDS", "COLUMNS", "PIPES", "RULES_NAME", "MemoryBoundShare", "builtin_rules", "classify", "for_profile",
+           "memory_bound_share", "op_bounds", "rules_of"]
