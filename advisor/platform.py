@@ -132,6 +132,9 @@ def resolve_platform(rules: EffectiveRules, chip_hint: str | None,
     out["soc"] = chosen
     out["soc_source"] = source
     out["soc_decided_by"] = decided_by
+    if decided_by == "family":  # the counts the family's chips have (advisor.toolkit.cores picks among them)
+        out["soc_family"] = {n: [int(chips[n]["ai_core_num"]), _vector_count(chips[n])]
+                             for n in family_members(data, wanted)}
     return out
 
 

@@ -295,3 +295,25 @@ def test_counters_against_recorded_counts_are_said() -> None:
     # a chip named exactly stays, with the note
     platform, notes = platform_for_run(load_rules(), "Ascend910B2", None, evidence=ev)
     assert platform["soc"] == "Ascend910B2" and any("contradict the chip the profile names" in n for n in notes)
+
+
+@needs_samples
+def test_a_family_without_counters_gets_one_of_its_chips_counts() -> None:
+    """A 910B-class kernel_details without cycle counters: the block-dim rule's core counts are among the family's
+    chips' (20/40 or 24/48), picked by the block dims its kernel time runs at -- never 48 AI cores because AI_CORE
+    kernels ran 48 blocks."""
+    import csv
+
+    root = SAMPLES / "Ascend__msinsight/server/src/test/test_data/test_rank_1"
+    path = next(root.rglob("kernel_details.csv"))
+    rows = [r for r in csv.DictReader(path.open(encoding="utf-8")) if r["Accelerator Core"] == "AI_CORE"]
+    fits = {n: sum(float(r["Duration(us)"]) for r in rows if int(r["Block Dim"]) > 1 and int(r["Block Dim"]) % n == 0)
+            for n in {c["ai_core_num"] for c in CHIPS.values() if c.get("split_cores")}}
+    best = max(fits, key=lambda n: fits[n])
+    report = _analyze(root)
+    assert report["platform"]["soc_decided_by"] == "family"
+    block = [f for f in _all(report) if f["rule"] == "operator.block-dim"]
+    assert block
+    for f in block:
+        assert f["evidence"]["ai_core_num"] == best == 24
+        assert "among Ascend910B-class's chips" in f["evidence"]["core_count_source"]

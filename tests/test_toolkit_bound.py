@@ -383,3 +383,22 @@ def test_classifying_in_chunks_gives_the_whole_table_result(rules, rel, monkeypa
     for col in ("total_us", "flops", "bytes", "share_of_roof", "recoverable_us", "cores_used", "mte2_ratio"):
         np.testing.assert_allclose(chunked[col].to_numpy(dtype=float), whole[col].to_numpy(dtype=float),
                                    rtol=1e-9, equal_nan=True, err_msg=col)
+
+
+def test_a_kernel_msprof_op_records_without_an_op_type_is_classified(rules):
+    """msprof op (OPPROF_*) records no op type: the kernel is still classified (it was dropped as a missing group
+    key). The Cummin kernel's vector side runs its scalar pipe at ~0.63 of its cycles: scalar bound."""
+    import csv
+
+    rel = "Lulili520__ascendc-optim-agent/log/Cummin/round_000/msprof_output/OPPROF_20260522141558_SZQVDGFRHWOMIFFS"
+    rows = list(csv.DictReader((cases.sample(rel) / "PipeUtilization.csv").open(encoding="utf-8")))
+    cycles = [float(r["aiv_total_cycles"]) for r in rows]
+    scalar = sum(float(r["aiv_scalar_ratio"]) * c for r, c in zip(rows, cycles, strict=True)) / sum(cycles)
+    others = {k: sum(float(r[k]) * c for r, c in zip(rows, cycles, strict=True)) / sum(cycles)
+              for k in ("aiv_vec_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio")}
+    assert scalar >= rules.for_kb("bound")["scalar_bound_ratio"] and scalar > max(others.values())
+    b = classify(sample_profile(rel), rules, "Ascend910B2")
+    assert len(b) == 1
+    row = b.iloc[0]
+    assert (row["name"], row["type"], row["bound"], row["pipe"]) == ("Cummin_kernel", "", "scalar", "scalar")
+    assert row["pipe_ratio"] == pytest.approx(scalar, rel=1e-6)

@@ -497,7 +497,14 @@ def _peak(cube: bool, dtype: str, platform: Mapping[str, Any], rules: Mapping[st
 
 
 def _categorical(col: pd.Series) -> pd.Categorical:
-    return col.array if isinstance(col.dtype, pd.CategoricalDtype) else pd.Categorical(col.astype("string"))
+    """The column as a categorical whose missing values are "" (a kernel msprof op records without an op type is
+    still an op: a groupby would drop a missing key)."""
+    cat = col.array if isinstance(col.dtype, pd.CategoricalDtype) else pd.Categorical(col.astype("string"))
+    if not (cat.codes < 0).any():
+        return cat
+    if "" not in cat.categories:
+        cat = cat.add_categories([""])
+    return cat.fillna("")
 
 
 def _text(value: object) -> str:

@@ -4,8 +4,8 @@ The core counts come from the profile's ``info.json`` first, then from ``rules/p
 was identified as (:func:`advisor.platform.counts_decided`: by a file's counts, the kernels' own counters, ``--chip``
 or an exact chip name), else from the profile itself: the block dim most of its multi-core time uses (large kernels
 fill every core, so that value is the core count; an underestimate only makes the checks quieter). A family's
-default (``Ascend910B-class`` -> Ascend910B2) or the default chip is not trusted for this: a family's chips differ
-in core count.
+default (``Ascend910B-class`` -> Ascend910B2) is not trusted for this either (its chips differ in core count): the
+profile's block dims pick among the family's counts, never a count none of its chips has.
 """
 
 from __future__ import annotations
@@ -60,12 +60,33 @@ def core_counts(profile: Profile, platform: Mapping[str, Any], cube_cores: Seque
             return None
         return int(pd.Series(dur[m]).groupby(blocks[m]).sum().idxmax())
 
+    family = {tuple(v) for v in (platform.get("soc_family") or {}).values()}
+    if family:  # a family's chips: the counts of the one whose cores the kernels' block dims fill in whole waves
+        a, v = _family_fit(ops, blocks, dur, sorted(family), cube_cores, vector_cores,
+                           (platform.get("ai_core_num"), platform.get("vector_core_num")))
+        return CoreCounts(a, v or a, "inferred",
+                          f"inferred from the block dims of this profile among {chip or platform.get('soc')}'s chips "
+                          f"({a} AI / {v or a} vector cores: the counts whose multiples most kernel time runs at)")
     aic, aiv = mode(cube_cores), mode(vector_cores)
     if aic is None and aiv is None:
         return CoreCounts(None, None, "unknown", "unknown")
     what = f"chip {chip}" if chip else "chip not identified"
     return CoreCounts(aic or aiv, aiv or aic, "inferred",
                       f"inferred from the block dims of this profile ({what}: the most used values)")
+
+
+def _family_fit(ops: pd.DataFrame, blocks: np.ndarray, dur: np.ndarray, pairs: Sequence[tuple[int, int]],
+                cube_cores: Sequence[str], vector_cores: Sequence[str], default: tuple[Any, Any]) -> tuple[int, int]:
+    """The (AI, vector) core counts among ``pairs`` under which the most multi-core kernel time runs at block dims
+    that are multiples of the count (tiling libraries split work by the chip's cores); ties go to ``default``."""
+    multi = (blocks > 1) & np.isfinite(dur)
+    cube, vec = isin_mask(ops["core"], cube_cores) & multi, isin_mask(ops["core"], vector_cores) & multi
+
+    def fit(count: int, m: np.ndarray) -> float:
+        return float(np.nansum(dur[m & (np.mod(blocks, count) == 0)])) if count else 0.0
+
+    want = (int(default[0] or 0), int(default[1] or 0))
+    return max(pairs, key=lambda p: (fit(p[0], cube) + fit(p[1], vec), p == want))
 
 
 def _decided(platform: Mapping[str, Any]) -> str:
