@@ -29,6 +29,7 @@ import pandas as pd
 
 from advisor.model import Hardware, metric_values
 from advisor.platform import CLOCK_TOLERANCE, ChipMatch
+from advisor.toolkit.time import isin_mask
 
 CUBE_SIDE = ("AI_CORE", "MIX_AIC")
 """Task types whose Block Dim counts AI (cube) cores; a MIX_AIV task's cube part is its Mix Block Dim."""
@@ -91,14 +92,14 @@ def kernel_evidence(ops: pd.DataFrame, cfg: Mapping[str, Any], file: str = "op_s
     n = len(ops)
     if not n:
         return None
-    core = ops["core"].astype(str).to_numpy() if not isinstance(ops["core"].dtype, pd.CategoricalDtype) else \
-        ops["core"].to_numpy(dtype=object).astype(str)
     dur = _col(ops, "duration_us")
     blocks, mix = _col(ops, "block_dim"), _col(ops, "mix_block_dim")
-    cube = np.isin(core, CUBE_SIDE) | (core == "MIX_AIV")
-    vec = np.isin(core, VECTOR_SIDE) | (core == "MIX_AIC")
-    cube_blocks = np.where(core == "MIX_AIV", mix, blocks)
-    vec_blocks = np.where(core == "MIX_AIC", mix, blocks)
+    mix_aic, mix_aiv = isin_mask(ops["core"], ["MIX_AIC"]), isin_mask(ops["core"], ["MIX_AIV"])
+    cube = isin_mask(ops["core"], CUBE_SIDE) | mix_aiv
+    vec = isin_mask(ops["core"], VECTOR_SIDE) | mix_aic
+    cube_blocks = np.where(mix_aiv, mix, blocks)
+    vec_blocks = np.where(mix_aic, mix, blocks)
+    del mix_aic, mix_aiv
     cube_cycles = _col(ops, "aic_total_cycles") if "aic_total_cycles" in ops.columns else _col(ops, "total_cycles")
     cube_time = _col(ops, "aicore_time_us")
     if "aiv_total_cycles" in ops.columns:

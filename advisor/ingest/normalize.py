@@ -229,11 +229,11 @@ def _busier_side(df: pd.DataFrame, is_vector: np.ndarray) -> np.ndarray:
 
     def busiest(side: str) -> np.ndarray:
         cols = [_SPLIT_METRICS[r][0 if side == "aic" else 1] for r in _PIPE_RATIOS]
-        have = [df[c].to_numpy(dtype="float64") for c in cols if c and c in df.columns]
-        if not have:
-            return np.full(n, np.nan)
-        with np.errstate(invalid="ignore"):
-            return np.fmax.reduce(np.vstack(have), axis=0)
+        top = np.full(n, np.nan)
+        for c in cols:  # one column at a time: no (pipes x tasks) stack of a 2M-task table
+            if c and c in df.columns:
+                top = np.fmax(top, df[c].to_numpy(dtype="float64"))
+        return top
 
     def busy(side: str, time_col: str) -> np.ndarray:
         top = busiest(side)
