@@ -134,7 +134,7 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
     profile.ops = analyzed_ops(profile)  # the knowledge bases read the steps the time model analyzes
     ingest.context.refine_with_graph(profile.meta, graph)
     target_cann(profile.meta, cann)
-    platform = chip_platform(profile.meta, rules, chip, graph)
+    platform = chip_platform(profile.meta, rules, chip, graph, profile.ops)
     with stagetimes.stage("knowledge bases"):
         findings, statuses = engine.run(infos, profile, graph, rules, platform, time_limit_s)
     for s in statuses:
@@ -144,17 +144,40 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
     return RankResult(summary, findings, statuses, platform)
 
 
-def chip_platform(meta: Meta, rules: EffectiveRules, chip: str | None, graph: ModelGraph | None) -> dict[str, Any]:
+def chip_platform(meta: Meta, rules: EffectiveRules, chip: str | None, graph: ModelGraph | None,
+                  ops: pd.DataFrame | None = None) -> dict[str, Any]:
     """The run's platform (:func:`advisor.platform.platform_for_run`: ``--chip``, else the core counts and clock
-    the profile records, else a chip it names, else the graph's SoC); what decided goes to the notes, and a chip
-    found from the core counts becomes the run's chip."""
+    the profile records, else a chip it names, else the graph's SoC, with the kernels' own counters in ``ops``
+    deciding between a family's chips and checked against the others); what decided goes to the notes, and a chip
+    found from core counts becomes the run's chip."""
+    from advisor.chip_evidence import kernel_evidence
+
+    data = rules.for_kb("platforms")
+    evidence = None
+    if ops is not None and len(ops) and data.get("evidence"):
+        clocks = [float(c["cube_freq_mhz"]) for c in data.get("chips", {}).values() if c.get("cube_freq_mhz")]
+        evidence = kernel_evidence(ops, data["evidence"], _ops_file(meta), clocks)
     platform, notes = platform_for_run(rules, meta.chip, meta.hardware, chip,
-                                       graph.soc_version if graph is not None else None)
+                                       graph.soc_version if graph is not None else None, evidence)
     meta.notes.extend(n for n in notes if n not in meta.notes)
-    by_counts = (platform.get("soc_hardware") or {}).get("match", "").startswith("counts")
-    if not chip and by_counts and (not meta.chip or str(meta.chip).endswith("-class")):
+    found = platform.get("soc_hardware") or {}
+    by_counts = found.get("match", "").startswith("counts")
+    if platform.get("soc_decided_by") == "evidence":  # a chip the counters single out (not one of several as near)
+        if not found.get("also") and by_counts:
+            meta.chip = platform["soc"]
+    elif not chip and by_counts and (not meta.chip or str(meta.chip).endswith("-class")):
         meta.chip = platform["soc"]
     return platform
+
+
+def _ops_file(meta: Meta) -> str:
+    """The name of the file the ops table came from (for the notes), else ``the ops table``."""
+    names = [str(f).replace("\\", "/").rsplit("/", 1)[-1] for f in meta.files_read]
+    given = meta.sources.get("ops")
+    if given:
+        return str(given).replace("\\", "/").rsplit("/", 1)[-1]
+    kinds = ("op_summary", "kernel_details", "aicore_intermediate", "OpBasicInfo", "PipeUtilization", "msprof_")
+    return next((n for n in names if n.startswith(kinds)), names[0] if len(names) == 1 else "the ops table")
 
 
 def target_cann(meta: Meta, cann: str | None) -> None:

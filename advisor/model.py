@@ -88,10 +88,11 @@ OPS_PIPELINE_COLUMNS = (
     "block_dim", "mix_block_dim", "rank", "aicore_time_us", "mac_ratio", "vec_ratio", "scalar_ratio", "mte1_ratio",
     "mte2_ratio", "mte3_ratio", "fixpipe_ratio", "memory_bound", "cube_fops", "vector_fops", "main_mem_read_bw",
     "main_mem_write_bw", "aic_mac_ratio", "aic_mte2_ratio", "aiv_vec_ratio", "aiv_mte2_ratio", "aic_*_fops",
-    "aiv_*_fops", "soc_*",
+    "aiv_*_fops", "soc_*", "cube_utilization", "total_cycles", "aic_total_cycles", "aiv_total_cycles", "aiv_time_us",
 )
 """Ops columns advisor's own stages read whatever knowledge bases run -- ingest's checks, the time model, the model
-summary, the shared op classification (``advisor.toolkit``) and the reports -- so every :class:`OpsProjection`
+summary, the shared op classification (``advisor.toolkit``), the chip's identity from the kernels' counters
+(``advisor.chip_evidence``) and the reports -- so every :class:`OpsProjection`
 keeps them (names or ``fnmatch`` patterns)."""
 
 

@@ -8,7 +8,9 @@ real = measured DDR/HBM bytes (SoC JOB ``DDR Total(byte)``, or ``main_mem_read_b
 ``aicore_time``), theoretical = the ops' input + output tensor bytes; redundancy = real / theoretical (1 = every
 tensor moved once). Memory Bound follows the chip: the SoC guide's ``max(Dstr, DLD, WLD) / max(Mac Busy,
 Vec Ppen)`` for SS928/SS927 JOB summaries, msprof's ``mte2 / max(mac, vec)`` elsewhere. L2 hit rate from
-``l2_cache`` where collected. For an inference application, the execute calls against the device busy time.
+``l2_cache`` where collected. For an inference application, the execute calls against the device busy time. The
+memory-bound share is the shared op classification's (:func:`advisor.toolkit.bound.memory_bound_share`), so it is the
+one the memory-bound and roofline knowledge bases report.
 """
 
 from __future__ import annotations
@@ -35,22 +37,11 @@ def _r(x: float | None, digits: int = 3) -> float | None:
     return round(float(x), digits)
 
 
-def memory_bound_ratio(ops: pd.DataFrame) -> tuple[np.ndarray, str]:
-    """Memory Bound of each row and the formula it follows: the profile's column where written (the SoC guide's for
-    JOB summaries, msprof's otherwise), else msprof's formula from the pipe ratios (split-core: the larger of the
-    aic_/aiv_ values)."""
-    soc = "soc_dld_ratio" in ops.columns
-    formula = SOC_FORMULA if soc else MSPROF_FORMULA
-    given = metric_values(ops["memory_bound"]) if "memory_bound" in ops.columns else np.full(len(ops), np.nan)
-
-    def col(name: str) -> np.ndarray:
-        return metric_values(ops[name]) if name in ops.columns else np.full(len(ops), np.nan)
-
-    mte2 = np.fmax(col("mte2_ratio"), np.fmax(col("aic_mte2_ratio"), col("aiv_mte2_ratio")))
-    busy = np.fmax(np.fmax(col("mac_ratio"), col("vec_ratio")), np.fmax(col("aic_mac_ratio"), col("aiv_vec_ratio")))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        derived = np.where(busy > 0, mte2 / busy, np.nan)
-    return np.where(np.isnan(given), derived, given), formula
+def memory_bound_formula(ops: pd.DataFrame) -> str:
+    """The chip's Memory Bound definition the profile's ``memory_bound`` column follows: the SoC guide's for SS928/SS927
+    JOB summaries, msprof's elsewhere (written by msprof, else derived by ingest from the pipe ratios of each task's
+    busier side, :mod:`advisor.ingest.normalize`)."""
+    return SOC_FORMULA if "soc_dld_ratio" in ops.columns else MSPROF_FORMULA
 
 
 def _file(profile: Profile, table: str, prefixes: tuple[str, ...] = ()) -> str | None:
@@ -95,7 +86,6 @@ def summarize(profile: Profile, platform: Mapping[str, Any], rules: EffectiveRul
     the caller has it (a union of every task: computed before this holds its per-task arrays, it stays off the
     peak)."""
     cost_rules = rules.for_kb("costmodel")
-    threshold = float(rules.for_kb("memory-bound").get("threshold", 1.0)) if rules.has("memory-bound") else 1.0
     execute_apis = list(rules.for_kb("host-inference").get("execute_apis") or []) if rules.has("host-inference") \
         else []
     ops = profile.ops
@@ -163,7 +153,7 @@ def summarize(profile: Profile, platform: Mapping[str, Any], rules: EffectiveRul
         out["work_file"] = ops_file
     out["average_block_dim"] = _block_dim(ops, compute, dur)
     out["memory"] = _memory(ops, compute, nbytes)
-    out["memory_bound"] = _memory_bound(ops, compute, dur, threshold)
+    out["memory_bound"] = _memory_bound(profile, platform, rules)
     for key in ("average_block_dim", "memory", "memory_bound"):
         if out[key] is not None:
             out[key]["file"] = ops_file
@@ -230,15 +220,24 @@ def _memory(ops: pd.DataFrame, compute: np.ndarray, nbytes: np.ndarray) -> dict[
     return out
 
 
-def _memory_bound(ops: pd.DataFrame, compute: np.ndarray, dur: np.ndarray, limit: float) -> dict[str, Any] | None:
-    ratio, formula = memory_bound_ratio(ops)
-    ok = compute & np.isfinite(ratio)
-    if not ok.any():
+def _memory_bound(profile: Profile, platform: Mapping[str, Any], rules: EffectiveRules) -> dict[str, Any] | None:
+    """The memory-bound share of the compute time: the shared op classification's answer
+    (:func:`advisor.toolkit.bound.memory_bound_share`), the one the memory-bound and roofline knowledge bases give.
+    ``ops_over`` / ``ops_with_ratio`` count tasks (of the memory-bound ops / of every compute op), ``ops`` the op
+    names; ``formula`` is the chip's Memory Bound the classification reads where intensity and pipes leave the bound
+    open, ``threshold`` its limit (rules/bound.yaml ``memory_bound_ratio``)."""
+    from advisor.toolkit.bound import RULES_NAME, builtin_rules, for_profile, memory_bound_share
+
+    bound_rules = rules.for_kb(RULES_NAME) if rules.has(RULES_NAME) else builtin_rules()
+    view = memory_bound_share(for_profile(profile, platform, bound_rules))
+    if view is None:
         return None
-    bound = ok & (ratio > limit)
-    total = float(np.nansum(dur[ok]))
-    return {"formula": formula, "threshold": limit, "ops_over": int(bound.sum()), "ops_with_ratio": int(ok.sum()),
-            "share_of_time": _r(float(np.nansum(dur[bound])) / total, 4) if total > 0 else None}
+    return {"formula": memory_bound_formula(profile.ops), "threshold": float(bound_rules["memory_bound_ratio"]), "ops_over": view.tasks,
+            "ops_with_ratio": view.compute_tasks, "share_of_time": _r(view.share, 4),
+            "ops": int(view.ops["name"].nunique()), "memory_bound_us": _r(view.time_us),
+            "basis": ("the shared op classification (advisor.toolkit.bound): ops below the ridge of their unit "
+                      "that reach no other bound, or with no clear bound and a Memory Bound above the threshold; "
+                      "their time over every compute op's")}
 
 
 def _l2(profile: Profile) -> dict[str, Any] | None:

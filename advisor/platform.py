@@ -3,8 +3,12 @@
 Which chip, in this order: a ``platform: {soc: ...}`` override of the user's rules; ``--chip``; the core counts and
 clock the profile records (``Meta.hardware``, from ``info.json.N``): the chip with those counts, then the nearest
 clock -- never the ``default:`` chip or a family alias when the file names its counts, and, when no chip has those
-counts, the nearest chip's peaks scaled to them; a chip name the profile records; the graph's ``soc_version``; the
-``default:`` chip. ``soc_source`` says which decided, in words a reader can check against the file.
+counts, the nearest chip's peaks scaled to them; a chip name the profile records; the graph's ``soc_version``. Where
+that leaves only a family's default (``Ascend910B-class`` -> Ascend910B2) or the ``default:`` chip, the kernels' own
+counters decide when they can (:mod:`advisor.chip_evidence`: AI cores from cube_utilization, the clock from cycles
+over per-block time). ``soc_source`` says which decided, in words a reader can check against the file, and
+``soc_decided_by`` what kind of source it was; counters that contradict a chip a file, the user or a name decided
+are said in the notes.
 """
 
 from __future__ import annotations
@@ -14,10 +18,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.model import Hardware
 from advisor.rules import EffectiveRules
+
+if TYPE_CHECKING:
+    from advisor.chip_evidence import KernelEvidence
 
 
 def normalize_soc(name: str | None) -> str | None:
@@ -49,13 +56,44 @@ def _lookup(data: Mapping[str, Any], name: str) -> str | None:
     return exact_alias[prefixes[0]] if prefixes else None
 
 
-def exact_chip(data: Mapping[str, Any], name: str | None) -> str | None:
-    """The chip entry named exactly (or by a one-chip alias such as ``Ascend910``); None for a family
-    (``Ascend910B-class``) or an unknown name."""
+def family_members(data: Mapping[str, Any], name: str | None) -> list[str]:
+    """The chips a family name stands for: ``Ascend910B-class`` (inferred from split aic_/aiv_ metric columns) ->
+    the split-core chips; ``Ascend910B`` -> every chip whose name it begins (Ascend910B1..B4); [] for a chip's own
+    name, a one-chip alias or an unknown name."""
+    chips: Mapping[str, Any] = data.get("chips", {})
+    if not name:
+        return []
+    if str(name).endswith("-class"):
+        return [n for n, spec in chips.items() if spec.get("split_cores")]
     norm = normalize_soc(name)
-    if not norm or norm.endswith("-CLASS") or str(name).endswith("-class"):
+    if not norm or norm.upper() in {k.upper() for k in chips}:
+        return []
+    members = [n for n in chips if n.upper().startswith(norm.upper())]
+    return members if len(members) > 1 else []
+
+
+def exact_chip(data: Mapping[str, Any], name: str | None) -> str | None:
+    """The chip entry named exactly (or by a one-chip alias such as ``Ascend310P``); None for a family
+    (``Ascend910B-class``, ``Ascend910B``: chips with different core counts) or an unknown name."""
+    norm = normalize_soc(name)
+    if not norm or norm.endswith("-CLASS") or str(name).endswith("-class") or family_members(data, name):
         return None
     return _lookup(data, norm)
+
+
+DECIDED_BY = ("file", "evidence", "user", "name", "family", "default")
+"""What decided the chip (``platform["soc_decided_by"]``): the core counts a file records (info.json, msprof op's
+HardwareInfo.jsonl), the kernels' own counters (:mod:`advisor.chip_evidence`), the user (``--chip``, ``platform:
+{soc}`` in the rules), a chip name the run records, a family name's default, or the ``default:`` chip."""
+
+
+def counts_decided(platform: Mapping[str, Any]) -> bool:
+    """The platform's core counts are the run's chip's (a file, the kernels' counters, the user or an exact name
+    decided), not a family's or the default's guess."""
+    by = platform.get("soc_decided_by")
+    if by is not None:
+        return by in ("file", "evidence", "user", "name")
+    return not str(platform.get("soc_source", "")).startswith("default")  # a platform built by resolve_platform
 
 
 def resolve_platform(rules: EffectiveRules, chip_hint: str | None,
@@ -63,7 +101,8 @@ def resolve_platform(rules: EffectiveRules, chip_hint: str | None,
     """The platform dict for the user's ``soc`` override, else ``hardware`` (core counts and clock the profile
     records), else ``chip_hint``, else the default, with user overrides applied.
 
-    ``soc`` says which entry was used and ``soc_source`` why (user, the file and its numbers, detected, default).
+    ``soc`` says which entry was used, ``soc_source`` why (user, the file and its numbers, detected, default) and
+    ``soc_decided_by`` what kind of source that is (:data:`DECIDED_BY`).
     """
     data = rules.for_kb("platforms")
     chips: dict[str, dict[str, Any]] = data.get("chips", {})
@@ -72,8 +111,10 @@ def resolve_platform(rules: EffectiveRules, chip_hint: str | None,
     if not wanted and hardware is not None and (match := match_hardware(chips, hardware)) is not None:
         out = match.platform(chips)
         out.update(overrides)
+        out["soc_decided_by"] = "file"
         return out
     source = "user" if wanted else "detected"
+    decided_by = "user" if wanted else "name"
     if not wanted:
         wanted = chip_hint
     name = normalize_soc(wanted)
@@ -81,30 +122,55 @@ def resolve_platform(rules: EffectiveRules, chip_hint: str | None,
     if chosen is None:
         chosen = data.get("default", next(iter(chips), None))
         source = "default (chip not detected)" if not name else f"default ({name} not in rules/platforms.yaml)"
+        decided_by = "default"
+    elif decided_by == "name" and family_members(data, wanted):
+        source = (f"detected {wanted}, a family (" + ", ".join(family_members(data, wanted))
+                  + f"): its default {chosen}; no core counts recorded")
+        decided_by = "family"
     out = dict(chips.get(chosen, {}))
     out.update(overrides)
     out["soc"] = chosen
     out["soc_source"] = source
+    out["soc_decided_by"] = decided_by
+    if decided_by == "family":  # the counts the family's chips have (advisor.toolkit.cores picks among them)
+        out["soc_family"] = {n: [int(chips[n]["ai_core_num"]), _vector_count(chips[n])]
+                             for n in family_members(data, wanted)}
     return out
 
 
 def platform_for_run(rules: EffectiveRules, profile_chip: str | None, hardware: Hardware | None,
-                     user_chip: str | None = None, graph_soc: str | None = None) -> tuple[dict[str, Any], list[str]]:
+                     user_chip: str | None = None, graph_soc: str | None = None,
+                     evidence: KernelEvidence | None = None) -> tuple[dict[str, Any], list[str]]:
     """The platform of one analyzed run, and notes for the report: ``--chip`` (``user_chip``) wins, and a chip the
-    profile names that disagrees with it is said; else :func:`resolve_platform` on what the profile records."""
+    profile names that disagrees with it is said; else :func:`resolve_platform` on what the profile records; where
+    that is only a family's default or the default chip, the kernels' own counters (``evidence``,
+    :mod:`advisor.chip_evidence`) decide when they can, and ``soc_source`` says what they measured and what they
+    overrode. Counters that contradict a chip a file, the user or an exact name decided are said in a note; that
+    chip stays."""
+    from advisor.chip_evidence import contradictions, match_evidence
+
     data = rules.for_kb("platforms")
-    match = match_hardware(data.get("chips", {}), hardware) if hardware is not None else None
+    chips = data.get("chips", {})
+    match = match_hardware(chips, hardware) if hardware is not None else None
     named_exactly = exact_chip(data, profile_chip)
     notes: list[str] = []
+
+    def disagree(platform: dict[str, Any], who: str) -> None:
+        if evidence is not None and (bad := contradictions(evidence, platform)):
+            notes.append(f"the kernels' counters in {evidence.file} ({evidence.describe()}) contradict {who}: "
+                         f"{'; '.join(bad)}; the peaks stay {platform['soc']}'s")
+
     if user_chip:
         platform = resolve_platform(rules, user_chip)
-        if platform["soc_source"] == "detected":
+        if platform["soc_decided_by"] in ("name", "family"):
             platform["soc_source"] = f"--chip {user_chip}"
+            platform["soc_decided_by"] = "user"
         named = match.soc if match is not None else named_exactly
         if named and named != platform["soc"]:
             why = match.describe() if match is not None else f"the profile records {profile_chip}"
             notes.append(f"--chip {user_chip} disagrees with the chip the profile names ({why}); the peaks are "
                          f"{platform['soc']}'s, as asked")
+        disagree(platform, f"--chip {user_chip}")
         return platform, notes
     platform = resolve_platform(rules, profile_chip or graph_soc, hardware)
     if match is not None and platform["soc_source"] == match.describe():
@@ -112,7 +178,39 @@ def platform_for_run(rules: EffectiveRules, profile_chip: str | None, hardware: 
         if named_exactly and named_exactly != match.soc:
             notes.append(f"the profile also names {profile_chip}, which its core counts contradict; the peaks "
                          f"follow the counts ({match.soc})")
-    return platform, notes
+        disagree(platform, hardware.source if hardware is not None else "the profile's core counts")
+        return platform, notes
+    if platform["soc_decided_by"] in ("user", "name"):
+        disagree(platform, "the rules' platform soc" if platform["soc_decided_by"] == "user"
+                 else f"the chip the profile names ({profile_chip or graph_soc})")
+        return platform, notes
+    if evidence is None:
+        return platform, notes
+    for why in evidence.rejected:
+        notes.append(f"chip: the kernels' counters in {evidence.file}: {why}")
+    if not evidence.decides:
+        return platform, notes
+    family = family_members(data, profile_chip or graph_soc)
+    found, why = match_evidence(chips, evidence, family or None)
+    if found is None:
+        notes.append(f"chip: the kernels' counters in {evidence.file} ({evidence.describe()}) do not decide "
+                     f"({why}); the peaks are {platform['soc']}'s ({platform['soc_source']})")
+        return platform, notes
+    out = found.platform(chips)
+    out.update({k: v for k, v in rules.platform_overrides.items() if k != "soc"})
+    head = found.describe().split(" -> ", 1)[1]
+    was = (f"instead of {platform['soc']}, the default of {profile_chip or graph_soc}"
+           if platform["soc_decided_by"] == "family" else f"instead of {platform['soc']}, the default chip")
+    if platform["soc"] == found.soc:
+        was = f"confirms {platform['soc']}, the default of {profile_chip or graph_soc or 'rules/platforms.yaml'}"
+    out["soc_source"] = f"{evidence.file} kernel counters: {evidence.describe()} -> {head}; {was}"
+    out["soc_decided_by"] = "evidence"
+    out["soc_hardware"] = {**out["soc_hardware"], "source": f"{evidence.file} kernel counters",
+                           "ai_cores": evidence.ai_cores, "vector_cores": None,
+                           "min_ai_cores": evidence.min_ai_cores, "min_vector_cores": evidence.min_vector_cores,
+                           "also": list(found.also)}
+    notes.append(f"chip from {out['soc_source']}")
+    return out, notes
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -157,7 +255,8 @@ class ChipMatch:
         if self.clock_scaled:
             text += f" (the nearest clock, {self.chip_clock:g} MHz; compute peaks scaled to {self.hardware.clock_mhz:g} MHz)"
         if self.also:
-            text += f" (same counts and clock as {', '.join(self.also)})"
+            text += (f" (as near: {', '.join(self.also)}, with the same counts)" if self.clock_scaled else
+                     f" (same counts and clock as {', '.join(self.also)})")
         return text
 
     def platform(self, chips: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -242,7 +341,8 @@ def _scaled(spec: dict[str, Any], hw: Hardware) -> dict[str, Any]:
     for key in VECTOR_PEAKS:
         if key in out:
             out[key] = float(out[key]) * vec_ratio * clock_ratio
-    out["ai_core_num"] = hw.ai_cores
+    if hw.ai_cores:
+        out["ai_core_num"] = hw.ai_cores
     if hw.vector_cores is not None:
         out["vector_core_num"] = hw.vector_cores
     if hw.clock_mhz is not None:

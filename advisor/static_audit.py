@@ -17,7 +17,7 @@ from advisor import costmodel, engine
 from advisor.errors import InputError
 from advisor.findings import Finding
 from advisor.model import Meta, Profile
-from advisor.platform import is_assumed, resolve_platform
+from advisor.platform import exact_chip, is_assumed, resolve_platform
 from advisor.rules import EffectiveRules
 
 if TYPE_CHECKING:
@@ -96,7 +96,10 @@ def profile_of(graph: ModelGraph, platform: dict[str, Any], rules: EffectiveRule
     if not len(ops):
         raise InputError(graph.source, "the graph has no compute op to audit (only inputs, constants and "
                                        "runtime ops)")
-    meta = Meta(source=str(graph.source), layout=LAYOUT, chip=graph.soc_version)
+    # the chip the estimates are for (--chip, else the graph's soc_version); a default chip is an assumption, not a
+    # chip of the run: then only what the graph names, if anything (the notes say the peaks are assumed)
+    meta = Meta(source=str(graph.source), layout=LAYOUT,
+                chip=graph.soc_version if is_assumed(platform) else platform.get("soc"))
     meta.read(graph.source)
     # every time of the report is the cost model's: the time section names it as the source of the device tasks
     meta.sources["ops"] = f"cost-model estimate of {Path(str(graph.source)).name} on {platform.get('soc')}"
@@ -119,6 +122,15 @@ def profile_of(graph: ModelGraph, platform: dict[str, Any], rules: EffectiveRule
     return profile
 
 
+def static_platform(rules: EffectiveRules, chip: str | None, graph_soc: str | None) -> dict[str, Any]:
+    """The chip a graph alone is estimated on: ``--chip``, else the graph's ``soc_version``, else the default (an
+    assumption the notes state); ``soc_source`` says which."""
+    platform = resolve_platform(rules, chip or graph_soc)
+    if platform["soc_source"] == "detected":
+        platform["soc_source"] = f"--chip {chip}" if chip else f"the graph's soc_version {graph_soc}"
+    return platform
+
+
 def analyze(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo], rules: EffectiveRules,
             chip: str | None, time_limit_s: float | None, cann: str | None = None) -> RankResult:
     """Estimate the graph's ops, run the graph-capable rules on them, label the findings as estimates."""
@@ -127,8 +139,12 @@ def analyze(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo], rule
 
     if graph is None:
         raise InputError(src.root, "a static audit needs a model graph")
-    platform = resolve_platform(rules, chip or graph.soc_version)
+    platform = static_platform(rules, chip, graph.soc_version)
     profile = profile_of(graph, platform, rules)
+    if chip and graph.soc_version and exact_chip(rules.for_kb("platforms"), graph.soc_version) not in (
+            None, platform.get("soc")):
+        profile.meta.notes.append(f"--chip {chip} differs from the graph's soc_version {graph.soc_version}; the "
+                                  f"estimates are for {platform.get('soc')}, as asked")
     target_cann(profile.meta, cann)
     keep, skipped = select(infos)
     findings, statuses = engine.run(keep, profile, graph, rules, platform, time_limit_s)

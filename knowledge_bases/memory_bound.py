@@ -1,11 +1,14 @@
-"""memory-bound: layers whose time goes to moving data, by the chip's own Memory Bound definition.
+"""memory-bound: layers whose time goes to moving data, by the one shared op classification.
 
-The SS928/SS927 SoC profiling guide defines, per layer of a JOB summary, ``Memory Bound = max(Dstr, DLD, WLD) /
-max(Mac Busy, Vec Ppen)`` (DDR store, feature-map load and weight load against the busiest compute unit); msprof
-writes ``memory_bound = mte2_ratio / max(mac_ratio, vec_ratio)`` in op_summary. Above 1 a layer waits for data more
-than it computes. The advice depends on which transfer dominates (on the SoC: stores, feature-map loads or weight
-loads), on the execution context (the framework's own fusion) and on the toolchain: the SoC's has no AOE, so it is
-never suggested there. It is a symptom: the cause on the same layers (an unfused chain, a decomposed activation, a
+Which layers are memory bound is :mod:`advisor.toolkit.bound`'s answer (``memory_bound_share``): ops below the ridge
+of their unit that reach no other bound, and ops with no clear bound whose Memory Bound -- the chip's own definition
+-- is above the classification's ``memory_bound_ratio``. The model summary and the roofline knowledge base read the
+same table, so the three never disagree on an op or on the share of the compute time. The SS928/SS927 SoC profiling
+guide defines, per layer of a JOB summary, ``Memory Bound = max(Dstr, DLD, WLD) / max(Mac Busy, Vec Ppen)`` (DDR
+store, feature-map load and weight load against the busiest compute unit); msprof writes ``memory_bound =
+mte2_ratio / max(mac_ratio, vec_ratio)`` in op_summary. The ratio sizes the saving and, on the SoC, which transfer
+dominates decides the advice; the execution context (the framework's own fusion) and the toolchain (the SoC's has no
+AOE) decide the rest. It is a symptom: the cause on the same layers (an unfused chain, a decomposed activation, a
 TransData site) absorbs it.
 """
 
@@ -18,11 +21,11 @@ from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection, metric_values
-from advisor.model_summary import COMPUTE_CORES, SOC_FORMULA, memory_bound_ratio
+from advisor.model_summary import SOC_FORMULA, memory_bound_formula
 from advisor.platform import has_tool, supports_dtype
 from advisor.toolkit import run_context as rc
-from advisor.toolkit.bound import op_bounds
-from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for, text_ids
+from advisor.toolkit.bound import memory_bound_share, op_bounds, rules_of
+from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for
 from advisor.units import fmt_us
 
 _SOC_PARTS = {
@@ -48,16 +51,19 @@ class MemoryBoundKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="memory-bound.layers",
-        title="Layers bound by data movement (Memory Bound > threshold)",
-        what="Takes each compute task's Memory Bound -- the SoC guide's max(Dstr, DLD, WLD) / max(Mac Busy, Vec "
-             "Ppen) for SS928/SS927 JOB summaries, msprof's mte2_ratio / max(mac_ratio, vec_ratio) elsewhere (the "
-             "profile's column, else computed from the pipe ratios) -- and reports the layers above {threshold} "
-             "(at least {min_op_us} us each, {min_saving_us} us of saving in all), with the transfer that "
-             "dominates them. Not assessed for kernel-development captures (contexts: {contexts}): a single "
-             "kernel's bound is the roofline classification's.",
+        title="Layers bound by data movement (the shared classification's memory-bound ops)",
+        what="Reports the layers the shared op classification (rules file bound) calls memory bound -- below the "
+             "ridge of their unit and dtype with no other bound, or with no clear bound and a Memory Bound above "
+             "the bound rules' memory_bound_ratio (the SoC guide's max(Dstr, DLD, WLD) / max(Mac Busy, Vec Ppen) "
+             "for SS928/SS927 JOB summaries, msprof's mte2_ratio / max(mac_ratio, vec_ratio) elsewhere) -- with "
+             "their share of the compute time (the model summary's memory_bound figure) and, on the SoC, the "
+             "transfer that dominates them; reported when they can save {min_saving_us} us in all. Not assessed "
+             "for kernel-development captures (contexts: {contexts}): a single kernel's bound is the roofline "
+             "finding's.",
         why="A layer above 1 spends more time moving data between DDR/HBM and the core than computing: the compute "
             "units idle. The part of its time beyond compute, time x (1 - 1/MemoryBound), is what less traffic can "
-            "recover ({recoverable_fraction} of it is counted). Above {model_share} of the compute time the whole "
+            "recover ({recoverable_fraction} of it is counted; a layer whose Memory Bound is not above 1 is memory "
+            "bound by its intensity and recovers nothing here). Above {model_share} of the compute time the whole "
             "model is memory bound (msprof rule_memory_bound_1). A symptom: the finding that names its cause on "
             "the same layers (an unfused chain, a decomposed activation, a TransData site) absorbs it.",
         how_to_fix="Move fewer bytes: fuse the layer with its neighbours so intermediates stay on chip (the build's "
@@ -67,8 +73,8 @@ class MemoryBoundKB(KnowledgeBase):
                    "larger batch that reuses each weight; store-bound layers: fuse the consumer. Where the "
                    "toolchain has AOE (ATC models on Ascend, not the SS928/SS927 SVP toolchain), tune tiling with "
                    "AOE so transfers are larger.",
-        thresholds=("contexts", "threshold", "min_op_us", "min_saving_us", "recoverable_fraction", "model_share",
-                    "max_rows", "confidence", "severity"),
+        thresholds=("contexts", "min_saving_us", "recoverable_fraction", "model_share", "max_rows", "confidence",
+                    "severity"),
         needs=("ops", "metrics"),
         role="symptom",
     ))
@@ -77,111 +83,81 @@ class MemoryBoundKB(KnowledgeBase):
         if not rc.applies(ctx, r["contexts"]):
             rc.skip_note(ctx, "memory-bound.layers")
             return []
+        view = memory_bound_share(op_bounds(ctx))
+        if view is None or not len(view.ops):
+            return []
         ops = ctx.profile.ops
-        ratio, formula = memory_bound_ratio(ops)
-        compute = ops["core"].isin(COMPUTE_CORES).to_numpy(dtype=bool)
-        ok = compute & np.isfinite(ratio)
-        if not ok.any():
+        formula = memory_bound_formula(ops)
+        per = _per_layer(view.ops)
+        if not per["ratio"].notna().any():
             ctx.note("memory-bound: no Memory Bound in the profile (needs PipeUtilization metrics: mte2/mac/vec "
-                     "ratios, or a SoC JOB summary)")
-            return []
-        dur = ops["duration_us"].to_numpy(dtype="float64")
-        limit = float(r["threshold"])
-        bound = ok & (ratio > limit)
-        if not bound.any():
-            return []
-        compute_time = float(np.nansum(dur[ok]))
-        per = _per_layer(ops, bound, ratio)
-        del ratio, compute, ok, bound  # the per-task arrays, before the classification of every op is computed
-        per = per[per["dur"] >= float(r["min_op_us"])]
-        per = _agreeing(per, op_bounds(ctx))
-        if not len(per):
-            return []
+                     "ratios, or a SoC JOB summary): the memory-bound layers' saving is not estimated")
         frac = float(r["recoverable_fraction"])
-        per["saving"] = per["extra"] * frac
+        per["saving"] = per["dur"] * np.clip(1.0 - 1.0 / per["ratio"].to_numpy(dtype="float64"), 0.0, None) * frac
+        per["saving"] = per["saving"].fillna(0.0)
         saving = float(per["saving"].sum())
         if saving < float(r["min_saving_us"]):
             return []
-        per = per.sort_values("saving", ascending=False)
+        per = per.sort_values("saving", ascending=False, kind="stable")
         window = ctx.profile.time.window_us
-        share_bound = float(per["dur"].sum()) / compute_time if compute_time > 0 else 0.0
+        share_bound = view.share
         soc = formula == SOC_FORMULA
-        part, part_advice = _dominant(per) if soc else (None, "")
-        table_rows = [[str(x.name), str(x.type), round(float(x.dur), 3), round(float(x.ratio_x_dur / x.dur), 3),
-                       round(float(x.saving), 3)] for x in per.head(int(r["max_rows"])).itertuples()]
+        part, part_advice = _dominant(_soc_parts(ops, per)) if soc else (None, "")
+        limit = float(rules_of(ctx)["memory_bound_ratio"])
+        table_rows = [[str(x.name), str(x.type), round(float(x.dur), 3),
+                       None if pd.isna(x.ratio) else round(float(x.ratio), 3), round(float(x.saving), 3)]
+                      for x in per.head(int(r["max_rows"])).itertuples()]
         return [ctx.finding(
             rule="memory-bound.layers",
-            title=(f"{len(per)} layer(s) memory bound (Memory Bound > {limit:g}): {fmt_us(float(per['dur'].sum()))}, "
-                   f"{pct(share_bound)} of the compute time"),
+            title=(f"{len(per)} layer(s) memory bound: {fmt_us(view.time_us)}, {pct(share_bound)} of the compute "
+                   "time"),
             severity=severity_for(saving / window, r["severity"]) if window > 0 else "info",
             ops=[str(n) for n in dict.fromkeys(per["name"])],
             evidence={"formula": formula, "threshold": limit, "layers": int(len(per)),
-                      "memory_bound_us": float(per["dur"].sum()), "share_of_compute_time": share_bound,
-                      "model_memory_bound": share_bound > float(r["model_share"]), "dominant_transfer": part,
+                      "memory_bound_us": view.time_us, "share_of_compute_time": share_bound,
+                      "compute_us": view.compute_us, "model_memory_bound": share_bound > float(r["model_share"]),
+                      "dominant_transfer": part,
                       "source": "SoC JOB op_summary" if soc else "op_summary pipe ratios",
+                      "basis": "the shared op classification (advisor.toolkit.bound), as the model summary's "
+                               "memory_bound and the roofline findings",
                       "table": table(["layer", "type", "time_us", "memory_bound", "saving_us"], table_rows)},
             estimated_saving_us=saving,
             basis=(f"per layer: time x (1 - 1/MemoryBound), the time data movement adds beyond compute, x "
-                   f"{frac:g} (recoverable_fraction)"),
+                   f"{frac:g} (recoverable_fraction); 0 where the Memory Bound is not above 1"),
             recommendation=_advice(ctx, part, part_advice, share_bound, float(r["model_share"]), soc,
                                    tunable=not bool(per["at_roof"].all())),
             fix=Fix("code", "cut the bytes these layers move (fusion, smaller dtypes, weight reuse)",
                     {"layers": [str(n) for n in per["name"].head(int(r["max_rows"]))],
                      "dominant_transfer": part}),
             confidence=float(r["confidence"]),
-            saving_by_op={str(n): float(s) for n, s in per.groupby("name", sort=False)["saving"].sum().items()},
+            saving_by_op={str(n): float(v) for n, v in per.groupby("name", sort=False)["saving"].sum().items()
+                          if v > 0},
         )]
 
 
-def _per_layer(ops: pd.DataFrame, bound: np.ndarray, ratio: np.ndarray) -> pd.DataFrame:
-    """Per layer (name, type) over the ``bound`` tasks: time, ratio x time, the time beyond compute (time x (1 -
-    1/MemoryBound)) and, on the SoC, each transfer ratio x time. Grouped on integer codes and summed one column
-    at a time, as a groupby of the tasks' frame would (same order, same sums) without building it (~120 MB)."""
-    names, name_text = text_ids(ops["name"], bound, missing=None)
-    types, type_text = text_ids(ops["type"], bound, missing=None)
-    keep = (names >= 0) & (types >= 0)  # a task without a name or type is in no layer (a groupby drops NaN keys)
-    if not keep.all():
-        bound = bound.copy()
-        bound[bound] = keep
-        names, types = names[keep], types[keep]
-    span = len(type_text) + 1
-    group, pairs = pd.factorize(names.astype(np.int64) * span + types)
-    del names, types
-
-    def total(values: np.ndarray) -> np.ndarray:
-        return pd.Series(values).groupby(group, sort=False).sum(min_count=1).to_numpy()
-
-    per = pd.DataFrame({"name": name_text[pairs // span], "type": type_text[pairs % span]})
-    dur = ops["duration_us"].to_numpy(dtype="float64")[bound]
-    known = np.nan_to_num(dur)
-    per["dur"] = total(dur)
-    mb = ratio[bound]
-    per["ratio_x_dur"] = total(mb * known)
-    per["extra"] = total(known * (1.0 - 1.0 / mb))
-    del mb, known
-    for col in _SOC_PARTS:
-        if col in ops.columns:
-            per[col] = total(metric_values(ops[col], bound) * dur)
-    return per
+def _per_layer(mem: pd.DataFrame) -> pd.DataFrame:
+    """Per layer (name, type) of the memory-bound rows of the classification: time, the time-weighted Memory Bound
+    (NaN where none was measured) and whether every row is at its roof."""
+    ratio = mem["memory_bound_ratio"].to_numpy(dtype="float64")
+    dur = mem["total_us"].to_numpy(dtype="float64")
+    ok = np.isfinite(ratio)
+    frame = pd.DataFrame({"name": mem["name"].astype(str).to_numpy(), "type": mem["type"].astype(str).to_numpy(),
+                          "dur": dur, "w": np.where(ok, ratio * dur, 0.0), "d": np.where(ok, dur, 0.0),
+                          "at_roof": mem["at_roof"].astype(bool).to_numpy()})
+    per = frame.groupby(["name", "type"], sort=False).agg(dur=("dur", "sum"), w=("w", "sum"), d=("d", "sum"),
+                                                           at_roof=("at_roof", "all")).reset_index()
+    per["ratio"] = per["w"] / per["d"].where(per["d"] > 0)
+    return per.drop(columns=["w", "d"])
 
 
-def _agreeing(per: pd.DataFrame, bounds: pd.DataFrame) -> pd.DataFrame:
-    """The layers the shared op classification (:mod:`advisor.toolkit.bound`) does not contradict (issue 13: one
-    verdict per op). A Memory Bound above 1 on an op whose intensity is above the ridge (a matmul re-reading its
-    operands) is the classification's compute case, and a short op far below its roof is latency bound: neither is
-    reported here. Memory-bound ops, ops with no clear bound and ops the classification could not judge stay; so do
-    ops at their memory roof, whose traffic only fusion or smaller dtypes remove (``at_roof`` says so: no tiling
-    advice for them)."""
-    if not len(bounds):
-        return per.assign(at_roof=False)
-    judged = bounds.groupby(["name", "type"], sort=False).agg(
-        bound=("bound", "first"), at_roof=("at_roof", "all")).reset_index()
-    judged["name"] = judged["name"].astype(str)
-    judged["type"] = judged["type"].astype(str)
-    out = per.merge(judged, on=["name", "type"], how="left")
-    keep = ~out["bound"].isin(["compute", "latency"])
-    out["at_roof"] = out["at_roof"].astype("boolean").fillna(False).astype(bool)
-    return out[keep].drop(columns=["bound"])
+def _soc_parts(ops: pd.DataFrame, per: pd.DataFrame) -> pd.DataFrame:
+    """For SoC JOB summaries: each transfer ratio x time summed over the tasks of ``per``'s layers (one row)."""
+    names = set(per["name"])
+    rows = ops["name"].astype(str).isin(names).to_numpy()
+    dur = ops["duration_us"].to_numpy(dtype="float64")[rows]
+    at = np.flatnonzero(rows)
+    return pd.DataFrame([{col: float(np.nansum(metric_values(ops[col], at) * dur))
+                          for col in _SOC_PARTS if col in ops.columns}])
 
 
 def _dominant(per: pd.DataFrame) -> tuple[str | None, str]:

@@ -1,7 +1,8 @@
 """roofline: where the heavy ops sit against the chip's compute and bandwidth roofs, and what is recoverable.
 
 The classification itself is shared by every knowledge base (:mod:`advisor.toolkit.bound`, ``rules/bound.yaml``):
-bound by arithmetic intensity against the ridge of the op's unit and dtype, pipe ratios as evidence, the share
+bound by arithmetic intensity against the ridge of the op's unit and dtype (or the scalar pipe, where control code
+out-works every unit), pipe ratios as evidence, the share
 of the practical roof each op reaches and the time reaching it would save. This knowledge base reports it for
 the heavy ops (those covering ``heavy_coverage`` of compute time), one finding per op type and bound. Its rules
 are symptoms -- how ops behave -- so a cause naming the same ops (a decomposed activation, an unfused chain, a
@@ -23,7 +24,7 @@ from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection
 from advisor.platform import is_assumed
 from advisor.toolkit import advice, tuning
-from advisor.toolkit.bound import COLUMNS, op_bounds, rules_of
+from advisor.toolkit.bound import COLUMNS, memory_bound_share, op_bounds, rules_of
 from advisor.toolkit.common import all_dynamic, severity_for
 from advisor.toolkit.time import window_us
 
@@ -56,6 +57,7 @@ class RooflineKB(KnowledgeBase):
     rules_file = "roofline"
 
     _heavy: pd.DataFrame | None = None
+    _memory_share: float | None = None
 
     @rule(RuleDoc(
         id="roofline.memory-bound",
@@ -99,6 +101,23 @@ class RooflineKB(KnowledgeBase):
         return self._report(ctx, "latency")
 
     @rule(RuleDoc(
+        id="roofline.scalar-bound",
+        title="Heavy ops whose scalar pipe limits them (scalar bound)",
+        what=_WHAT + "Scalar bound: the op's scalar pipe is its busiest (against the bound rules' pipe_saturation) "
+                     "and at least the bound rules' scalar_bound_ratio busy -- control code, not a unit, sets its "
+                     "time. A MIX kernel is judged on its busier side (cube or vector core).",
+        why="The scalar unit computes tiling, addresses and loop control and issues the other pipes' instructions; "
+            "while it is busy the cube and vector units wait. Unit roofs do not apply: the practical roof is the "
+            "scalar pipe's saturation." + _WHY,
+        how_to_fix="Give each instruction more work: larger tiles (fewer loop iterations and address updates), "
+                   "tiling computed once on the host instead of per block, vector instructions instead of scalar "
+                   "loops over elements; for library ops, operator tuning where the flow has it, or static shapes "
+                   "so tiling is not computed at run time.",
+        thresholds=_THRESHOLDS, needs=("ops", "metrics"), role="symptom"))
+    def scalar_bound(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        return self._report(ctx, "scalar")
+
+    @rule(RuleDoc(
         id="roofline.no-bound",
         title="Heavy ops with no clear bound",
         what=_WHAT + "No clear bound: the op has pipe metrics, is below the near_roof share of its practical roof "
@@ -124,6 +143,8 @@ class RooflineKB(KnowledgeBase):
                          "and were not classified")
             heavy = heavy_ops(bounds, ctx.rules)
             self._heavy = heavy[heavy["bound"].notna() & (heavy["recoverable_us"] > 0)]
+            view = memory_bound_share(bounds)
+            self._memory_share = view.share if view is not None else None
         return self._heavy
 
     def _report(self, ctx: AnalysisContext, bound: str) -> Iterable[Finding]:
@@ -131,7 +152,11 @@ class RooflineKB(KnowledgeBase):
         mine = heavy[heavy["bound"] == bound]
         for op_type, group in mine.groupby("type", sort=False):
             if float(group["recoverable_us"].sum()) >= float(ctx.rules["min_saving_us"]):
-                yield _finding(ctx, str(op_type), bound, group)
+                f = _finding(ctx, str(op_type), bound, group)
+                if bound == "memory" and self._memory_share is not None:
+                    # the share every memory-bound figure of the report gives (model summary, memory-bound KB)
+                    f.evidence["memory_bound_share_of_compute"] = round(self._memory_share, 4)
+                yield f
 
 
 def heavy_ops(points: pd.DataFrame, rules: Any) -> pd.DataFrame:
@@ -213,6 +238,9 @@ def _title(op_type: str, bound: str, group: pd.DataFrame, pct: float | None) -> 
     if bound == "latency":
         per_call = float(group["total_us"].sum() / group["calls"].sum())
         return f"{op_type}: {n} latency-bound op(s), {per_call:.1f} us per call {at}"
+    if bound == "scalar":
+        top = group.iloc[0]
+        return f"{op_type}: {n} scalar-bound op(s), scalar pipe {top['pipe_ratio']:.2f} {at}"
     return f"{op_type}: {n} {bound}-bound op(s) {at}"
 
 
@@ -255,6 +283,17 @@ def _advice(ctx: AnalysisContext, op_type: str, bound: str, group: pd.DataFrame,
                 f"{tuning.more_work_per_kernel(ctx)}.")
         return text, Fix("code", "more work per kernel launch", {"ops": names[:tuning.MAX_FIX_OPS],
                                                                  "how": tuning.more_work_per_kernel(ctx)})
+    if bound == "scalar":
+        top = group.iloc[0]
+        text = (f"{n} {op_type} op(s) spend their time in control code: the scalar pipe is their busiest "
+                f"({top['pipe_ratio']:.2f}) at {where}, so the cube and vector units wait for it.")
+        if advice.context_of(ctx) == "kernel-dev":
+            text += (" Compute the tiling once on the host, use larger tiles (fewer loop iterations and address "
+                     "updates per byte), and replace scalar loops over elements by vector instructions.")
+        else:
+            text += (" Static shapes let the tiling be computed at compile time; otherwise the kernel's control "
+                     "code is its owner's to fix." + tune)
+        return text, aoe.fix if aoe else None
     top = group.iloc[0]
     text = (f"{n} {op_type} op(s) keep no pipe saturated (busiest: {top['pipe']} {top['pipe_ratio']:.2f}) at {where}"
             ": latency inside the kernel (synchronisation between pipes, scalar work, small tiles) "

@@ -155,3 +155,165 @@ def test_msprof_op_hardware_info_names_the_chip(tmp_path: Path) -> None:
     report = _analyze(op)
     assert report["platform"]["soc"] == "Ascend910B3"
     assert report["platform"]["soc_source"].startswith("HardwareInfo.jsonl: 20 AI cores, 40 vector cores")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# issue 28.5: no core counts recorded -- the kernels' own counters decide between a family's chips
+# ---------------------------------------------------------------------------------------------------------
+LLM_RANK = SAMPLES / "Ascend__msinsight/test/st/level2/rank_0_ascend_pt"  # torch_npu, no info.json
+CNN_RANK = SAMPLES / "Ascend__msinsight/test/data/pytorch/text/level1/rank0_ascend_pt"
+FA_CSV = SAMPLES / "Ascend__msprof-analyze/test/ut/advisor/compute_advice/data/kernel_details.csv"
+SUPER_KERNEL = SAMPLES / ("hicann__cann-learning-hub/tutorials/ascendc_operator_development_V2/06_advanced_features/"
+                          "src/06.04_super_kernel/performance_case/profiling-static/"
+                          "PROF_000001_20260831222150690_02478372PGRDPKHI")
+TILELANG_CSV = SAMPLES / ("hicann__cann-learning-hub/tutorials/tilelang_operator_development/06_tuning/data/"
+                          "msprof_sample/op_summary_current.csv")
+
+
+def _num(row: dict, *keys: str) -> float:
+    for k in keys:
+        if k in row and str(row[k]).strip() not in ("", "N/A"):
+            return float(str(row[k]).strip())
+    return float("nan")
+
+
+def _counters(csv_path: Path) -> tuple[float, set[int], int]:
+    """From the raw CSV: the clock (aic_total_cycles / (aicore_time x Block Dim), the largest value), the AI core
+    counts msprof's cube_utilization definition gives at that clock (cycles / (clock x utilization x duration)), and
+    the largest Block Dim of a cube task that ran at the clock."""
+    import csv
+
+    rows = [r for r in csv.DictReader(csv_path.open(encoding="utf-8"))
+            if (r.get("Task Type") or r.get("Accelerator Core")) in ("AI_CORE", "MIX_AIC")]
+    per = []
+    for r in rows:
+        cyc, t = _num(r, "aic_total_cycles"), _num(r, "aicore_time(us)")
+        blocks, dur = _num(r, "Block Dim", "Block Num"), _num(r, "Task Duration(us)", "Duration(us)")
+        util = _num(r, "cube_utilization(%)") / 100
+        if cyc > 0 and t > 0 and blocks > 0:
+            per.append((cyc / (t * blocks), cyc, util, dur, blocks))
+    clock = max(f for f, *_ in per)
+    counts = {round(cyc / (clock * u * d)) for f, cyc, u, d, _ in per if u >= 0.05}
+    least = max(int(b) for f, *_, b in per if abs(f - clock) <= 0.01 * clock)
+    return clock, counts, least
+
+
+def _kernel_csv(root: Path) -> Path:
+    found = sorted(root.rglob("kernel_details.csv")) or sorted(root.rglob("op_summary_*.csv"))
+    return root if root.is_file() else found[0]
+
+
+@needs_samples
+@pytest.mark.parametrize("sample", [LLM_RANK, SUPER_KERNEL], ids=["torch_npu-llm", "super-kernel"])
+def test_cube_ops_at_block_dim_20_mean_a_20_core_chip(sample: Path) -> None:
+    """Block Dim 20 at 99 % cube utilization: a 20-core chip, not the 24-core Ascend910B2 the family name gave."""
+    clock, counts, least = _counters(_kernel_csv(sample))
+    assert counts == {20} and least == 20 and clock == pytest.approx(1650, abs=1)
+    report = _analyze(sample)
+    plat = report["platform"]
+    twenty = [n for n, c in CHIPS.items() if c["ai_core_num"] == 20]  # Ascend910B3 (1800 MHz), Ascend910B4 (1500)
+    assert plat["soc"] in twenty and plat["ai_core_num"] == 20 and plat["soc_decided_by"] == "evidence"
+    assert plat["soc_hardware"]["ai_cores"] == 20 and plat["soc_hardware"]["clock_mhz"] == pytest.approx(clock, abs=1)
+    chip = CHIPS[plat["soc"]]
+    # the cube's peak at the measured clock: 20 cores x 16^3 MACs x 2 x 1650 MHz
+    assert plat["fp16_tflops"] == pytest.approx(chip["fp16_tflops"] * clock / chip["cube_freq_mhz"], rel=1e-3)
+    assert plat["fp16_tflops"] == pytest.approx(20 * 4096 * 2 * clock * 1e6 / 1e12, rel=5e-3)
+    src = plat["soc_source"]
+    assert "gives 20 AI cores" in src and "1650 MHz" in src and "instead of Ascend910B2" in src
+    # 1650 MHz is as near to the 910B3's 1800 as to the 910B4's 1500: the report names both, the run no chip
+    assert set(twenty) - {plat["soc"]} <= set(plat["soc_hardware"]["also"])
+    assert report["input"]["chip"] == "Ascend910B-class"
+    block = [f for f in _all(report) if f["rule"] == "operator.block-dim"]
+    for f in block:  # the counts of the block-dim rule are the platform's, and it says where they came from
+        assert (f["evidence"]["ai_core_num"], f["evidence"]["vector_core_num"]) == (20, 40)
+        assert "kernels' counters" in f["evidence"]["core_count_source"]
+
+
+def _all(report: dict) -> list[dict]:
+    out, todo = [], list(report["findings"])
+    while todo:
+        f = todo.pop()
+        out.append(f)
+        todo.extend(f.get("symptoms") or [])
+    return out
+
+
+@needs_samples
+def test_counters_that_single_out_a_chip_name_it() -> None:
+    """FlashAttentionScoreGrad at Block Dim 20 and 99.3 % cube utilization, 1800 MHz: an Ascend910B3."""
+    clock, counts, _ = _counters(FA_CSV)
+    assert counts == {20} and clock == pytest.approx(1800, abs=1)
+    report = _analyze(FA_CSV)
+    want = [n for n, c in CHIPS.items() if c["ai_core_num"] == 20 and c.get("cube_freq_mhz") == 1800]
+    assert want == ["Ascend910B3"]
+    assert report["platform"]["soc"] == report["input"]["chip"] == "Ascend910B3"
+    assert report["platform"]["fp16_tflops"] == CHIPS["Ascend910B3"]["fp16_tflops"]
+    assert any(n.startswith("chip from kernel_details.csv kernel counters") for n in report["input"]["notes"])
+
+
+@needs_samples
+def test_counters_confirm_the_default_where_it_is_right() -> None:
+    clock, counts, _ = _counters(_kernel_csv(CNN_RANK))
+    assert counts == {24} and clock == pytest.approx(1800, abs=1)
+    plat = _analyze(CNN_RANK)["platform"]
+    assert plat["soc"] == "Ascend910B2" and "confirms Ascend910B2" in plat["soc_source"]
+
+
+@needs_samples
+def test_chip_option_is_never_overridden_by_the_counters() -> None:
+    report = _analyze(LLM_RANK, "--chip", "Ascend910B2")
+    assert report["platform"]["soc"] == "Ascend910B2" and report["platform"]["soc_source"] == "--chip Ascend910B2"
+    [note] = [n for n in report["input"]["notes"] if "contradict --chip Ascend910B2" in n]
+    assert "20 AI cores, not 24" in note
+
+
+@needs_samples
+def test_counters_that_break_msprofs_definitions_are_not_used() -> None:
+    """A tilelang GEMM at Block Num 64 whose counters give 77.5 AI cores: not a chip; the family's default stays
+    and the notes say why."""
+    report = _analyze(TILELANG_CSV)
+    assert report["platform"]["soc_decided_by"] == "family" and report["platform"]["soc"] == "Ascend910B2"
+    assert any("not a whole number" in n and "not used" in n for n in report["input"]["notes"])
+
+
+def test_counters_against_recorded_counts_are_said() -> None:
+    """info.json says 24 AI cores; the counters say 20: the file wins, the note says so."""
+    from advisor.chip_evidence import KernelEvidence
+    from advisor.platform import platform_for_run
+    from advisor.testing import load_rules
+
+    ev = KernelEvidence(file="op_summary.csv", ai_cores=20, ai_core_tasks=5, example="MatMulV2: Block Dim 20 at "
+                        "99.0 % cube utilization", clock_mhz=1800.0, clock_tasks=5, clock_side="aic",
+                        min_vector_cores=40)
+    platform, notes = platform_for_run(load_rules(), None, Hardware(24, 48, 1800.0, "info.json.0"), evidence=ev)
+    assert platform["soc"] == "Ascend910B2" and platform["soc_decided_by"] == "file"
+    [note] = [n for n in notes if "contradict info.json.0" in n]
+    assert "20 AI cores, not 24" in note
+    # no counts recorded, a family name: the same counters decide
+    platform, _ = platform_for_run(load_rules(), "Ascend910B-class", None, evidence=ev)
+    assert platform["soc"] == "Ascend910B3" and platform["soc_decided_by"] == "evidence"
+    # a chip named exactly stays, with the note
+    platform, notes = platform_for_run(load_rules(), "Ascend910B2", None, evidence=ev)
+    assert platform["soc"] == "Ascend910B2" and any("contradict the chip the profile names" in n for n in notes)
+
+
+@needs_samples
+def test_a_family_without_counters_gets_one_of_its_chips_counts() -> None:
+    """A 910B-class kernel_details without cycle counters: the block-dim rule's core counts are among the family's
+    chips' (20/40 or 24/48), picked by the block dims its kernel time runs at -- never 48 AI cores because AI_CORE
+    kernels ran 48 blocks."""
+    import csv
+
+    root = SAMPLES / "Ascend__msinsight/server/src/test/test_data/test_rank_1"
+    path = next(root.rglob("kernel_details.csv"))
+    rows = [r for r in csv.DictReader(path.open(encoding="utf-8")) if r["Accelerator Core"] == "AI_CORE"]
+    fits = {n: sum(float(r["Duration(us)"]) for r in rows if int(r["Block Dim"]) > 1 and int(r["Block Dim"]) % n == 0)
+            for n in {c["ai_core_num"] for c in CHIPS.values() if c.get("split_cores")}}
+    best = max(fits, key=lambda n: fits[n])
+    report = _analyze(root)
+    assert report["platform"]["soc_decided_by"] == "family"
+    block = [f for f in _all(report) if f["rule"] == "operator.block-dim"]
+    assert block
+    for f in block:
+        assert f["evidence"]["ai_core_num"] == best == 24
+        assert "among Ascend910B-class's chips" in f["evidence"]["core_count_source"]

@@ -49,9 +49,10 @@ def test_scenario_corpus_flags_exactly_the_injected_ops(make, rules):
 
 def test_every_rule_is_a_symptom_declared_beside_its_check():
     assert [r.id for r in RooflineKB.rules] == ["roofline.memory-bound", "roofline.compute-bound",
-                                                "roofline.latency-bound", "roofline.no-bound"]
+                                                "roofline.latency-bound", "roofline.scalar-bound",
+                                                "roofline.no-bound"]
     assert {r.role for r in RooflineKB.rules} == {"symptom"}
-    assert len(RooflineKB.checks) == 4
+    assert len(RooflineKB.checks) == 5
 
 
 def test_findings_name_the_ops_with_the_recoverable_time(rules):

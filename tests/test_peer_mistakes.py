@@ -143,10 +143,12 @@ def test_missing_op_state_gives_a_note_not_a_dynamic_finding(tmp_path: Path) -> 
     assert not by_rule(findings, "operator.dynamic-shape")
     assert any("no OP State column" in n and "not assumed dynamic" in n for n in status.notes), status.notes
     # the other checks still run (the peer suppresses Block Dim and No Bound behind its false finding): block dim,
-    # and the classification of every op (no clear bound for those whose pipes are all unsaturated)
+    # and the classification of every op (no clear bound for those whose pipes are all unsaturated, memory bound
+    # where the MTE2 pipe out-works the compute pipes: msprof's Memory Bound 0.4 / 0.3 above 1)
     assert set(by_rule(findings, "operator.block-dim")[0].ops) == {"aclnnMatmul_MatMulCommon_MatMulV2",
                                                                    "Trans_TransData_1"}
-    assert (classes(profile).loc[["Trans_TransData_1", "aclnnMul_MulAiCore_Mul"], "bound"] == "none").all()
+    assert classes(profile).loc[["Trans_TransData_1", "aclnnMul_MulAiCore_Mul"], "bound"].tolist() == \
+        ["none", "memory"]
 
 
 def test_op_state_dynamic_is_reported(tmp_path: Path) -> None:
@@ -164,7 +166,8 @@ def test_op_state_dynamic_is_reported(tmp_path: Path) -> None:
     assert not any("OP State" in n for n in status.notes)
     # block dim and the classification are not suppressed by dynamic shapes either
     assert by_rule(findings, "operator.block-dim")
-    assert (classes(profile).loc[["Trans_TransData_1", "aclnnMul_MulAiCore_Mul"], "bound"] == "none").all()
+    assert classes(profile).loc[["Trans_TransData_1", "aclnnMul_MulAiCore_Mul"], "bound"].tolist() == \
+        ["none", "memory"]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -199,9 +202,12 @@ def test_bound_op_in_first_row_does_not_hide_unbound_ops(tmp_path: Path) -> None
     b = classes(profile)
     assert (b.loc["aclnnMatmul_MatMulV3Common_MatMulV3", "bound"], b.loc["aclnnMatmul_MatMulV3Common_MatMulV3",
                                                                          "at_roof"]) == ("compute", True)
-    unbound = set(b.index[b["bound"] == "none"])
-    assert unbound == {"aclnnMatmul_MatMulCommon_MatMulV2", "Trans_TransData_1", "aclnnMul_MulAiCore_Mul"}
-    assert (b.loc[sorted(unbound), "recoverable_us"] > 0).all()
+    # the others are below their roof with no pipe saturated: no clear bound, or memory bound where the MTE2 pipe
+    # out-works the compute pipes (msprof's Memory Bound above 1)
+    below = {"aclnnMatmul_MatMulCommon_MatMulV2": "memory", "Trans_TransData_1": "none",
+             "aclnnMul_MulAiCore_Mul": "memory"}
+    assert b.loc[list(below), "bound"].to_dict() == below
+    assert (b.loc[list(below), "recoverable_us"] > 0).all()
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -116,6 +116,11 @@ def test_onnx_with_decomposed_mish_from_the_graph_alone(tmp_path: Path, chip: st
     assert res.exit_code == 0, res.output
     report = json.loads(res.output)
     _check_static_report(report)
+    # issue 28.5: the chip the estimates are for is the run's chip (it was null: "chip ?" in the header)
+    assert report["input"]["chip"] == report["platform"]["soc"] == chip
+    assert report["platform"]["soc_source"] == f"--chip {chip}"
+    text = CliRunner().invoke(main, ["analyze", str(path), "--chip", chip, "-q"]).output
+    assert f"chip {chip}" in text
     mish = next(f for f in report["findings"] if f["rule"] == "mish-leakyrelu.mish")
     assert mish["evidence"]["occurrences"] == 2 and mish["estimated_saving_us"] > 0
     assert mish["evidence"]["native_kernel_on_soc"] is native
@@ -130,6 +135,17 @@ def test_onnx_with_decomposed_mish_from_the_graph_alone(tmp_path: Path, chip: st
 def test_graph_flag_without_path_and_errors(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["analyze", "--graph", str(EXAMPLE_OM), "--format", "json", "-q"])
     assert res.exit_code == 0 and json.loads(res.output)["input"]["layout"] == "static-audit"
+    om = json.loads(EXAMPLE_OM.read_text())
+    soc = next(a["value"]["s"] for a in om["attr"] if a["key"] == "soc_version")
+    report = json.loads(res.output)
+    assert report["input"]["chip"] == report["platform"]["soc"] == soc
+    assert report["platform"]["soc_source"] == f"the graph's soc_version {soc}"
+    # a graph that names no SoC and no --chip: the default chip's peaks are an assumption, the chip stays unnamed
+    path = tmp_path / "yolo.onnx"
+    onnx.save(yolo_block(), str(path))
+    bare = json.loads(CliRunner().invoke(main, ["analyze", "--graph", str(path), "--format", "json", "-q"]).output)
+    assert bare["input"]["chip"] is None and bare["platform"]["soc_source"].startswith("default")
+    assert any("peaks of" in n and "assumed" in n for n in bare["input"]["notes"])
     res = CliRunner().invoke(main, ["analyze"])
     assert res.exit_code == 2 and "--graph MODEL" in res.output
     only_inputs = model([h.make_node("Identity", ["x"], ["y"], name="id")],

@@ -116,9 +116,18 @@ def test_ops_whose_work_is_unknown_are_classified_from_their_pipes(rules):
                                 metrics={"aic_fixpipe_ratio": 0.3, "aic_mte2_ratio": 0.4, "aiv_vec_ratio": 0.35,
                                          "aic_mac_ratio": 0.3})], chip="Ascend910B2")
     b = classify(piped, rules, "Ascend910B2").iloc[0]
-    assert (b["source"], b["bound"], b["pipe"]) == ("pipes", "none", "mte2")
+    # no pipe saturated, but its MTE2 out-works its cube (msprof's Memory Bound 0.4 / 0.3 > 1): memory bound
+    assert (b["source"], b["bound"], b["pipe"]) == ("pipes", "memory", "mte2")
+    assert b["memory_bound_ratio"] == pytest.approx(0.4 / 0.3)
     assert b["share_of_roof"] == pytest.approx(0.4 / 0.8)  # the busiest pipe against its saturation
     assert np.isnan(b["pct_of_roof"]) and b["recoverable_us"] == pytest.approx(500 * 0.5)
+    # its cube out-working its MTE2 and no pipe saturated: no clear bound
+    loose = make_profile([OpRow("fa", "FlashAttentionScore", 500.0, core="MIX_AIC", **fa,
+                                metrics={"aic_fixpipe_ratio": 0.45, "aic_mte2_ratio": 0.3, "aic_mac_ratio": 0.35})],
+                         chip="Ascend910B2")
+    b = classify(loose, rules, "Ascend910B2").iloc[0]
+    assert (b["bound"], b["pipe"]) == ("none", "fixpipe") and b["memory_bound_ratio"] < 1
+    assert b["share_of_roof"] == pytest.approx(0.45 / 0.75)
     # shapes that make an op faster than its roof are not trusted: the op is judged by its pipes (none here)
     wrong = one_op("MatMulV3", "81920,4096;8192,512", "BF16;BF16", "4096,512", "BF16", "ND;ND", "ND", duration=20.0)
     assert pd.isna(classify(wrong, rules, "Ascend910B2").loc[0, "bound"])
@@ -223,6 +232,84 @@ def test_sanitized_kernel_with_empty_pipes_claims_nothing_from_them(rules):
     assert (b["recoverable_us"] < b["total_us"] * 0.5).all()
 
 
+# --- MIX kernels: judged on their busier side; scalar bound (issue 28.5) --------------------------------------
+TILELANG_MIX = ("neo-pan__ascend-msprof-skill/tests/fixtures/tilelang_design_feedback/candidate_comparability/"
+                "missing_raw_index_candidate/reports/app/PROF_000001_20260605161708478_FRJKORBPFMHQMGLA")
+TILELANG_GEMM = ("hicann__cann-learning-hub/tutorials/tilelang_operator_development/06_tuning/data/msprof_sample/"
+                 "op_summary_current.csv")
+
+
+def _raw_rows(rel: str) -> list[dict]:
+    import csv
+
+    root = cases.sample(rel)
+    path = root if root.is_file() else next(root.rglob("op_summary_*.csv"))
+    return list(csv.DictReader(path.open(encoding="utf-8")))
+
+
+def _side_busy(row: dict, side: str) -> float:
+    """A side's busiest pipe time: its time x its largest pipe ratio (scalar included), from the raw row."""
+    time_col = "aicore_time(us)" if side == "aic" else "aiv_time(us)"
+    ratios = [float(v) for k, v in row.items() if k.startswith(f"{side}_") and k.endswith("_ratio") and v not in
+              ("", "N/A")]
+    return float(row[time_col]) * max(ratios)
+
+
+def test_a_mix_kernel_is_judged_on_its_busy_side(rules):
+    """The tilelang MIX_AIC kernel: its cube side runs ~10 us, its vector side 79.5 ms with the scalar pipe at 0.999
+    and every other pipe idle. It is scalar bound on its vector side -- not 'no clear bound' (or memory bound)
+    from its idle cube side's pipes."""
+    rows = _raw_rows(TILELANG_MIX)
+    assert all(_side_busy(r, "aiv") > _side_busy(r, "aic") for r in rows)
+    dur = [float(r["Task Duration(us)"]) for r in rows]
+    scalar = sum(float(r["aiv_scalar_ratio"]) * d for r, d in zip(rows, dur, strict=True)) / sum(dur)
+    b = classify(sample_profile(TILELANG_MIX), rules, "Ascend910B2").iloc[0]
+    assert (b["core"], b["bound"], b["pipe"]) == ("MIX_AIC", "scalar", "scalar")
+    assert b["pipe_ratio"] == pytest.approx(scalar, abs=1e-6) and b["pipe_agrees"] is None
+    assert np.isnan(b["mac_ratio"]) and b["vec_ratio"] == 0  # the vector side's pipes, not the cube side's
+    # its scalar pipe is saturated: at its (scalar) roof, nothing recoverable, no tuning advice
+    assert b["at_roof"] and b["recoverable_us"] == 0
+
+
+def test_a_kernel_whose_scalar_pipe_is_busiest_is_scalar_bound(rules):
+    """A MIX kernel whose idle cube side has mte2 0.01 and whose vector side runs its scalar pipe at 0.517: scalar
+    bound, its recoverable time from the scalar pipe's share of saturation (not 'no clear bound at mte2 0.01'
+    claiming nearly all of it)."""
+    metrics = {"aicore_time_us": 8.0, "aic_mac_ratio": 0.0, "aic_scalar_ratio": 0.3, "aic_mte2_ratio": 0.01,
+               "aiv_time_us": 450.0, "aiv_vec_ratio": 0.05, "aiv_scalar_ratio": 0.517, "aiv_mte2_ratio": 0.01,
+               "aiv_mte3_ratio": 0.01}
+    prof = make_profile([OpRow("mix", "custom_kernel", 456.0, core="MIX_AIC", metrics=metrics,
+                               extra={"block_dim": 24, "mix_block_dim": 48})], chip="Ascend910B2")  # every core
+    b = classify(prof, rules, "Ascend910B2").iloc[0]
+    r = rules.for_kb("bound")
+    assert r["scalar_bound_ratio"] <= 0.517 and (b["bound"], b["pipe"]) == ("scalar", "scalar")
+    share = 0.517 / r["pipe_saturation"]["scalar"]
+    assert b["share_of_roof"] == pytest.approx(share)
+    assert b["recoverable_us"] == pytest.approx(456.0 * (1 - share)) and b["recoverable_us"] < 0.4 * 456.0
+    findings, _ = run([KBInfo(RooflineKB, "t", "", "")], prof, None, rules, resolve_platform(rules, "Ascend910B2"))
+    assert not [f for f in findings if f.rule == "roofline.no-bound"]
+    (f,) = [f for f in findings if f.rule == "roofline.scalar-bound"]
+    assert f.ops == ["mix"] and f.estimated_saving_us == pytest.approx(b["recoverable_us"])
+    assert "scalar pipe 0.52" in f.title
+
+
+def test_a_cube_kernel_is_measured_against_the_cube_roof(rules):
+    """The tilelang GEMM (AI_CORE, aic_mac_ratio 0.18, no vector work, its type unknown to the shape math) and a MIX
+    kernel whose cube side does the work (aic_mac_ratio 0.247, aiv_vec_ratio 0.009) run on the cube: their ridge and
+    peak are the cube's, not the vector unit's."""
+    (row,) = _raw_rows(TILELANG_GEMM)
+    assert float(row["aic_mac_ratio"]) > 0 and float(row["aiv_vec_ratio"]) == 0
+    platform = resolve_platform(rules, "Ascend910B2")
+    b = classify(sample_profile(TILELANG_GEMM), rules, "Ascend910B2").iloc[0]
+    assert b["unit"] == "cube" and b["peak_tflops"] == pytest.approx(platform["fp16_tflops"])
+    mix = make_profile([OpRow("mix", "custom_gemm", 200.0, core="MIX_AIC", metrics={
+        "aicore_time_us": 190.0, "aic_mac_ratio": 0.247, "aic_mte2_ratio": 0.3, "aic_scalar_ratio": 0.1,
+        "aiv_time_us": 40.0, "aiv_vec_ratio": 0.009, "aiv_scalar_ratio": 0.05})], chip="Ascend910B2")
+    m = classify(mix, rules, "Ascend910B2").iloc[0]
+    assert m["unit"] == "cube" and m["ridge"] == pytest.approx(platform["fp16_tflops"] / platform["hbm_gbps"] * 1e3)
+    assert m["pipe"] == "mte2" and m["mac_ratio"] == pytest.approx(0.247) and np.isnan(m["vec_ratio"])
+
+
 # --- shared once per rank ---------------------------------------------------------------------------------
 
 
@@ -296,3 +383,22 @@ def test_classifying_in_chunks_gives_the_whole_table_result(rules, rel, monkeypa
     for col in ("total_us", "flops", "bytes", "share_of_roof", "recoverable_us", "cores_used", "mte2_ratio"):
         np.testing.assert_allclose(chunked[col].to_numpy(dtype=float), whole[col].to_numpy(dtype=float),
                                    rtol=1e-9, equal_nan=True, err_msg=col)
+
+
+def test_a_kernel_msprof_op_records_without_an_op_type_is_classified(rules):
+    """msprof op (OPPROF_*) records no op type: the kernel is still classified (it was dropped as a missing group
+    key). The Cummin kernel's vector side runs its scalar pipe at ~0.63 of its cycles: scalar bound."""
+    import csv
+
+    rel = "Lulili520__ascendc-optim-agent/log/Cummin/round_000/msprof_output/OPPROF_20260522141558_SZQVDGFRHWOMIFFS"
+    rows = list(csv.DictReader((cases.sample(rel) / "PipeUtilization.csv").open(encoding="utf-8")))
+    cycles = [float(r["aiv_total_cycles"]) for r in rows]
+    scalar = sum(float(r["aiv_scalar_ratio"]) * c for r, c in zip(rows, cycles, strict=True)) / sum(cycles)
+    others = {k: sum(float(r[k]) * c for r, c in zip(rows, cycles, strict=True)) / sum(cycles)
+              for k in ("aiv_vec_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio")}
+    assert scalar >= rules.for_kb("bound")["scalar_bound_ratio"] and scalar > max(others.values())
+    b = classify(sample_profile(rel), rules, "Ascend910B2")
+    assert len(b) == 1
+    row = b.iloc[0]
+    assert (row["name"], row["type"], row["bound"], row["pipe"]) == ("Cummin_kernel", "", "scalar", "scalar")
+    assert row["pipe_ratio"] == pytest.approx(scalar, rel=1e-6)

@@ -48,8 +48,14 @@ _SPLIT_METRICS = {
 }
 
 _VECTOR_CORES = {"AI_VECTOR_CORE", "MIX_AIV"}
+_PIPE_RATIOS = ("mac_ratio", "vec_ratio", "scalar_ratio", "mte1_ratio", "mte2_ratio", "mte3_ratio", "fixpipe_ratio")
+"""The unified pipe ratios: on split-core chips each comes from the side (cube or vector core) that limits the task
+(:func:`_busier_side`), so a MIX kernel's pipe evidence is that side's, never the idle side's."""
+_SIDE_TIMES = ("aicore_time_us", "aiv_time_us")
+_SIDE_COLUMNS = tuple(c for ratio in _PIPE_RATIOS for c in _SPLIT_METRICS[ratio] if c) + _SIDE_TIMES
 _DERIVED_FROM = {
     **{unified: tuple(c for c in pair if c) for unified, pair in _SPLIT_METRICS.items()},
+    **{ratio: _SIDE_COLUMNS for ratio in _PIPE_RATIOS},
     "aicore_time_us": ("aiv_time_us",),
     "memory_bound": ("mac_ratio", "vec_ratio", "mte2_ratio"),
 }
@@ -214,10 +220,42 @@ _PINNED: dict[int, list[pd.Series]] = {}
 """The pins of :func:`share_constant_columns`, by ``id`` of their frame (dropped when it is collected)."""
 
 
+def _busier_side(df: pd.DataFrame, is_vector: np.ndarray) -> np.ndarray:
+    """Per task of a split-core chip, whether its vector side (``aiv_*``) limits it rather than its cube side
+    (``aic_*``): the side whose busiest pipe (scalar included) spends the longer time -- the side's time x its
+    largest pipe ratio, or the ratio alone where a side's time is not recorded. A side without any ratio loses; a
+    tie (both idle) goes to the task type's own side (AI_VECTOR_CORE / MIX_AIV: vector)."""
+    n = len(df)
+
+    def busiest(side: str) -> np.ndarray:
+        cols = [_SPLIT_METRICS[r][0 if side == "aic" else 1] for r in _PIPE_RATIOS]
+        top = np.full(n, np.nan)
+        for c in cols:  # one column at a time: no (pipes x tasks) stack of a 2M-task table
+            if c and c in df.columns:
+                top = np.fmax(top, df[c].to_numpy(dtype="float64"))
+        return top
+
+    def busy(side: str, time_col: str) -> np.ndarray:
+        top = busiest(side)
+        t = df[time_col].to_numpy(dtype="float64") if time_col in df.columns else np.full(n, np.nan)
+        return np.where(np.isfinite(t), t * top, top)
+
+    a, v = busy("aic", "aicore_time_us"), busy("aiv", "aiv_time_us")
+    both_timed = np.isfinite(a) & np.isfinite(v)
+    if "aicore_time_us" in df.columns and "aiv_time_us" in df.columns:  # compare like with like
+        ta, tv = df["aicore_time_us"].to_numpy(dtype="float64"), df["aiv_time_us"].to_numpy(dtype="float64")
+        mixed = both_timed & (np.isfinite(ta) != np.isfinite(tv))
+        a, v = np.where(mixed, busiest("aic"), a), np.where(mixed, busiest("aiv"), v)
+    out = np.where(np.isfinite(a) & np.isfinite(v), np.where(v == a, is_vector, v > a),
+                   np.where(np.isfinite(v), True, np.where(np.isfinite(a), False, is_vector)))
+    return out.astype(bool)
+
+
 def _derive_unified_metrics(df: pd.DataFrame) -> None:
     if not len(df):
         return
     is_vector = df["core"].isin(_VECTOR_CORES).to_numpy()
+    vector_side: np.ndarray | None = None
     for unified, (aic, aiv) in _SPLIT_METRICS.items():
         have_aic = aic is not None and aic in df.columns
         have_aiv = aiv is not None and aiv in df.columns
@@ -228,6 +266,11 @@ def _derive_unified_metrics(df: pd.DataFrame) -> None:
             continue  # unprefixed column present (310/310P/910A): keep it
         a = df[aic].to_numpy(dtype="float64") if have_aic else np.full(len(df), np.nan)
         v = df[aiv].to_numpy(dtype="float64") if have_aiv else np.full(len(df), np.nan)
+        if unified in _PIPE_RATIOS:  # the limiting side's pipes: a MIX kernel is judged on its busier side
+            if vector_side is None:
+                vector_side = _busier_side(df, is_vector)
+            df[unified] = np.where(vector_side, v, a)
+            continue
         primary = np.where(is_vector, v, a)
         secondary = np.where(is_vector, a, v)
         df[unified] = np.where(np.isnan(primary), secondary, primary)

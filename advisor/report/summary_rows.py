@@ -101,10 +101,17 @@ def _summary_rows(ms: Mapping[str, Any]) -> list[SummaryRow]:
     mb = ms.get("memory_bound")
     if isinstance(mb, Mapping):
         share = mb.get("share_of_time")
-        rows.append(SummaryRow("Memory Bound", f"ratio > {fmt_value(mb.get('threshold'))} in {mb.get('ops_over', 0):,} "
-                               f"of {mb.get('ops_with_ratio', 0):,} tasks with a ratio"
-                               + (f" ({fmt_pct(share)} of their time)" if share is not None else ""),
-                               _in(mb.get("file"), str(mb.get("formula") or "").split(" (", 1)[0]), share))
+        if "basis" in mb:  # the shared op classification's answer (the memory-bound and roofline findings')
+            value = (f"{mb.get('ops', 0):,} op(s) memory bound, {mb.get('ops_over', 0):,} of "
+                     f"{mb.get('ops_with_ratio', 0):,} tasks" + (f" ({fmt_pct(share)} of the compute time)"
+                                                                  if share is not None else ""))
+            source = "shared op classification"
+        else:  # a report saved by an earlier version: a Memory Bound ratio above the threshold, task by task
+            value = (f"ratio > {fmt_value(mb.get('threshold'))} in {mb.get('ops_over', 0):,} of "
+                     f"{mb.get('ops_with_ratio', 0):,} tasks with a ratio"
+                     + (f" ({fmt_pct(share)} of their time)" if share is not None else ""))
+            source = str(mb.get("formula") or "").split(" (", 1)[0]
+        rows.append(SummaryRow("Memory Bound", value, _in(mb.get("file"), source), share))
     l2 = ms.get("l2_cache")
     if isinstance(l2, Mapping):
         hit = l2.get("hit_rate")

@@ -6,8 +6,13 @@ shapes and dtypes through the shape math of :mod:`advisor.costmodel`), arithmeti
 the op's unit and dtype, roof and attained throughput, and:
 
 * ``bound`` -- ``compute`` or ``memory`` from the intensity against the ridge (the primary criterion);
-  ``latency`` for short ops far below their roof; ``none`` (no clear bound) for ops far below their roof whose
-  pipes are all unsaturated. An op whose work is unknown (FlashAttention, sorting, shapes not understood) is
+  ``latency`` for short ops far below their roof; ``scalar`` for ops whose scalar pipe out-works every unit at
+  ``scalar_bound_ratio`` or more (control code sets their time); ``none`` (no clear bound) for ops far below their
+  roof whose pipes are all unsaturated -- unless the chip's own Memory Bound (msprof's ``mte2 / max(mac, vec)``,
+  the SoC guide's formula on SS928/SS927) is above ``memory_bound_ratio`` and the intensity does not put them above
+  the ridge: then they are ``memory`` bound. :func:`memory_bound_share` is the one memory-bound answer the model
+  summary and the memory-bound and roofline knowledge bases all give. A MIX kernel's pipe ratios are its busier side's (cube or vector core,
+  :mod:`advisor.ingest.normalize`), so it is never judged on the pipes of the side that idles. An op whose work is unknown (FlashAttention, sorting, shapes not understood) is
   classified from its pipe ratios alone (``source`` ``pipes``); one with neither is not classified (NaN).
 * the pipe ratios as supporting evidence: the busiest pipe, the saturated ones, and whether the busiest pipe
   agrees with the bound (a compute-bound matmul whose MTE2 pipe is saturated re-reads its operands).
@@ -29,6 +34,7 @@ import math
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -50,12 +56,12 @@ if TYPE_CHECKING:
 RULES_NAME = "bound"
 """Rules file of the classification (``rules/bound.yaml``), passed to knowledge bases in ``ctx.toolkit_rules``."""
 
-BOUNDS = ("compute", "memory", "latency", "none")
+BOUNDS = ("compute", "memory", "latency", "scalar", "none")
 PIPES = ("mac", "vec", "scalar", "mte1", "mte2", "mte3", "fixpipe")
 COLUMNS = ["name", "type", "core", "unit", "dtype", "calls", "total_us", "duration_us", "flops", "bytes",
            "intensity", "ridge", "peak_tflops", "roof_tflops", "attained_tflops", "pct_of_roof", "roof_side",
            "pipe", "pipe_ratio", "pipe_agrees", "saturated", "cores_used", "share_of_roof", "roof_gap", "bound",
-           "at_roof", "recoverable_us", "source", *(f"{p}_ratio" for p in PIPES)]
+           "at_roof", "recoverable_us", "source", *(f"{p}_ratio" for p in PIPES), "memory_bound_ratio"]
 """One row per op. ``flops``/``bytes``/``duration_us`` are per call (means); ``total_us`` and ``recoverable_us``
 cover every call. ``pct_of_roof`` is the throughput against the roof itself (0-1, capped: a point above its roof
 is at it); ``share_of_roof`` the share of the practical roof (0-1). ``roof_side`` is the bound by intensity alone;
@@ -63,7 +69,9 @@ is at it); ``share_of_roof`` the share of the practical roof (0-1). ``roof_side`
 the op's blocks fill (NaN when the block dim or the core count is unknown); ``roof_gap`` the share of the op's
 time the chip's roof itself still leaves (1 - the larger of its throughput against the roof and its measuring
 pipes' chip-wide ratios; no practical target, no near-roof band): the bound of a cause that changes how the op
-runs, such as its idle cores; ``source`` says where the work came from (``metrics``, ``shapes``, ``pipes``)."""
+runs, such as its idle cores; ``source`` says where the work came from (``metrics``, ``shapes``, ``pipes``);
+``memory_bound_ratio`` the chip's own Memory Bound (msprof's ``mte2 / max(mac, vec)``, the SoC guide's formula for
+SS928/SS927 JOB summaries), time-weighted over the op's calls."""
 
 _SHAPE_KEYS = ["type", "core", "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
                "output_formats"]
@@ -132,7 +140,8 @@ def classify(ops: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str,
     mask = isin_mask(ops["core"], rules["compute_cores"]) & (np.nan_to_num(dur_all) > 0)
     if not mask.any():
         return pd.DataFrame(columns=COLUMNS)
-    wanted = {"name", "duration_us", "aicore_time_us", "block_dim", "mix_block_dim", *_SHAPE_KEYS}
+    wanted = {"name", "duration_us", "aicore_time_us", "block_dim", "mix_block_dim", "mac_ratio", "vec_ratio",
+              *_SHAPE_KEYS}
     # only the columns used here, a chunk of rows at a time, the pipe ratios one column at a time: the per-task
     # work columns of a whole 2M-task table would take ~1 GB, the chunks' per-op sums a few MB
     positions = [i for i, c in enumerate(ops.columns) if c in wanted or c.endswith(_METRIC_SUFFIXES)]
@@ -165,6 +174,8 @@ def _chunk_sums(ops: pd.DataFrame, at: np.ndarray, positions: list[int], platfor
         ratio = metric_values(ops[col], at) if col in ops.columns else np.full(len(at), np.nan)
         _add_sums(agg, pipe, ids, ratio, dur)
     _add_sums(agg, "occ", ids, occupancy, dur)
+    mb = metric_values(ops["memory_bound"], at) if "memory_bound" in ops.columns else np.full(len(at), np.nan)
+    _add_sums(agg, "mb", ids, mb, dur)
     return agg
 
 
@@ -212,6 +223,12 @@ def _task_work(df: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str
     nbytes = np.where(has_m_bytes, m_bytes, np.array([w[1] for w in work], dtype="float64")[codes])
     del m_bytes
     cube = np.array([w[2] for w in work], dtype=bool)[codes] | (_metric_cube_flops(df) > 0)
+    # a kernel the shapes do not describe (custom, tilelang) runs on the cube when its mac pipe out-works its vector
+    # pipe: its roof is the cube's (a MIX kernel's ratios are its busier side's, advisor.ingest.normalize)
+    mac = metric_values(df["mac_ratio"]) if "mac_ratio" in df.columns else np.full(len(df), np.nan)
+    vec = metric_values(df["vec_ratio"]) if "vec_ratio" in df.columns else np.full(len(df), np.nan)
+    unknown = ~np.isfinite(np.array([w[0] for w in work], dtype="float64")[codes])
+    cube |= unknown & (np.nan_to_num(mac) > 0) & (np.nan_to_num(mac) > np.nan_to_num(vec))
     dtypes = np.array([w[3] for w in work], dtype=object)
     peaks = np.array([[_peak(False, str(d), platform, rules) for d in dtypes],
                       [_peak(True, str(d), platform, rules) for d in dtypes]])
@@ -223,7 +240,7 @@ def _task_work(df: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str
 
 
 _GROUP = ["name", "type", "core"]
-_SUMS = [f"w_{p}" for p in (*PIPES, "occ")] + [f"d_{p}" for p in (*PIPES, "occ")]
+_SUMS = [f"w_{p}" for p in (*PIPES, "occ", "mb")] + [f"d_{p}" for p in (*PIPES, "occ", "mb")]
 
 
 def _aggregate(g: DataFrameGroupBy, work: str = "mean") -> pd.DataFrame:
@@ -259,6 +276,7 @@ def _means(agg: pd.DataFrame) -> pd.DataFrame:
     for p in PIPES:
         agg[f"{p}_ratio"] = (agg[f"w_{p}"] / agg[f"d_{p}"].where(agg[f"d_{p}"] > 0)).astype("float64")
     agg["cores_used"] = (agg["w_occ"] / agg["d_occ"].where(agg["d_occ"] > 0)).astype("float64")
+    agg["memory_bound_ratio"] = (agg["w_mb"] / agg["d_mb"].where(agg["d_mb"] > 0)).astype("float64")
     return agg.drop(columns=[c for c in agg.columns if c.startswith(("w_", "d_"))])
 
 
@@ -296,6 +314,15 @@ def _judge(agg: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str, A
     bound = np.where(placed, roof_side, np.where(pipes["has"], np.where(clear, pipes["cls"], "none"),
                                                  None)).astype(object)
     bound[placed & pipes["has"] & ~clear] = "none"
+    # an op with no clear bound whose data movement out-works its compute by the chip's own Memory Bound (above
+    # memory_bound_ratio) is memory bound -- unless its intensity puts it above the ridge (then the pipes say it
+    # re-reads its operands: the compute case)
+    mb = agg["memory_bound_ratio"].to_numpy(dtype="float64")
+    bound[(bound == "none") & (roof_side != "compute") & (np.nan_to_num(mb) > float(rules["memory_bound_ratio"]))] \
+        = "memory"
+    # scalar bound: the scalar pipe out-works every unit at scalar_bound_ratio or more -- control code (tiling,
+    # addressing, loops over elements) sets the time, whatever the unit's roof (a MIX kernel: its busier side's)
+    bound[pipes["scalar"]] = "scalar"
     # latency bound: short calls, or work so small that a kernel at the practical roof would still take less than
     # the shortest kernel -- either way fixed per-kernel costs, not the units, set the time
     mean_us = agg["duration_us"].to_numpy(dtype="float64")
@@ -310,7 +337,7 @@ def _judge(agg: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str, A
     recoverable = np.where(known & ~at_roof, np.fmin(total * (1.0 - np.nan_to_num(share)), floor), 0.0)
 
     agg["pipe"], agg["pipe_ratio"], agg["saturated"] = pipes["busiest"], pipes["busiest_ratio"], pipes["saturated"]
-    agreeing = np.isin(bound, ["compute", "memory"]) & pipes["has"]
+    agreeing = np.isin(bound, ["compute", "memory"]) & pipes["has"] & (pipes["busiest"] != "scalar")
     agg["pipe_agrees"] = np.where(agreeing, pipes["cls"] == bound, None)
     agg["share_of_roof"] = np.where(known, share, np.nan)
     agg["bound"] = pd.array([b if b is not None else np.nan for b in bound], dtype=object)
@@ -332,9 +359,10 @@ def _pipe_evidence(agg: pd.DataFrame, rules: Mapping[str, Any]) -> dict[str, np.
         list(rules["internal_pipes"])
     roofs = [p for p in PIPES if p in {*compute, *memory, *internal}]
     ratio = {p: agg[f"{p}_ratio"].to_numpy(dtype="float64") for p in PIPES}
-    # a running kernel keeps some pipe busy: ratios that are all 0 were not collected (sanitized exports)
+    # a running kernel keeps some pipe busy (its scalar pipe at least): ratios that are all 0 were not collected
+    # (sanitized exports)
     measured = np.zeros(n, dtype=bool)
-    for p in roofs:
+    for p in (*roofs, "scalar"):
         measured |= np.nan_to_num(ratio[p]) > 0
     ratio = {p: np.where(measured, v, np.nan) for p, v in ratio.items()}
     frac = {p: ratio[p] / float(sat[p]) for p in PIPES}
@@ -354,16 +382,54 @@ def _pipe_evidence(agg: pd.DataFrame, rules: Mapping[str, Any]) -> dict[str, np.
     table_ = np.vstack([frac[p] for p in roofs]) if roofs else np.full((1, n), np.nan)
     has = ~np.isnan(table_).all(axis=0) if n else np.zeros(0, dtype=bool)
     top = np.nan_to_num(table_, nan=-1.0).argmax(axis=0) if n else np.zeros(0, dtype=int)
-    busiest = np.where(has, np.array(roofs, dtype=object)[top], "")
+    unit_pipe = np.where(has, np.array(roofs, dtype=object)[top], "")
+    cls = np.where(np.isin(unit_pipe, compute), "compute", "memory")  # the busiest unit's (scalar is no unit)
+    # the busiest pipe as the evidence names it: the scalar pipe where it out-works every unit (control code)
+    scalar_top = has & (np.nan_to_num(frac["scalar"], nan=-1.0) > np.nan_to_num(table_, nan=-1.0).max(axis=0)) \
+        if n else np.zeros(0, dtype=bool)
+    busiest = np.where(scalar_top, "scalar", unit_pipe)
     busiest_ratio = np.array([ratio[p][i] if p else np.nan for i, p in enumerate(busiest)], dtype="float64")
-    cls = np.where(np.isin(busiest, compute), "compute", "memory")
+    scalar_bound = scalar_top & (np.nan_to_num(ratio["scalar"]) >= float(rules["scalar_bound_ratio"]))
     saturated = [", ".join(f"{p} {ratio[p][i]:.2f}" for p in PIPES if frac[p][i] >= 1.0) for i in range(n)]
     any_sat = np.nan_to_num(best(roofs, frac), nan=0.0) >= 1.0
-    return {"has": has, "busiest": busiest, "busiest_ratio": busiest_ratio, "cls": cls,
+    return {"has": has, "busiest": busiest, "busiest_ratio": busiest_ratio, "cls": cls, "scalar": scalar_bound,
             "saturated": np.array(saturated, dtype=object), "any_sat": any_sat,
             "measure_compute": best([*compute, "scalar"]), "measure_memory": best([*compute, *memory, "scalar"]),
             "measure_unknown": best([*roofs, "scalar"]), "busy_compute": best([*compute, "scalar"], busy),
             "busy_memory": best([*compute, *memory, "scalar"], busy), "busy_unknown": best([*roofs, "scalar"], busy)}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the one answer to "how much of the compute time is memory bound"
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MemoryBoundShare:
+    """The memory-bound part of a classification (:func:`memory_bound_share`): what the model summary, the
+    memory-bound and the roofline knowledge bases all report, so they agree on every profile."""
+
+    ops: pd.DataFrame
+    """The table's rows (name, type, core) whose bound is ``memory``."""
+    time_us: float
+    """Their time (every call)."""
+    compute_us: float
+    """The time of every compute op of the table (the share's denominator)."""
+    tasks: int
+    compute_tasks: int
+
+    @property
+    def share(self) -> float:
+        return self.time_us / self.compute_us if self.compute_us > 0 else 0.0
+
+
+def memory_bound_share(table: pd.DataFrame) -> MemoryBoundShare | None:
+    """The ops of ``table`` (:func:`op_bounds` / :func:`for_profile`) whose bound is ``memory`` and their share of
+    the compute time; None for a table without compute ops or with none classified (neither work nor pipes)."""
+    if not len(table) or not table["bound"].notna().any():
+        return None
+    mem = table[table["bound"].eq("memory").fillna(False).astype(bool)]
+    return MemoryBoundShare(ops=mem, time_us=float(mem["total_us"].sum()),
+                            compute_us=float(table["total_us"].sum()), tasks=int(mem["calls"].sum()),
+                            compute_tasks=int(table["calls"].sum()))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -431,12 +497,19 @@ def _peak(cube: bool, dtype: str, platform: Mapping[str, Any], rules: Mapping[st
 
 
 def _categorical(col: pd.Series) -> pd.Categorical:
-    return col.array if isinstance(col.dtype, pd.CategoricalDtype) else pd.Categorical(col.astype("string"))
+    """The column as a categorical whose missing values are "" (a kernel msprof op records without an op type is
+    still an op: a groupby would drop a missing key)."""
+    cat = col.array if isinstance(col.dtype, pd.CategoricalDtype) else pd.Categorical(col.astype("string"))
+    if not (cat.codes < 0).any():
+        return cat
+    if "" not in cat.categories:
+        cat = cat.add_categories([""])
+    return cat.fillna("")
 
 
 def _text(value: object) -> str:
     return "" if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)) else str(value)
 
 
-__all__ = ["BOUNDS", "COLUMNS", "PIPES", "RULES_NAME", "builtin_rules", "classify", "for_profile", "op_bounds",
-           "rules_of"]
+__all__ = ["BOUNDS", "COLUMNS", "PIPES", "RULES_NAME", "MemoryBoundShare", "builtin_rules", "classify", "for_profile",
+           "memory_bound_share", "op_bounds", "rules_of"]
