@@ -34,7 +34,7 @@ from advisor.platform import has_tool
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import cat_lookup, cat_map, categorical, severity_for
 from advisor.toolkit.free_time import free_part, within_free_time
-from advisor.toolkit.time import FREE_TIME_KEY
+from advisor.toolkit.time import FREE_TIME_KEY, compute_tasks
 
 FUSIBLE = "schedule.fusible-ops"
 
@@ -581,7 +581,8 @@ class ScheduleKB(KnowledgeBase):
         id=FUSIBLE,
         title="Repeated op sequences that are host bound or MTE bound",
         what="Hashes every op-type sequence (type and shapes) of {fusible.min_length} to {fusible.max_length} "
-             "consecutive device tasks (tasks on fusible.break_cores break sequences) and keeps those occurring "
+             "consecutive compute tasks (a communication or runtime task -- an HCCL op, a notify wait or record, "
+             "an event -- and tasks on fusible.break_cores break sequences) and keeps those occurring "
              "more than {fusible.min_occurrences} times without overlap that cover more than "
              "{fusible.min_step_share} of the analyzed window or are MTE bound, and that are host bound (kernel "
              "time / wall span below {fusible.host_bound_ratio}) or MTE bound ((MTE2 + MTE3/fixpipe time) / AI "
@@ -1219,7 +1220,10 @@ def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) 
     n = len(order)
     keys = op_keys(ops, order) + 1
     keys = keys.astype(np.uint32 if keys.max(initial=0) < 2**32 else np.uint64)
-    ok = ~cat_map(ops["core"], lambda c: str(c) in set(cfg["break_cores"]), False, bool, rows=order)
+    # a communication or runtime task (HCCL op, notify wait / record, event...) is no kernel to fuse: it breaks a
+    # sequence, as the cores of fusible.break_cores do
+    ok = compute_tasks(ops["core"], order)
+    ok &= ~cat_map(ops["core"], lambda c: str(c) in set(cfg["break_cores"]), False, bool, rows=order)
     sums = _prefix_sums(ops, order, cfg["no_saving_types"])
     start = _f(ops, "start_us")
     times = _Times(order.astype(np.int32 if n < 2**31 else np.int64), start,

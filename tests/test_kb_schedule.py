@@ -291,6 +291,31 @@ def test_mte_bound_sequence_and_breaks() -> None:
     assert "schedule.fusible-ops" not in rules_of(run(make_profile(broken))[0])
 
 
+def _notify(name: str, start: float, dur: float) -> OpRow:
+    """A task of a collective as msprof's op summary lists it (CANN 6: its task type in the core column)."""
+    return OpRow(name, name, dur, core=name, start_us=T0 + start)
+
+
+def test_communication_tasks_make_no_sequence_and_break_the_kernels_ones() -> None:
+    """The notify waits and records of a collective repeat with gaps like a host-bound kernel sequence (the
+    mindinsight profiler sample showed "Host bound sequence repeated 6x: NOTIFY_WAIT -> NOTIFY_RECORD ->
+    NOTIFY_RECORD"), but no one can fuse them: they are no sequence, and between two kernels they end a sequence."""
+    notify = []
+    for i in range(8):
+        notify += [_notify("NOTIFY_WAIT", i * 300, 3), _notify("NOTIFY_RECORD", i * 300 + 40, 0.05),
+                   _notify("NOTIFY_RECORD", i * 300 + 80, 0.05)]
+    assert "schedule.fusible-ops" not in rules_of(run(make_profile(notify))[0])
+    kernels = []
+    for i in range(8):  # host bound Add -> Mul, as in test_host_bound_sequence
+        kernels += [_vec(f"add{i}", "Add", i * 200, 5), _vec(f"mul{i}", "Mul", i * 200 + 35, 10)]
+    assert "schedule.fusible-ops" in rules_of(run(make_profile(kernels))[0])
+    split = []
+    for i in range(8):  # the same kernels with a notify wait after each
+        split += [_vec(f"add{i}", "Add", i * 200, 5), _notify("NOTIFY_WAIT", i * 200 + 10, 3),
+                  _vec(f"mul{i}", "Mul", i * 200 + 35, 10), _notify("NOTIFY_WAIT", i * 200 + 50, 3)]
+    assert "schedule.fusible-ops" not in rules_of(run(make_profile(split))[0])
+
+
 def test_compute_bound_sequence_is_not_fusible() -> None:
     rows = []
     for i in range(8):
