@@ -249,3 +249,32 @@ def test_small_packets_of_two_transports_are_one_finding() -> None:
     assert {x["transport"] for x in f["evidence"]["transports"]} == {"SDMA", "RDMA"}
     assert set(f["ops"]) <= set(small["SDMA"]) | set(small["RDMA"])
     assert "hcom_allGather__822_4" in f["ops"]  # small on both transports: one op, one finding
+
+
+# ---------------------------------------------------------------------------------------------------------
+# one cause over the ranks: findings of one rule with one fix on the same ops are one
+# ---------------------------------------------------------------------------------------------------------
+@needs
+def test_waiting_ranks_are_one_uncovered_communication_finding() -> None:
+    """AlexNet level2, two ranks: rank 0's uncovered communication is mostly wait, rank 1's mostly idle -- both
+    'peers not ready', with the same fix (balance the ranks) on the same collectives. The cluster report held two
+    findings; it holds one over both ranks, whose saving is the two ranks' less the waiting the late peer (rank 5,
+    outside the job's profile) explains."""
+    job = MSINSIGHT / "test/data/pytorch/text/level2"
+    (f,) = _rule(_report(job), "overall.uncovered-communication")
+    assert f["ranks"] == [0, 1] and "waiting for peers" in f["title"]
+    explained = sum((f["evidence"].get("explained_by") or {}).values())
+    assert f["estimated_saving_us"] == pytest.approx(
+        sum(f["evidence"]["by_rank"][r]["estimated_saving_us"] for r in ("0", "1")) - explained, abs=1e-2)
+    for rank in ("0", "1"):
+        shares = json.loads((job / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "communication.json")
+                            .read_text("utf-8"))
+        wait = idle = transit = 0.0
+        for step in shares.values():
+            for ops in step.values():
+                for op, info in ops.items():
+                    if op != "Total Op Info":
+                        t = info["Communication Time Info"]
+                        wait, idle, transit = wait + t["Wait Time(ms)"], idle + t["Idle Time(ms)"], \
+                            transit + t["Transit Time(ms)"]
+        assert wait + idle > transit  # each rank waits for its peers more than it transfers
