@@ -278,3 +278,28 @@ def test_waiting_ranks_are_one_uncovered_communication_finding() -> None:
                         wait, idle, transit = wait + t["Wait Time(ms)"], idle + t["Idle Time(ms)"], \
                             transit + t["Transit Time(ms)"]
         assert wait + idle > transit  # each rank waits for its peers more than it transfers
+
+
+def _finding(rule: str, ops: list[str], rank: int | None = 0, fix: str | None = "merge", **evidence: object) -> dict:
+    return {"rule": rule, "kb": rule.split(".")[0], "title": f"{rule} on {ops} rank {rank} {evidence}",
+            "severity": "info", "ops": ops, "estimated_saving_us": 0.0, "evidence": evidence, "rank": rank,
+            "fix": {"kind": "code", "summary": fix} if fix else None}
+
+
+def test_the_report_invariant_one_finding_per_op_per_rule() -> None:
+    """advisor.consistency (what ADVISOR_SELF_CHECK=1 refuses to write) holds the rule on any report."""
+    from advisor.consistency import problems
+
+    def broken(*findings: dict) -> list[str]:
+        return [p for p in problems({"findings": list(findings), "score": 50}) if "named by" in p or " are one" in p]
+
+    assert broken(_finding("r.x", ["a", "b"]), _finding("r.x", ["b"]))  # one op, two findings, one rank
+    assert broken(_finding("r.x", ["a"], rank=0), _finding("r.x", ["a"], rank=1))  # same fix on two ranks
+    assert not broken(_finding("r.x", ["a"], rank=0), _finding("r.x", ["a"], rank=1, fix="other"))
+    assert not broken(_finding("r.x", ["a"]), _finding("r.y", ["a"]))  # two rules may name one op
+    seq = "schedule.fusible-ops"
+    assert broken(_finding(seq, ["m"], sequence=["A", "B", "C", "D"]), _finding(seq, ["n"], sequence=["B", "C"]))
+    assert broken(_finding(seq, ["m"], sequence=["A", "B", "C"]), _finding(seq, ["n"], sequence=["C", "A", "B"]))
+    # the forward and the backward chain launch one Add kernel name, in two unrelated sequences: two findings
+    assert not broken(_finding(seq, ["add", "mm"], sequence=["SwiGlu", "MatMulV3", "Add"]),
+                      _finding(seq, ["add", "mm"], sequence=["Add", "SwiGluGrad", "MatMulV3"]))
