@@ -188,8 +188,9 @@ class CommunicationKB(KnowledgeBase):
         saving = sum(x["saving_us"] for x in parts)
         said = [f"{pct(x['small_ratio'])} of " + (f"{x['transport']} transfers are" if i == 0 else x["transport"])
                 + f" below {x['min_size_mb']:g} MB ({x['small_ops']} of {x['ops']} ops)" for i, x in enumerate(parts)]
-        moved = [f"{pct(x['small_ratio'])} of the {x['transport']} transfers move less than {x['min_size_mb']:g} MB "
-                 f"(median {x['median_small_size_mb']:.3g} MB)" for x in parts]
+        # the advice names every transport's limit, not only those that fire here: ranks of one job whose small
+        # transfers sit on other transports give the same advice, one finding over the ranks
+        below = ", ".join(f"{float(v):g} MB on {t}" for t, v in limits.items())
         rec, fix = _merge_advice(ctx)
         return [ctx.finding(
             rule="communication.small-packets",
@@ -208,7 +209,8 @@ class CommunicationKB(KnowledgeBase):
             basis="; ".join(f"{x['transport']}: transit time beyond size / {x['reference_gbps']:.1f} GB/s "
                             f"({x['reference']})" for x in parts)
                   + ", times the exposed share of communication in the op's step",
-            recommendation=rc.unknown_context(ctx) + " and ".join(moved) + ": they are latency-bound. " + rec,
+            recommendation=rc.unknown_context(ctx) + f"Transfers below {below} are latency-bound (the evidence "
+                           "gives each transport's share and median size). " + rec,
             fix=fix, confidence=float(ctx.rules["confidence"]["small_packets"]), saving_by_op=by_op)]
 
     # ----------------------------------------------------------------------------------------------------

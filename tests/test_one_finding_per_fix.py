@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from collections import defaultdict
 from decimal import Decimal
 from pathlib import Path
@@ -303,3 +304,16 @@ def test_the_report_invariant_one_finding_per_op_per_rule() -> None:
     # the forward and the backward chain launch one Add kernel name, in two unrelated sequences: two findings
     assert not broken(_finding(seq, ["add", "mm"], sequence=["SwiGlu", "MatMulV3", "Add"]),
                       _finding(seq, ["add", "mm"], sequence=["Add", "SwiGluGrad", "MatMulV3"]))
+
+
+@needs
+def test_small_packets_of_two_ranks_on_other_transports_are_one_finding(tmp_path: Path) -> None:
+    """The server test job (its two torch_npu ranks, without the msprof runs beside them): rank 0's small transfers
+    are RDMA only, rank 1's SDMA and RDMA; one fix, one finding over both ranks, naming hcom_allGather__822_4 once
+    (small on RDMA on both ranks)."""
+    for rank in ("test_rank_0", "test_rank_1"):
+        shutil.copytree(MSINSIGHT / "server/src/test/test_data" / rank, tmp_path / rank)
+    report = _report(tmp_path)
+    (f,) = _rule(report, "communication.small-packets")
+    assert f["ranks"] == [0, 1] and "hcom_allGather__822_4" in f["ops"]
+    assert set(f["evidence"]["by_rank"]) == {"0", "1"}
