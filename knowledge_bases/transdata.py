@@ -730,9 +730,9 @@ class TransDataKB(KnowledgeBase):
             "NCHW, and the op after that converts it to NC1HWC0 again. The op between is not the cause -- each "
             "op of the chain would force the same pair -- so naming it (one finding per op beside the conversion) "
             "splits one cause into several findings with one fix. Saving: both conversions of a round trip that "
-            "cancels exactly (the cheaper one when the shapes differ), "
-            "{saving_fraction.Ops_Not_Support_Heavy_Format} / {saving_fraction.Reshape_Ops_Interrupts_Format} of "
-            "the conversions beside a plain-format or view op.",
+            "cancels exactly (the cheaper one when the shapes differ); of a conversion beside a plain-format op "
+            "{saving_fraction.Ops_Not_Support_Heavy_Format} of its time, beside a view op "
+            "{saving_fraction.Reshape_Ops_Interrupts_Format}.",
         how_to_fix="Private formats not kept: compile the model with torchair (graph mode): GE keeps the private "
                    "format along the chain and drops the conversions. Private formats kept and reaching ops without "
                    "a 5HD/NZ kernel: torch.npu.config.allow_internal_format = False, and measure.",
