@@ -13,7 +13,12 @@ environment variable ``ADVISOR_SELF_CHECK=1`` makes ``advisor analyze`` refuse t
    minor or info;
 6. no arithmetic advice that increases work: padding an axis that is already a multiple of the cube's fractal
    (16), or padding to a smaller size;
-7. advice never cites project-internal files (DESIGN/DOMAIN/FORMATS/PEER notes) users do not have.
+7. advice never cites project-internal files (DESIGN/DOMAIN/FORMATS/PEER notes) users do not have;
+8. one finding per op per rule: no op named by two top-level findings of one rule on one rank, nor by two findings
+   of one rule with the same fix on other ranks (one cause over the ranks is one finding); findings about op
+   sequences (evidence ``sequence``) are compared by their patterns, none the same as, a rotation or a
+   sub-sequence of another's -- their op names recur in other sequences (a forward and a backward Add are two
+   launches of one kernel name).
 """
 
 from __future__ import annotations
@@ -53,7 +58,8 @@ def problems(report: Mapping[str, Any]) -> list[str]:
                     for r, t in ((report.get("time") or {}).get("ranks") or {}).items() if isinstance(t, Mapping)}
     return (_over_the_window(everything, detail, window) + _shares_over_100(everything)
             + _contradictions(everything) + _duplicate_titles(findings)
-            + _severities(findings, report.get("score"), window, rank_windows) + _advice(everything))
+            + _severities(findings, report.get("score"), window, rank_windows) + _advice(everything)
+            + _one_per_op(findings))
 
 
 def _over_the_window(everything: list[Mapping[str, Any]], detail: Mapping[str, Any], window: float) -> list[str]:
@@ -117,6 +123,55 @@ def _advice(everything: list[Mapping[str, Any]]) -> list[str]:
         if m:
             out.append(f"{f.get('rule')}: advice cites {m.group(0)}, which users do not have")
     return out
+
+
+def _one_per_op(findings: list[Mapping[str, Any]]) -> list[str]:
+    """Two findings of one rule naming one op (on one rank, or with the same fix), or about related op sequences."""
+    out: list[str] = []
+    for i, a in enumerate(findings):
+        for b in findings[i + 1:]:
+            if a.get("rule") != b.get("rule"):
+                continue
+            sa, sb = _sequence(a), _sequence(b)
+            if sa is not None and sb is not None:
+                if _related(sa, sb):
+                    out.append(f"{a.get('rule')}: op sequences {' -> '.join(sa)} and {' -> '.join(sb)} are one")
+                continue
+            shared = sorted(set(a.get("ops") or []) & set(b.get("ops") or []))
+            if not shared:
+                continue
+            ra, rb = _ranks(a), _ranks(b)
+            if not ra or not rb or ra & rb:
+                out.append(f"{a.get('rule')}: {shared[0]} named by two findings ({str(a.get('title'))[:40]!r}, "
+                           f"{str(b.get('title'))[:40]!r})")
+            elif _fix(a) is not None and _fix(a) == _fix(b):
+                out.append(f"{a.get('rule')}: {shared[0]} named by two findings with one fix on ranks "
+                           f"{sorted(ra)} and {sorted(rb)}")
+    return out
+
+
+def _sequence(f: Mapping[str, Any]) -> tuple[str, ...] | None:
+    seq = (f.get("evidence") or {}).get("sequence")
+    return tuple(str(x) for x in seq) if isinstance(seq, list) and seq else None
+
+
+def _related(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """The same pattern, a rotation (equal length) or a contiguous sub-sequence of the other."""
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    hay = long_ + long_[:-1] if len(short) == len(long_) else long_
+    return any(hay[i:i + len(short)] == short for i in range(len(hay) - len(short) + 1))
+
+
+def _ranks(f: Mapping[str, Any]) -> set[int]:
+    """The ranks a finding holds on (empty: the whole input, e.g. a cluster finding)."""
+    if f.get("rank") is not None:
+        return {int(f["rank"])}
+    return {int(r) for r in f.get("ranks") or []}
+
+
+def _fix(f: Mapping[str, Any]) -> tuple[Any, Any] | None:
+    fix = f.get("fix")
+    return (fix.get("kind"), fix.get("summary")) if isinstance(fix, Mapping) else None
 
 
 __all__ = ["problems"]

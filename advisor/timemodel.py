@@ -374,10 +374,13 @@ class _CoreLabels:
 
     def buckets(self) -> np.ndarray:
         """Each label's compute bucket ("" when not compute; "other" for a kernel whose core is not recorded)."""
-        return np.array([_bucket_of(label) for label in self.labels] + ["other"], dtype=object)
+        return np.array([compute_bucket(label) for label in self.labels] + ["other"], dtype=object)
 
 
-def _bucket_of(label: str) -> str:
+def compute_bucket(label: str) -> str:
+    """The compute bucket of a task's core / task type (upper case; ``cube``, ``vector``, ``mix``, ``ai_cpu``,
+    ``other``), or "" for a task that computes nothing: a communication op or task (``HCCL``, ``NOTIFY_WAIT``,
+    ``REDUCE_ASYNC_V2``...), a runtime task (``EVENT_RECORD``, ``MEMCPY_ASYNC``...)."""
     if label in COMM_CORES or _COMM_TASK.match(label):
         return ""
     return CORE_COMPUTE.get(label, "")
@@ -1384,4 +1387,4 @@ def shares(model: TimeModel) -> Mapping[str, float]:
 
 
 __all__ = ["COMM_DEVICE_TASK", "COMPUTE_KEYS", "DEVICE_PROCESS", "LINK_WAIT_COLUMNS", "UNCOVERED_KEYS", "StepTime",
-           "TimeModel", "build", "comm_streams", "merge", "shares"]
+           "TimeModel", "build", "comm_streams", "compute_bucket", "merge", "shares"]

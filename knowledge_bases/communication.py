@@ -127,9 +127,11 @@ class CommunicationKB(KnowledgeBase):
         what="Per transport, counts the ops whose transfer is below small_packets.min_size_mb (SDMA "
              "{small_packets.min_size_mb.SDMA} MB, RDMA {small_packets.min_size_mb.RDMA} MB; communication.json, "
              "else communication_matrix.json links with small_packets.matrix_min_size_mb) and fires when they "
-             "exceed {small_packets.max_small_ratio} of the ops. Saving: the transit time of the small transfers "
-             "beyond their size at the bandwidth large transfers reach in this profile (else nominal_gbps), times "
-             "the exposed share of communication.",
+             "exceed {small_packets.max_small_ratio} of the ops. The transports that fire share one fix and make "
+             "one finding (evidence 'transports'; the top-level figures are those of the transport with the "
+             "largest saving). Saving: the transit time of the small transfers beyond their size at the bandwidth "
+             "large transfers of the same transport reach in this profile (else nominal_gbps), times the exposed "
+             "share of communication; per op at most its exposed communication time.",
         why="Small transfers are dominated by per-transfer latency and synchronisation and reach a fraction of the "
             "link bandwidth.",
         how_to_fix="Merge small collectives: larger gradient buckets (PyTorch DDP bucket_cap_mb, Megatron "
@@ -146,7 +148,7 @@ class CommunicationKB(KnowledgeBase):
         limits = sp["min_size_mb" if source == "communication.json" else "matrix_min_size_mb"]
         max_ratio = float(sp["max_small_ratio"])
         nominal = ctx.rules["nominal_gbps"]
-        out = []
+        parts = []  # one per transport with too many small transfers
         for transport, grp in tx.groupby(tx["transport"].astype(str), sort=True):
             if transport not in limits:
                 continue
@@ -166,30 +168,50 @@ class CommunicationKB(KnowledgeBase):
             sm = grp[small]
             expected = sm["size_mb"] / ref * 1000.0 if ref == ref else sm["transit_us"]
             per = (sm["transit_us"] - expected).clip(lower=0.0).fillna(0.0) * sm["exposed"]
-            by_op = _attribute(list(sm["op"]), list(per))
-            saving = float(per.sum())
-            rows = [[r.op, round(r.size_mb, 4), round(r.transit_us, 3), _round(r.bandwidth_gbps),
-                     _round(r.large_packet_ratio)] for r in sm.sort_values("transit_us", ascending=False)
-                    .itertuples(index=False)]
-            median = float(sm["size_mb"].median())
-            rec, fix = _merge_advice(ctx)
-            out.append(ctx.finding(
-                rule="communication.small-packets",
-                title=f"{pct(ratio)} of {transport} transfers are below {limit:g} MB "
-                      f"({int(small.sum())} of {len(grp)} ops)",
-                severity=_severity(ctx, saving), ops=sorted(by_op, key=lambda k: -by_op[k]) or sorted(set(sm["op"])),
-                evidence={"transport": transport, "source": source, "min_size_mb": limit,
-                          "small_ops": int(small.sum()), "ops": int(len(grp)), "small_ratio": ratio,
-                          "max_small_ratio": max_ratio, "median_small_size_mb": median, "reference_gbps": ref,
-                          "table": table(["op", "size_mb", "transit_us", "bandwidth_gbps", "large_packet_ratio"],
-                                         rows)},
-                estimated_saving_us=saving,
-                basis=f"transit time beyond size / {ref:.1f} GB/s ({ref_basis}), times the exposed share of "
-                      "communication in the op's step",
-                recommendation=rc.unknown_context(ctx) + f"{pct(ratio)} of the {transport} transfers move less than "
-                               f"{limit:g} MB (median {median:.3g} MB) and are latency-bound. " + rec,
-                fix=fix, confidence=float(ctx.rules["confidence"]["small_packets"]), saving_by_op=by_op))
-        return out
+            parts.append({"transport": transport, "min_size_mb": limit, "small_ops": int(small.sum()),
+                          "ops": int(len(grp)), "small_ratio": ratio,
+                          "median_small_size_mb": float(sm["size_mb"].median()), "reference_gbps": ref,
+                          "reference": ref_basis, "saving_us": float(per.sum()),
+                          "by_op": _attribute(list(sm["op"]), list(per)), "names": set(sm["op"]),
+                          "rows": [[r.op, round(r.size_mb, 4), round(r.transit_us, 3), _round(r.bandwidth_gbps),
+                                    _round(r.large_packet_ratio), transport]
+                                   for r in sm.sort_values("transit_us", ascending=False).itertuples(index=False)]})
+        if not parts:
+            return []
+        # one fix (merge the small transfers) whatever the transport: one finding, the transports its parts
+        parts.sort(key=lambda x: -x["saving_us"])
+        main = parts[0]
+        by_op: dict[str, float] = {}
+        for x in parts:
+            for op, v in x["by_op"].items():
+                by_op[op] = by_op.get(op, 0.0) + v
+        saving = sum(x["saving_us"] for x in parts)
+        said = [f"{pct(x['small_ratio'])} of " + (f"{x['transport']} transfers are" if i == 0 else x["transport"])
+                + f" below {x['min_size_mb']:g} MB ({x['small_ops']} of {x['ops']} ops)" for i, x in enumerate(parts)]
+        # the advice names every transport's limit, not only those that fire here: ranks of one job whose small
+        # transfers sit on other transports give the same advice, one finding over the ranks
+        below = ", ".join(f"{float(v):g} MB on {t}" for t, v in limits.items())
+        rec, fix = _merge_advice(ctx)
+        return [ctx.finding(
+            rule="communication.small-packets",
+            title=", ".join(said),
+            severity=_severity(ctx, saving),
+            ops=sorted(by_op, key=lambda k: -by_op[k]) or sorted(set().union(*(x["names"] for x in parts))),
+            evidence={"transport": main["transport"], "source": source, "min_size_mb": main["min_size_mb"],
+                      "small_ops": main["small_ops"], "ops": main["ops"], "small_ratio": main["small_ratio"],
+                      "max_small_ratio": max_ratio, "median_small_size_mb": main["median_small_size_mb"],
+                      "reference_gbps": main["reference_gbps"],
+                      "transports": [{k: v for k, v in x.items() if k not in ("by_op", "names", "rows")}
+                                     for x in parts],
+                      "table": table(["op", "size_mb", "transit_us", "bandwidth_gbps", "large_packet_ratio",
+                                      "transport"], [r for x in parts for r in x["rows"]])},
+            estimated_saving_us=saving,
+            basis="; ".join(f"{x['transport']}: transit time beyond size / {x['reference_gbps']:.1f} GB/s "
+                            f"({x['reference']})" for x in parts)
+                  + ", times the exposed share of communication in the op's step",
+            recommendation=rc.unknown_context(ctx) + f"Transfers below {below} are latency-bound (the evidence "
+                           "gives each transport's share and median size). " + rec,
+            fix=fix, confidence=float(ctx.rules["confidence"]["small_packets"]), saving_by_op=by_op)]
 
     # ----------------------------------------------------------------------------------------------------
     @rule(RuleDoc(

@@ -150,8 +150,8 @@ class OperatorKB(KnowledgeBase):
                    + " batch / hidden sizes whose split divides into the core count.")
         yield ctx.finding(
             rule="operator.block-dim",
-            title=f"{_plural(len(by_op), 'op')} leave{'s' if len(by_op) == 1 else ''} AI cores idle (block dim "
-                  f"not a multiple of {aic}/{aiv} cores)",
+            # no singular form: the same cause on ranks with 1 and 2 such ops is one finding over the ranks
+            title=f"{len(by_op)} op(s) leave AI cores idle (block dim not a multiple of {aic}/{aiv} cores)",
             severity=_severity(total, window, r),
             ops=list(by_op),
             evidence={"ai_core_num": aic, "vector_core_num": aiv, "core_count_source": counts.detail,

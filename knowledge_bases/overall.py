@@ -120,7 +120,9 @@ class OverallKB(KnowledgeBase):
              "time overlap can hide behind compute not already overlapping (x {communication.overlap_efficiency}) "
              "plus {communication.sync_recoverable} of the wait and idle time, at most the uncovered time above "
              "{communication.target_share} of the window; split over the communication ops by their exposed time "
-             "(the first {communication.max_ops}, the rest as one pseudo-op).",
+             "(the first {communication.max_ops}, the rest as one pseudo-op). Wait- or idle-dominated, the title "
+             "says 'waiting for peers' (their sum): one cause and one fix, so ranks showing more of one or of the "
+             "other are one finding over the ranks.",
         why="Exposed communication adds directly to the step. Waiting means ranks or pipeline stages reach the "
             "collective at different times (slow rank, stage imbalance, late host launches); transmit time means "
             "communication is serialized with compute.",
@@ -153,8 +155,12 @@ class OverallKB(KnowledgeBase):
         dominant = max(known, key=lambda k: known[k]) if known else "unknown"
         ops, by_op = _comm_attribution(ctx, saving, int(cr["max_ops"]))
         rec, fix = _comm_advice(ctx, dominant, kinds, uncovered)
+        waiting = kinds.get("wait", 0.0) + kinds.get("idle", 0.0)
+        # wait- and idle-dominated: one cause (peers not ready) and one fix, whichever of the two a rank shows most
         title = (f"Uncovered communication {pct(uncovered / w)} of the analyzed time ({uncovered / 1000:.2f} ms)"
-                 + (f", mostly {dominant} ({pct(kinds[dominant] / uncovered)})" if dominant != "unknown" else ""))
+                 + (f", mostly waiting for peers ({pct(waiting / uncovered)} wait and idle)"
+                    if dominant in ("wait", "idle") else
+                    f", mostly {dominant} ({pct(kinds[dominant] / uncovered)})" if dominant != "unknown" else ""))
         return [ctx.finding(
             rule="overall.uncovered-communication", title=title,
             severity=severity_for(saving / w, r["severity"]), ops=ops,

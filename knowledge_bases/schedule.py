@@ -34,7 +34,7 @@ from advisor.platform import has_tool
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import cat_lookup, cat_map, categorical, severity_for
 from advisor.toolkit.free_time import free_part, within_free_time
-from advisor.toolkit.time import FREE_TIME_KEY, idle_during
+from advisor.toolkit.time import FREE_TIME_KEY, compute_tasks, idle_during
 
 FUSIBLE = "schedule.fusible-ops"
 
@@ -618,14 +618,19 @@ class ScheduleKB(KnowledgeBase):
         id=FUSIBLE,
         title="Repeated op sequences that are host bound or MTE bound",
         what="Hashes every op-type sequence (type and shapes) of {fusible.min_length} to {fusible.max_length} "
-             "consecutive device tasks (tasks on fusible.break_cores break sequences) and keeps those occurring "
-             "more than {fusible.min_occurrences} times without overlap that cover more than "
-             "{fusible.min_step_share} of the analyzed window or are MTE bound, and that are host bound (kernel "
-             "time / wall span below {fusible.host_bound_ratio}) or MTE bound ((MTE2 + MTE3/fixpipe time) / AI "
-             "Core time above {fusible.mte_bound_ratio}). The best sequences whose occurrences share no task are "
-             "reported (at most {fusible.top_num}), one finding per op pattern. Saving: "
-             "{fusible.host_saving_fraction} of the gaps inside the occurrences (free time) plus "
-             "{fusible.mte_saving_fraction} of the kernel time of the ops fusion can merge (per op).",
+             "consecutive compute tasks (a communication or runtime task -- an HCCL op, a notify wait or record, "
+             "an event -- and tasks on fusible.break_cores break sequences) and keeps those occurring more than "
+             "{fusible.min_occurrences} times without overlap that cover more than {fusible.min_step_share} of the "
+             "analyzed window or are MTE bound, and that are host bound (kernel time / wall span below "
+             "{fusible.host_bound_ratio}) or MTE bound ((MTE2 + MTE3/fixpipe time) / AI Core time above "
+             "{fusible.mte_bound_ratio}). The best sequences, each sharing at most {fusible.max_overlap} of its tasks "
+             "with better ones, are gathered into fusion opportunities, at most {fusible.top_num}: "
+             "sequences whose op types are the same (other shapes), a rotation of one another (the same loop "
+             "entered at another op) or a sub-sequence of one another (a part of the same chain), or whose "
+             "occurrences share tasks, are one opportunity and one finding, named after the longest sequence "
+             "('and Nx in part': the occurrences of its parts). Saving, over the union of the opportunity's tasks "
+             "(each counted once): {fusible.host_saving_fraction} of the gaps inside the occurrences (free time) "
+             "plus {fusible.mte_saving_fraction} of the kernel time of the ops fusion can merge (per op).",
         why="Host bound: the device waits between the kernels for the host to launch the next. MTE bound: the "
             "kernels mostly move intermediate tensors through HBM. One fused kernel removes both costs. It is a "
             "symptom: the finding that names the cause on the same ops (a decomposed activation, an unfused "
@@ -646,15 +651,11 @@ class ScheduleKB(KnowledgeBase):
             ctx.note("schedule.fusible-ops: skipped, the ops have no start times")
             return []
         window = ctx.profile.time.window_us
-        seqs = find_sequences(ops, cfg, window)
-        if not seqs:
+        opportunities = find_sequences(ops, cfg, window)
+        if not opportunities:
             return []
         order = np.argsort(_f(ops, "start_us"), kind="stable")  # positions are in start order
-        groups: dict[str, list[Sequence_]] = {}
-        for seq in seqs:  # sequences of the same op types (other shapes) are one finding
-            first = int(seq.positions[0])
-            groups.setdefault(" -> ".join(op_labels(ops, order[first:first + seq.length])), []).append(seq)
-        return [_fusible_finding(ctx, pattern, group, order, window) for pattern, group in groups.items()]
+        return [_fusible_finding(ctx, opp, order, window) for opp in opportunities]
 
 
 def _section(rule_id: str) -> str:
@@ -964,6 +965,8 @@ class Sequence_:
     mte_bound: bool
     host_saving_us: float
     mte_saving_us: float
+    labels: tuple[str, ...] = ()
+    """What the sequence shows for each op (:func:`op_labels`: its type, else its name)."""
 
     @property
     def saving_us(self) -> float:
@@ -1229,34 +1232,83 @@ def _worth_fusing(agg: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) -
 class _Candidates:
     """The candidate sequences of every length: their numbers, and per length which sequence starts at each
     position (0: none; at most one, a position starting one sequence per length), from which a candidate's
-    positions are read back when the best are chosen (a byte per position, not a position per occurrence)."""
+    positions are read back when the best are chosen (a byte per position, not a position per occurrence); and
+    where each candidate first occurs (its op pattern is read there)."""
 
-    seqs: list[tuple[Sequence_, int]]
+    seqs: list[tuple[Sequence_, int, int]]
     marks: dict[int, np.ndarray]
 
     def add(self, length: int, agg: pd.DataFrame, occ: _Occurrences, m: int) -> None:
         """The sequences of ``agg`` (index: hashes) of one length, of ``m`` start positions."""
         marks = np.zeros(m, dtype=np.uint8 if len(agg) < 255 else np.uint32)
+        first = []
         for mark, (a, b) in enumerate(occ.ranges(agg.index.to_numpy()), start=1):
             marks[occ.positions[a:b]] = mark
+            first.append(int(occ.positions[a]))
         self.marks[length] = marks
-        for mark, r in enumerate(agg.itertuples(), start=1):
+        for mark, (r, at) in enumerate(zip(agg.itertuples(), first, strict=True), start=1):
             self.seqs.append((Sequence_(length, np.zeros(0, dtype=np.int64), float(r.span), float(r.dur),
                                         float(r.mte), float(r.aic), bool(r.host_bound), bool(r.mte_bound),
-                                        float(r.host_s), float(r.mte_s)), mark))
+                                        float(r.host_s), float(r.mte_s)), mark, at))
 
     def positions(self, seq: Sequence_, mark: int) -> np.ndarray:
         return np.flatnonzero(self.marks[seq.length] == mark)
 
 
-def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) -> list[Sequence_]:
-    """Repeated sequences of op (type, shapes), best first, occurrences not overlapping one another and sharing no
-    task with a better sequence (``fusible.max_overlap``)."""
+@dataclass
+class Opportunity:
+    """One fusion opportunity: the reported sequences whose op patterns are the same (other shapes), rotations or
+    sub-sequences of one another, or whose occurrences share tasks. ``parts[i]`` says how ``sequences[i]`` joined
+    (``same``, ``rotation``, ``sub-sequence``, ``shared tasks``; the first is ``same``); ``weights[i]`` is the share
+    of its tasks no better sequence of the opportunity holds (1 unless ``fusible.max_overlap`` lets them share
+    tasks): its figures count with that weight, so every task counts once."""
+
+    sequences: list[Sequence_]
+    parts: list[str]
+    weights: list[float]
+
+    @property
+    def lead(self) -> Sequence_:
+        """The sequence the finding is named after: the longest (the others are its parts), then the best."""
+        return max(self.sequences, key=lambda s: (s.length, s.saving_us))
+
+    def total(self, attr: str) -> float:
+        return sum(w * float(getattr(s, attr)) for s, w in zip(self.sequences, self.weights, strict=True))
+
+    @property
+    def saving_us(self) -> float:
+        return self.total("saving_us")
+
+
+def related(a: Sequence[str], b: Sequence[str]) -> str | None:
+    """How two op patterns are one fusion opportunity: ``same``, ``rotation`` (the same loop entered at another op)
+    or ``sub-sequence`` (one runs inside the other); None when they are not."""
+    a, b = tuple(a), tuple(b)
+    if a == b:
+        return "same"
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    if len(short) == len(long_):
+        return "rotation" if _inside(short, long_ + long_[:-1]) else None
+    return "sub-sequence" if _inside(short, long_) else None
+
+
+def _inside(short: tuple[str, ...], long_: tuple[str, ...]) -> bool:
+    k = len(short)
+    return any(long_[i:i + k] == short for i in range(len(long_) - k + 1))
+
+
+def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) -> list[Opportunity]:
+    """Repeated sequences of op (type, shapes) of compute tasks, best first, occurrences not overlapping one
+    another and sharing no task with a better sequence (``fusible.max_overlap``), gathered into fusion
+    opportunities (:class:`Opportunity`): at most ``fusible.top_num`` of them."""
     order = np.argsort(_f(ops, "start_us"), kind="stable")
     n = len(order)
     keys = op_keys(ops, order) + 1
     keys = keys.astype(np.uint32 if keys.max(initial=0) < 2**32 else np.uint64)
-    ok = ~cat_map(ops["core"], lambda c: str(c) in set(cfg["break_cores"]), False, bool, rows=order)
+    # a communication or runtime task (HCCL op, notify wait / record, event...) is no kernel to fuse: it breaks a
+    # sequence, as the cores of fusible.break_cores do
+    ok = compute_tasks(ops["core"], order)
+    ok &= ~cat_map(ops["core"], lambda c: str(c) in set(cfg["break_cores"]), False, bool, rows=order)
     sums = _prefix_sums(ops, order, cfg["no_saving_types"])
     start = _f(ops, "start_us")
     times = _Times(order.astype(np.int32 if n < 2**31 else np.int64), start,
@@ -1276,49 +1328,115 @@ def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) 
         agg = _worth_fusing(_sequence_sums(occ, length, times, sums), cfg, window_us)
         if agg is not None:
             cands.add(length, agg, occ, len(valid))
+    task_order = times.order
     del valid, ok, keys, times, sums
-    return _best(cands, n, int(cfg["top_num"]), float(cfg["max_overlap"]))
+    types, type_codes = cat_lookup(ops["type"], str, "")
+    names, name_codes = cat_lookup(ops["name"], str, "?")
+
+    def pattern_at(pos: int, length: int) -> tuple[str, ...]:  # op_labels of the tasks from `pos` on
+        rows = task_order[pos:pos + length]
+        return tuple(t or m for t, m in zip(types[type_codes[rows]], names[name_codes[rows]], strict=True))
+
+    return _best(cands, n, int(cfg["top_num"]), float(cfg["max_overlap"]), pattern_at)
 
 
-def _best(cands: _Candidates, n: int, top_num: int, max_overlap: float) -> list[Sequence_]:
-    """The best candidates, each sharing at most ``max_overlap`` of its tasks with the better ones chosen."""
+def _best(cands: _Candidates, n: int, top_num: int, max_overlap: float,
+          pattern_at: Callable[[int, int], tuple[str, ...]]) -> list[Opportunity]:
+    """The best candidates, each sharing at most ``max_overlap`` of its tasks with the better ones chosen, gathered
+    into at most ``top_num`` opportunities: a candidate whose op pattern is the same as, a rotation or a
+    sub-sequence of a chosen one's, or that shares tasks with it, joins that one's opportunity (the nearest one in
+    the task order, where several qualify) instead of becoming another; two opportunities whose longest patterns
+    are related are one."""
     cands.seqs.sort(key=lambda c: -c[0].saving_us)
-    chosen: list[Sequence_] = []
+    opps: list[Opportunity] = []
     covered = np.zeros(n, dtype=bool)
     cs = np.zeros(n + 1, dtype=np.int32 if n < 2**31 else np.int64)  # prefix sums of `covered`, after each pick
-    for seq, mark in cands.seqs:
-        if len(chosen) >= top_num:
-            break
+    owner = np.zeros(n, dtype=np.int32) if max_overlap > 0 else None  # opportunity (+1) of each covered task
+    for seq, mark, first in cands.seqs:
+        seq.labels = pattern_at(first, seq.length)
+        kin = [i for i, o in enumerate(opps) if any(related(seq.labels, s.labels) for s in o.sequences)]
+        if len(opps) >= top_num and not kin and owner is None:
+            continue  # neither a new opportunity nor a part of a chosen one: its positions are not read
         seq.positions = cands.positions(seq, mark)
         shared = (cs[seq.positions + seq.length] - cs[seq.positions]).sum() / (len(seq.positions) * seq.length)
         if shared > max_overlap:
             seq.positions = seq.positions[:0]
             continue
-        chosen.append(seq)
-        covered[(seq.positions[:, None] + np.arange(seq.length)).ravel()] = True
+        spans = (seq.positions[:, None] + np.arange(seq.length)).ravel()
+        if shared > 0 and owner is not None:
+            held = owner[spans]
+            at = int(np.bincount(held[held > 0]).argmax()) - 1
+        elif kin:
+            at = min(kin, key=lambda i: _distance(seq.positions, opps[i])) if len(kin) > 1 else kin[0]
+        elif len(opps) < top_num:
+            at = len(opps)
+            opps.append(Opportunity([], [], []))
+        else:
+            seq.positions = seq.positions[:0]
+            continue
+        how = "shared tasks" if shared > 0 else next(
+            (r for s in opps[at].sequences if (r := related(seq.labels, s.labels))), "same")
+        opps[at].sequences.append(seq)
+        opps[at].parts.append(how)
+        opps[at].weights.append(1.0 - shared)
+        covered[spans] = True
         np.cumsum(covered, dtype=cs.dtype, out=cs[1:])
-    return chosen
+        if owner is not None:
+            owner[spans] = np.where(owner[spans] > 0, owner[spans], at + 1)
+        at = _merge_related(opps, at, owner)
+    return opps
 
 
-def _fusible_finding(ctx: AnalysisContext, pattern: str, seqs: list[Sequence_], order: np.ndarray, window: float
-                     ) -> Finding:
-    """One finding for the sequences of one op pattern (positions into the tasks in ``order``): the MTE part of the
-    saving on the ops (in proportion to the time of the ops fusion can merge), the host part on the free-time
-    pseudo-op."""
+def _merge_related(opps: list[Opportunity], at: int, owner: np.ndarray | None) -> int:
+    """Fold into opportunity ``at`` every other whose longest pattern is related to its own (its lead changed: a
+    longer pattern holding both joined it); where ``at`` is then."""
+    while True:
+        lead = opps[at].lead.labels
+        other = next((j for j, o in enumerate(opps) if j != at and related(lead, o.lead.labels)), None)
+        if other is None:
+            return at
+        if owner is not None:  # the other's tasks are this one's; the numbers after the other's move down by one
+            owner[owner == other + 1] = at + 1
+            owner[owner > other + 1] -= 1
+        o = opps.pop(other)
+        at -= other < at
+        opps[at].sequences += o.sequences
+        opps[at].parts += o.parts
+        opps[at].weights += o.weights
+
+
+def _distance(positions: np.ndarray, opp: Opportunity) -> float:
+    """Median distance (in tasks) from each occurrence start to the nearest task of an opportunity."""
+    tasks = np.sort(np.concatenate([(s.positions[:, None] + np.arange(s.length)).ravel() for s in opp.sequences]))
+    k = np.searchsorted(tasks, positions)
+    before = np.abs(positions - tasks[np.maximum(k - 1, 0)])
+    after = np.abs(tasks[np.minimum(k, len(tasks) - 1)] - positions)
+    return float(np.median(np.minimum(before, after)))
+
+
+def _fusible_finding(ctx: AnalysisContext, opp: Opportunity, order: np.ndarray, window: float) -> Finding:
+    """One finding per opportunity (positions into the tasks in ``order``), named after its longest sequence, over
+    the union of its tasks: the MTE part of the saving on the ops (in proportion to the time of the ops fusion can
+    merge), the host part on the free-time pseudo-op."""
     cfg = ctx.rules["fusible"]
     ops = ctx.profile.ops
-    tasks = order[np.concatenate([(s.positions[:, None] + np.arange(s.length)).ravel() for s in seqs])]
+    seqs = opp.sequences
+    lead = opp.lead
+    pattern = " -> ".join(lead.labels)
+    tasks = np.concatenate([(s.positions[:, None] + np.arange(s.length)).ravel() for s in seqs])
+    if min(opp.weights) < 1.0:  # sequences sharing tasks (fusible.max_overlap): each task once
+        tasks = np.unique(tasks)
+    tasks = order[tasks]
     name, names = _str_codes(ops["name"], tasks)  # grouped by name in the names' order, a code per task
     dur = np.nan_to_num(_f(ops, "duration_us", tasks))
     heavy = cat_map(ops["type"], lambda c: str(c) in set(cfg["no_saving_types"]), False, bool, rows=tasks)
-    del tasks
     per_name = pd.Series(dur).groupby(name).sum()
     per_name.index = names[per_name.index]
     per_name = per_name.sort_values(ascending=False)
     mergeable = pd.Series(np.where(heavy, 0.0, dur)).groupby(name).sum()
     mergeable.index = names[mergeable.index]
-    mte = sum(s.mte_saving_us for s in seqs)
-    host = sum(s.host_saving_us for s in seqs)
+    mte = opp.total("mte_saving_us")
+    host = opp.total("host_saving_us")
     by_op = {str(k): mte * float(v) / float(mergeable.sum()) for k, v in mergeable.items()
              if v > 0 and mergeable.sum() > 0 and mte > 0}
     if host > 0:
@@ -1326,9 +1444,11 @@ def _fusible_finding(ctx: AnalysisContext, pattern: str, seqs: list[Sequence_], 
     saving = sum(by_op.values())
     host_bound, mte_bound = any(s.host_bound for s in seqs), any(s.mte_bound for s in seqs)
     kinds = " and ".join(k for k, b in (("host bound", host_bound), ("MTE bound", mte_bound)) if b)
-    occurrences = sum(len(s.positions) for s in seqs)
-    span, kernel = sum(s.span_us for s in seqs), sum(s.kernel_us for s in seqs)
-    mte_us, aicore = sum(s.mte_us for s in seqs), sum(s.aicore_us for s in seqs)
+    full = [s for s in seqs if s.labels == lead.labels]
+    occurrences = sum(len(s.positions) for s in full)
+    partial = sum(len(s.positions) for s in seqs) - occurrences
+    span, kernel = opp.total("span_us"), opp.total("kernel_us")
+    mte_us, aicore = opp.total("mte_us"), opp.total("aicore_us")
     basis = []
     if host > 0:
         basis.append(f"host bound: gaps inside the occurrences x {float(cfg['host_saving_fraction']):g} "
@@ -1336,22 +1456,33 @@ def _fusible_finding(ctx: AnalysisContext, pattern: str, seqs: list[Sequence_], 
     if mte > 0:
         basis.append(f"MTE bound: kernel time of the ops fusion can merge (not fusible.no_saving_types) x "
                      f"{float(cfg['mte_saving_fraction']):g} (fusible.mte_saving_fraction)")
-    rows = [[int(order[p]), int(order[p + s.length - 1])] for s in seqs for p in s.positions[:10]][:10]
+    if partial:
+        basis.append("over the union of the tasks of the sequence and its parts, each task counted once")
+    starts = sorted((int(p), s.length) for s in seqs for p in s.positions)
+    rows = [[int(order[p]), int(order[p + length - 1])] for p, length in starts[:10]]
+    parts: dict[tuple[str, ...], dict[str, Any]] = {}
+    for s, how in zip(seqs, opp.parts, strict=True):
+        if s.labels != lead.labels:
+            rec = parts.setdefault(s.labels, {"sequence": list(s.labels), "relation": related(s.labels, lead.labels)
+                                              or how, "occurrences": 0})
+            rec["occurrences"] += len(s.positions)
     return ctx.finding(
         rule=FUSIBLE,
-        title=f"{kinds[:1].upper()}{kinds[1:]} sequence repeated {occurrences}x: {pattern}",
+        title=f"{kinds[:1].upper()}{kinds[1:]} sequence repeated {occurrences}x"
+              + (f" (and {partial}x in part)" if partial else "") + f": {pattern}",
         severity=severity_for(saving / window if window > 0 else 0.0, ctx.rules["severity"]),
         ops=[str(k) for k in per_name.index],
-        evidence={"sequence": pattern.split(" -> "), "length": seqs[0].length, "occurrences": occurrences,
-                  "shape_variants": len(seqs), "wall_us": span, "kernel_us": kernel, "mte_us": mte_us,
+        evidence={"sequence": list(lead.labels), "length": lead.length, "occurrences": occurrences,
+                  "shape_variants": len(full), "wall_us": span, "kernel_us": kernel, "mte_us": mte_us,
                   "aicore_us": aicore, "kernel_over_wall": kernel / span if span else None,
                   "mte_over_aicore": mte_us / aicore if aicore else None,
                   "window_share": span / window if window > 0 else None,
+                  "tasks": len(tasks), "parts": list(parts.values()),
                   "table": table(["first row", "last row"], rows)},
         estimated_saving_us=saving,
         basis="; ".join(basis) if basis else "no saving",
         recommendation=_fusion_advice(ctx, pattern, occurrences, kinds),
-        fix=Fix("code", "fuse the repeated op sequence", {"sequence": pattern.split(" -> ")}),
+        fix=Fix("code", "fuse the repeated op sequence", {"sequence": list(lead.labels)}),
         confidence=float(cfg["confidence"]),
         saving_by_op=by_op,
     )

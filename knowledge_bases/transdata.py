@@ -81,6 +81,8 @@ class Site:
     basis: str = "profile"
     """How the site was traced, the key of its confidence in the rules: graph, profile (neighbouring rows with
     matching shapes), profile_without_shapes, unlinked."""
+    partner: str | None = None
+    """For a 5HD <-> NZ switch through a plain format: the other conversion of the hop (both halves are one cause)."""
 
 
 @dataclass
@@ -206,7 +208,7 @@ def _beside_conversion(site: Site, nb: Neighbour, fm: Formats, heavy: str | None
     if other_heavy == heavy:
         site.category, site.reason = PAIR, f"undone by {nb.name}"
     elif other_heavy:
-        site.category = HD_NZ
+        site.category, site.partner = HD_NZ, nb.name
         site.reason = f"{heavy} -> {other_heavy} through a plain format, via {nb.name}"
         if nb.beyond_name:
             # the op that wants the other private format, past the partner conversion
@@ -714,6 +716,111 @@ class TransDataKB(KnowledgeBase):
         return self._cached
 
     @rule(RuleDoc(
+        id="transdata.format-policy",
+        title="The run's format policy forces the conversions (torch_npu eager mode)",
+        what="In a torch_npu eager run, the conversions one run-wide change removes, whatever op they sit beside. "
+             "Private formats not kept between ops (weights converted to FRACTAL_Z at run time): every round trip "
+             "(X -> Y ... Y -> X, at most {roundtrip_max_between} elementwise ops between) and every conversion "
+             "around an op working in a plain format between private-format ops -- graph mode keeps the private "
+             "format along the chain. Private formats kept between ops: the conversions around ops without a "
+             "5HD/NZ kernel (not {format_agnostic_types}) and around view ops ({reshape_types}) -- "
+             "allow_internal_format = False. One finding per change; a conversion it holds is neither a round "
+             "trip nor a site of the other transdata rules, so it is counted once.",
+        why="An eager op takes and returns its own layout: a conv returns NC1HWC0 that the next op converts back to "
+            "NCHW, and the op after that converts it to NC1HWC0 again. The op between is not the cause -- each "
+            "op of the chain would force the same pair -- so naming it (one finding per op beside the conversion) "
+            "splits one cause into several findings with one fix. Saving: both conversions of a round trip that "
+            "cancels exactly (the cheaper one when the shapes differ); of a conversion beside a plain-format op "
+            "{saving_fraction.Ops_Not_Support_Heavy_Format} of its time, beside a view op "
+            "{saving_fraction.Reshape_Ops_Interrupts_Format}.",
+        how_to_fix="Private formats not kept: compile the model with torchair (graph mode): GE keeps the private "
+                   "format along the chain and drops the conversions. Private formats kept and reaching ops without "
+                   "a 5HD/NZ kernel: torch.npu.config.allow_internal_format = False, and measure.",
+        thresholds=("roundtrip_max_between", "saving_fraction", "format_agnostic_types", "reshape_types",
+                    "confidence", *_THRESHOLDS_COMMON),
+        needs=("ops",),
+        role="cause",
+    ))
+    def check_policy(self, ctx: AnalysisContext) -> Iterable[Finding]:
+        scan = self._scan(ctx)
+        groups: dict[str, tuple[list[Site], list[RoundTrip]]] = {}
+        for x in scan.sites:
+            if x.category in CATEGORY_RULES and (change := policy_fix(scan.policy, x)):
+                groups.setdefault(change, ([], []))[0].append(x)
+        for t in scan.trips:
+            if change := policy_fix(scan.policy):
+                groups.setdefault(change, ([], []))[1].append(t)
+        for change, (sites, trips) in groups.items():
+            yield self._policy_finding(ctx, scan, change, sites, trips)
+
+    def _policy_finding(self, ctx: AnalysisContext, scan: _Scan, change: str, sites: list[Site],
+                        trips: list[RoundTrip]) -> Finding:
+        rules = ctx.rules
+        fractions = rules["saving_fraction"]
+        by_op: dict[str, float] = defaultdict(float)
+        for x in sites:
+            by_op[x.name] += x.total_us * float(fractions[x.category])
+        for op, us in _trip_savings(trips).items():
+            by_op[op] += us
+        by_op = {k: v for k, v in by_op.items() if v > 0}
+        saving = sum(by_op.values())
+        forcing: dict[str, list[str]] = defaultdict(list)
+        for x in sites:
+            if x.forcing_op and x.forcing_op not in forcing[str(x.forcing_type)]:
+                forcing[str(x.forcing_type)].append(x.forcing_op)
+        between = sorted({ty for t in trips for _, ty in t.between})
+        rows = ([[f"{t.first} > {t.second}", f"{t.outer}->{t.inner}->{t.outer}",
+                  "round trip " + (f"around {', '.join(ty for _, ty in t.between)}" if t.between else "back to back"),
+                  "yes" if t.exact else "no (shape differs)", t.occurrences, round(t.saving_us, 3)]
+                 for t in sorted(trips, key=lambda t: -t.saving_us)]
+                + [[x.name, f"{x.src}->{x.dst}", f"{x.category}: {x.reason}", "", x.tasks,
+                    round(x.total_us * float(fractions[x.category]), 3)] for x in sorted(sites, key=lambda x: -x.total_us)])
+        ops = list(dict.fromkeys([n for t in trips for n in (t.first, t.second)] + [x.name for x in sites]))
+        names = _names(forcing)
+        where = ([f"around {', '.join(between)}"] if between else []) \
+            + (["back to back"] if any(not t.between for t in trips) else []) \
+            + ([f"beside {', '.join(forcing)}"] if forcing else [])
+        counts = " and ".join(c for c in (f"{len(trips)} round trip(s)" if trips else "",
+                                          f"{len(sites)} conversion(s)" if sites else "") if c)
+        if change == GRAPH_MODE:
+            title = f"{counts} forced by eager mode's plain formats between ops ({', '.join(where)})"
+            said = []
+            if trips:
+                said.append(f"{len(trips)} round trip(s) take a tensor out of its private format and back "
+                            f"({', '.join(w for w in where if not w.startswith('beside'))})")
+            if sites:
+                said.append(f"{len(sites)} conversion(s) bracket ops working in a plain format between "
+                            f"private-format ops ({names})")
+            rec, fix = _torchair_fix(" and ".join(said) + ".")
+        else:
+            title = f"{counts} where private formats kept in eager mode reach ops without a 5HD/NZ kernel ({names})"
+            rec, fix = _internal_format_off(f"These ops run in a plain format between private-format ops and force "
+                                            f"the conversions: {names}.")
+        timed = saving > 0
+        confidences = [float(rules["confidence"]["roundtrip"])] if trips else []
+        confidences += [float(rules["confidence"][x.basis]) for x in sites]
+        return ctx.finding(
+            rule="transdata.format-policy",
+            title=title,
+            severity=severity_for(saving / scan.window, rules["severity"]) if scan.window and timed else "info",
+            ops=ops,
+            evidence={"change": change, "format_policy": dict(scan.policy), "round_trips": len(trips),
+                      "sites": len(sites), "between_types": between, "forcing_ops": dict(forcing),
+                      "transdata_us": sum(x.total_us for x in sites) + sum(t.first_us + t.second_us for t in trips),
+                      "context": context_of(ctx),
+                      "table": table(["transdata", "conversion", "cause", "exact inverse", "tasks", "saving_us"],
+                                     rows)},
+            estimated_saving_us=saving,
+            basis="round trips: both conversions' measured time for exact inverses, the cheaper one when the shapes "
+                  "differ; other conversions: saving_fraction of their category; each conversion counted by this "
+                  "finding only" if timed else "no timing (graph only)",
+            recommendation=rec,
+            fix=fix,
+            confidence=min(confidences),
+            saving_by_op=by_op,
+        )
+
+    @rule(RuleDoc(
         id="transdata.unsupported-format",
         explains={
             "transdata.count": "the conversions this op forces are among those counted: they go with it",
@@ -786,10 +893,11 @@ class TransDataKB(KnowledgeBase):
     ))
     def check_sites(self, ctx: AnalysisContext) -> Iterable[Finding]:
         scan = self._scan(ctx)
+        mine = [x for x in scan.sites if x.category in CATEGORY_RULES and policy_fix(scan.policy, x) is None]
+        hops = _hops(mine, Formats(ctx.rules))
         groups: dict[tuple[str, str], list[Site]] = defaultdict(list)
-        for x in scan.sites:
-            if x.category in CATEGORY_RULES:
-                groups[(x.category, x.forcing_type or "")].append(x)
+        for x in mine:
+            groups[(x.category, hops.get(x.name, x.forcing_type or ""))].append(x)
         order = sorted(groups.items(), key=lambda kv: -sum(x.total_us for x in kv[1]))
         for (category, forcing_type), sites in order:
             yield self._site_finding(ctx, scan, category, forcing_type, sites)
@@ -857,7 +965,8 @@ class TransDataKB(KnowledgeBase):
         scan = self._scan(ctx)
         groups: dict[tuple[str, ...], list[RoundTrip]] = defaultdict(list)
         for t in scan.trips:
-            groups[tuple(sorted({ty for _, ty in t.between}))].append(t)
+            if policy_fix(scan.policy) is None:
+                groups[tuple(sorted({ty for _, ty in t.between}))].append(t)
         for between, trips in sorted(groups.items(), key=lambda kv: -sum(t.saving_us for t in kv[1])):
             yield self._roundtrip(ctx, scan, between, trips)
 
@@ -960,6 +1069,34 @@ class TransDataKB(KnowledgeBase):
 # ---------------------------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------------------------
+def _hops(sites: list[Site], fm: Formats) -> dict[str, str]:
+    """The two conversions of a 5HD <-> NZ switch through a plain format are one cause (the boundary between the op
+    wanting one private format and the op wanting the other), though each names the op on the other side: per
+    conversion of such a hop, the forcing op types of its hop (the partner conversion itself only when the profile
+    shows nothing past it), joined."""
+    root: dict[str, str] = {}
+
+    def find(n: str) -> str:
+        while root.setdefault(n, n) != n:
+            n = root[n]
+        return n
+
+    for x in sites:
+        if x.category == HD_NZ and x.partner:
+            root[find(x.name)] = find(x.partner)
+    types: dict[str, set[str]] = defaultdict(set)
+    for x in sites:
+        if x.category == HD_NZ and x.forcing_type:
+            types[find(x.name)].add(x.forcing_type)
+    out = {}
+    for x in sites:
+        if x.category == HD_NZ and x.name in root:
+            hop = types[find(x.name)]
+            named = {t for t in hop if not fm.is_conversion(t, "")} or hop
+            out[x.name] = " and ".join(sorted(named))
+    return out
+
+
 def _forcing(s: Site) -> str:
     return f"{s.forcing_op} ({s.forcing_type})" if s.forcing_op else ""
 
@@ -1032,6 +1169,27 @@ def _format_policy(ctx: AnalysisContext, view: ProfileView | None, sites: list[S
     if context_of(ctx) != "torch-eager" or view is None:
         return {"eager": False}
     return {"eager": True, "internal_kept": not any(x.weight and x.tasks > 0 for x in sites)}
+
+
+GRAPH_MODE = "graph-mode"
+INTERNAL_FORMAT_OFF = "internal-format-off"
+
+
+def policy_fix(policy: Mapping[str, Any], site: Site | None = None) -> str | None:
+    """The run-wide change that removes a conversion when the run's format policy forces it (torch_npu eager mode),
+    else None (the op beside it is the cause): ``GRAPH_MODE`` (torchair) when private formats are not kept between
+    ops -- every round trip (``site`` None) and every conversion around a plain-format op -- or around an
+    elementwise op; ``INTERNAL_FORMAT_OFF`` when kept private formats reach an op without a 5HD/NZ kernel or a view
+    op. The same choice as the advice of :func:`_site_advice` and :func:`_roundtrip_advice`."""
+    if not policy.get("eager"):
+        return None
+    if site is None:
+        return GRAPH_MODE
+    if site.category == NOT_SUPPORT:
+        return GRAPH_MODE if site.agnostic or not policy.get("internal_kept") else INTERNAL_FORMAT_OFF
+    if site.category == RESHAPE and policy.get("internal_kept"):
+        return INTERNAL_FORMAT_OFF
+    return None
 
 
 def _torchair_fix(why: str) -> tuple[str, Fix]:

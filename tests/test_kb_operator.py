@@ -4,6 +4,7 @@ negative case per rule, savings bounded by the shared classification, advice fit
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor import consistency, engine, ingest
+from advisor import consistency, engine, hierarchy, ingest
 from advisor.analysis import AnalysisOptions, run_analysis
 from advisor.findings import Finding
 from advisor.ingest.normalize import finalize_ops
@@ -105,6 +106,23 @@ def test_block_dim_flags_partial_last_wave() -> None:
     assert f.saving_by_op["add_5"] == pytest.approx(500 * (2 / 7) * realism)
     assert f.evidence["core_count_source"].startswith("rules/platforms.yaml Ascend310P3")
     assert f.confidence == CFG["block_dim"]["confidence"]["platform"]
+
+
+def test_block_dim_of_one_op_on_two_ranks_is_one_finding() -> None:
+    """One finding per op per rule: a ConcatD whose blocks leave vector cores idle (the st/level2 sample's: 38 blocks
+    on 40 cores) on rank 0, and again on rank 1 beside a MatMul there, is one cause over the two ranks -- not one
+    finding per rank because one says '1 op leaves' and the other '2 ops leave'."""
+    concat = OpRow("aclnnCat_ConcatD_ConcatD", "ConcatD", 70, core="AI_VECTOR_CORE", input_shapes="4096,1,8,256",
+                   output_shapes="4096,1,8,512", input_dtypes="FLOAT16", output_dtypes="FLOAT16",
+                   metrics={"vec_ratio": 0.3, "mte2_ratio": 0.3}, extra={"block_dim": 5})
+    found = []
+    for rank, rows in ((0, [concat]), (1, [concat, cube_row("mm_6", 1000, blocks=6)])):
+        (f,) = [f for f in run(make_profile(rows))[0] if f.rule == "operator.block-dim"]
+        found.append(replace(f, rank=rank))
+    assert [len(f.ops) for f in found] == [1, 2]
+    (merged,) = hierarchy.merge_ranks(found)
+    assert merged.ranks == [0, 1] and set(merged.ops) == {"aclnnCat_ConcatD_ConcatD", "mm_6"}
+    assert merged.estimated_saving_us == pytest.approx(sum(f.estimated_saving_us for f in found))
 
 
 def test_block_dim_quiet_for_full_waves_short_or_small_ops() -> None:

@@ -4,6 +4,7 @@ host causes sharing the free time, real samples, and scale."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from advisor.knowledge_bases.schedule import (
     compile_pattern,
     find_sequences,
     op_alphabet,
+    related,
 )
 from advisor.model import API_COLUMNS, EVENTS_COLUMNS, STEPS_COLUMNS, Meta, Profile, empty_frame
 from advisor.platform import resolve_platform
@@ -291,6 +293,31 @@ def test_mte_bound_sequence_and_breaks() -> None:
     assert "schedule.fusible-ops" not in rules_of(run(make_profile(broken))[0])
 
 
+def _notify(name: str, start: float, dur: float) -> OpRow:
+    """A task of a collective as msprof's op summary lists it (CANN 6: its task type in the core column)."""
+    return OpRow(name, name, dur, core=name, start_us=T0 + start)
+
+
+def test_communication_tasks_make_no_sequence_and_break_the_kernels_ones() -> None:
+    """The notify waits and records of a collective repeat with gaps like a host-bound kernel sequence (the
+    mindinsight profiler sample showed "Host bound sequence repeated 6x: NOTIFY_WAIT -> NOTIFY_RECORD ->
+    NOTIFY_RECORD"), but no one can fuse them: they are no sequence, and between two kernels they end a sequence."""
+    notify = []
+    for i in range(8):
+        notify += [_notify("NOTIFY_WAIT", i * 300, 3), _notify("NOTIFY_RECORD", i * 300 + 40, 0.05),
+                   _notify("NOTIFY_RECORD", i * 300 + 80, 0.05)]
+    assert "schedule.fusible-ops" not in rules_of(run(make_profile(notify))[0])
+    kernels = []
+    for i in range(8):  # host bound Add -> Mul, as in test_host_bound_sequence
+        kernels += [_vec(f"add{i}", "Add", i * 200, 5), _vec(f"mul{i}", "Mul", i * 200 + 35, 10)]
+    assert "schedule.fusible-ops" in rules_of(run(make_profile(kernels))[0])
+    split = []
+    for i in range(8):  # the same kernels with a notify wait after each
+        split += [_vec(f"add{i}", "Add", i * 200, 5), _notify("NOTIFY_WAIT", i * 200 + 10, 3),
+                  _vec(f"mul{i}", "Mul", i * 200 + 35, 10), _notify("NOTIFY_WAIT", i * 200 + 50, 3)]
+    assert "schedule.fusible-ops" not in rules_of(run(make_profile(split))[0])
+
+
 def test_compute_bound_sequence_is_not_fusible() -> None:
     rows = []
     for i in range(8):
@@ -300,8 +327,8 @@ def test_compute_bound_sequence_is_not_fusible() -> None:
 
 def test_find_sequences_counts_non_overlapping_occurrences() -> None:
     rows = [_vec(f"add{i}", "Add", i * 100, 5) for i in range(12)]  # Add Add Add ... with launch gaps
-    seqs = find_sequences(make_profile(rows).ops, CFG["fusible"], window_us=1200.0)
-    two = [s for s in seqs if s.length == 2]
+    opportunities = find_sequences(make_profile(rows).ops, CFG["fusible"], window_us=1200.0)
+    two = [s for o in opportunities for s in o.sequences if s.length == 2]
     assert two and len(two[0].positions) == 6  # (0,1) (2,3) ... not 11 overlapping windows
 
 
@@ -487,3 +514,70 @@ def test_findings_contract_on_the_peer_fixture(minimal: Path) -> None:
         assert f.ops or f.evidence.get("events"), f.rule
         assert f.estimated_saving_us > 0 and f.basis and f.fix is not None and f.recommendation, f.rule
         assert not f.saving_by_op or sum(f.saving_by_op.values()) == pytest.approx(f.estimated_saving_us)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# schedule.fusible-ops: one finding per fusion opportunity
+# ---------------------------------------------------------------------------------------------------------
+def test_related_patterns() -> None:
+    assert related(("A", "B", "C"), ("A", "B", "C")) == "same"
+    assert related(("A", "B", "C"), ("B", "C", "A")) == "rotation"  # the same loop entered at another op
+    assert related(("B", "C"), ("A", "B", "C", "D")) == "sub-sequence"
+    assert related(("A", "B", "C", "D"), ("B", "C")) == "sub-sequence"
+    assert related(("A", "C"), ("A", "B", "C")) is None  # not contiguous
+    assert related(("D", "A"), ("A", "B", "C", "D")) is None  # across the end: only a rotation of equal length
+    assert related(("A", "B"), ("B", "A", "C")) is None
+
+
+def _chain_and_part(gap: float = 30.0) -> list[OpRow]:
+    """A host-bound chain A..F repeated 8 times (an AI CPU task after each, so its rotations do not repeat), then
+    its part C -> D -> E repeated 8 times elsewhere on tensors of another shape (between unique ops) -- as the RoPE
+    of the shared sample runs Mul -> Cast -> Sin -> Mul -> Cast -> RotaryPositionEmbedding once for q (16 heads)
+    before the longer chain that holds the same ops for k (8 heads)."""
+    rows, t = [], 0.0
+    for i in range(8):
+        for k in "ABCDEF":
+            rows.append(_vec(f"{k.lower()}{i}", k, t, 5))
+            t += 5 + gap
+        rows.append(_vec(f"cpu{i}", "NonZero", t, 5, core="AI_CPU"))
+        t += 5 + gap
+    for i in range(8):
+        rows.append(_vec(f"x{i}", f"Unique{i}", t, 5))
+        t += 5 + gap
+        for k in "CDE":
+            rows.append(replace(_vec(f"{k.lower()}p{i}", k, t, 5), input_shapes="16,128", output_shapes="16,128"))
+            t += 5 + gap
+    return rows
+
+
+def test_a_sequence_and_its_part_elsewhere_are_one_finding() -> None:
+    rows = _chain_and_part()
+    p = make_profile(rows, context="torch-eager")
+    findings = [f for f in run(p)[0] if f.rule == "schedule.fusible-ops"]
+    assert len(findings) == 1
+    (f,) = findings
+    assert f.evidence["sequence"] == list("ABCDEF") and f.evidence["occurrences"] == 8
+    assert f.evidence["parts"] == [{"sequence": list("CDE"), "relation": "sub-sequence", "occurrences": 8}]
+    assert f.title.startswith("Host bound sequence repeated 8x (and 8x in part): A -> B")
+    # every task once: 8 x 6 + 8 x 3; the saving is half the gaps inside the 16 occurrences (no MTE saving)
+    assert f.evidence["tasks"] == 8 * 6 + 8 * 3
+    gaps = 8 * 5 * 30.0 + 8 * 2 * 30.0
+    assert f.estimated_saving_us == pytest.approx(CFG["fusible"]["host_saving_fraction"] * gaps)
+    # the part does not use up an opportunity: with room for one, the chain and its part are still reported
+    one = find_sequences(p.ops, {**CFG["fusible"], "top_num": 1}, p.time.window_us)
+    assert [[s.labels for s in o.sequences] for o in one] == [[tuple("ABCDEF"), tuple("CDE")]]
+
+
+def test_sequences_sharing_tasks_are_one_opportunity_counted_once() -> None:
+    """With fusible.max_overlap above 0 a sequence may share tasks with a better one: it is then part of that one's
+    opportunity, its figures counted for the tasks no better sequence holds, and no task is in two opportunities."""
+    p = make_profile(_chain_and_part(), context="torch-eager")
+    cfg = {**CFG["fusible"], "max_overlap": 0.5, "max_length": 4}
+    opportunities = find_sequences(p.ops, cfg, p.time.window_us)
+    tasks = [set().union(*({int(q) + j for q in s.positions for j in range(s.length)} for s in o.sequences))
+             for o in opportunities]
+    assert all(not (a & b) for i, a in enumerate(tasks) for b in tasks[i + 1:])
+    for o in opportunities:
+        held = len(set().union(*({int(q) + j for q in s.positions for j in range(s.length)} for s in o.sequences)))
+        counted = sum(w * len(s.positions) * s.length for s, w in zip(o.sequences, o.weights, strict=True))
+        assert counted == pytest.approx(held)

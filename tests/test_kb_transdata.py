@@ -216,7 +216,7 @@ def test_empty_profile_and_no_conversions():
 def test_rule_docs_are_complete():
     ids = {r.id for r in TransDataKB.rules}
     assert ids == {"transdata.count", "transdata.unsupported-format", "transdata.reshape-interrupts",
-                   "transdata.5hd-nz", "transdata.roundtrip"}
+                   "transdata.5hd-nz", "transdata.roundtrip", "transdata.format-policy"}
     rules = load_rules().for_kb("transdata")
     for r in TransDataKB.rules:
         assert r.what and r.why and r.how_to_fix
@@ -236,7 +236,9 @@ def _load_profile(path: Path):
 
 def test_real_torch_npu_eager_cnn_profile():
     """AlexNet-like training on 910B in eager mode: every conv output goes back to NCHW for Relu and the
-    weights are converted to FRACTAL_Z each step."""
+    weights are converted to FRACTAL_Z each step. The round trips around Relu, the back-to-back pairs and the
+    exits into ReluGrad have one cause -- eager mode's plain formats between ops -- and one fix (graph mode): one
+    finding, not one per op beside the conversions (issue 28)."""
     profile = _load_profile(EAGER_CNN)
     assert profile.meta.context == "torch-eager"
     findings, status = run_kb(TransDataKB, profile, None)
@@ -245,19 +247,22 @@ def test_real_torch_npu_eager_cnn_profile():
     count = by["transdata.count"][0]
     assert count.evidence["count"] == 57  # TransData tasks in step 50
     assert count.evidence["count_basis"] == "per step"
-    # the Relu round trips are one cause; ReluGrad in NCHW between 5HD ops another
-    relu = next(f for f in by["transdata.roundtrip"] if f.evidence["between_types"] == ["Relu"])
-    pair = [r for r in relu.evidence["table"]["rows"] if r[0] == "trans_TransData_8" and r[1] == "trans_TransData_9"]
-    assert pair and pair[0][3].startswith("aclnnInplaceRelu_Relu_Relu") and pair[0][4] == "yes"
-    [unsupported] = by["transdata.unsupported-format"]
-    assert set(unsupported.evidence["forcing_ops"]) == {"ReluGrad"} and "trans_TransData_0" not in unsupported.ops
+    assert set(by) == {"transdata.format-policy", "transdata.count"}
+    [policy] = by["transdata.format-policy"]
+    assert policy.title == ("9 round trip(s) and 3 conversion(s) forced by eager mode's plain formats between ops "
+                            "(around Relu, back to back, beside ReluGrad)")
+    rows = {r[0]: r for r in policy.evidence["table"]["rows"]}
+    pair = rows["trans_TransData_8 > trans_TransData_9"]
+    assert pair[2] == "round trip around Relu" and pair[3] == "yes"
+    assert policy.evidence["forcing_ops"] == {"ReluGrad": ["aclnnThresholdBackward_ReluGrad_ReluGrad"]}
+    assert "trans_TransData_0" not in policy.ops  # the model input: unavoidable
     # weights converted at run time: private formats are not kept between ops in this eager run -- the fix is graph
     # mode (torchair), never allow_internal_format = True
     for f in findings:
         if f.fix is not None:
             assert "torchair" in f.fix.data["snippet"] and "allow_internal_format" not in str(f.fix.to_dict())
-    # each conversion task is claimed once: the causes' savings stay within the conversions' time
-    assert sum(f.estimated_saving_us for f in findings) <= count.evidence["avoidable_us"] + 1e-6
+    # each conversion task is claimed once: the cause holds all the avoidable conversions' saving
+    assert policy.estimated_saving_us == pytest.approx(count.evidence["avoidable_us"])
     assert count.evidence["avoidable_us"] <= count.evidence["transdata_us"]
 
 
@@ -296,9 +301,12 @@ def _view_between_convs(weights_converted: bool) -> Net:
 
 
 def _reshape_finding(context: str, weights_converted: bool = False):
+    """The finding on the view's conversions: the view's own (reshape-interrupts), or the run's format policy when
+    a run-wide setting is the fix (format-policy)."""
     n = _view_between_convs(weights_converted)
     findings, _ = run_kb(TransDataKB, n.profile(context=context), None)
-    return next(f for f in findings if f.rule == "transdata.reshape-interrupts")
+    [f] = [f for f in findings if f.rule in ("transdata.reshape-interrupts", "transdata.format-policy")]
+    return f
 
 
 def test_same_view_problem_fixed_the_way_each_run_can():
@@ -308,9 +316,11 @@ def test_same_view_problem_fixed_the_way_each_run_can():
     graph_mode = _reshape_finding("torch-graph")
     assert ".contiguous()" in graph_mode.fix.data["snippet"]
     kept = _reshape_finding("torch-eager")  # private formats kept between ops and leaking into the view
+    assert kept.rule == "transdata.format-policy" and kept.evidence["change"] == "internal-format-off"
     assert kept.fix.data == {"setting": "torch.npu.config.allow_internal_format", "value": False,
                              "snippet": "import torch_npu\ntorch.npu.config.allow_internal_format = False"}
     not_kept = _reshape_finding("torch-eager", weights_converted=True)  # nothing kept: the view op is to move
+    assert not_kept.rule == "transdata.reshape-interrupts"
     assert "allow_internal_format" not in str(not_kept.fix.to_dict()) and "view" in not_kept.fix.summary
 
 

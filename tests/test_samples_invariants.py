@@ -1,7 +1,7 @@
 """Every shared real sample, analyzed as a user would: the report keeps every invariant of advisor/consistency.py
 (no saving above the window, no share above 100 %, no setting advised both ways, no duplicate titles, severities
-that match the share of the window, no alignment advice that adds work, no citation of files users lack), and the
-time model adds up."""
+that match the share of the window, no alignment advice that adds work, no citation of files users lack, one finding
+per op per rule), and the time model adds up."""
 
 from __future__ import annotations
 

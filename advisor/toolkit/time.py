@@ -14,7 +14,7 @@ import pandas as pd
 
 from advisor.intervals import intersect, length, union
 from advisor.model import Profile
-from advisor.timemodel import COMM_CORES, COMPUTE_KEYS, UNCOVERED_KEYS, StepTime, TimeModel
+from advisor.timemodel import COMM_CORES, COMPUTE_KEYS, UNCOVERED_KEYS, StepTime, TimeModel, compute_bucket
 
 FREE_TIME_KEY = "(free time)"
 """Pseudo-op the savings of device idle time are attributed to (by every knowledge base that recovers it)."""
@@ -75,6 +75,17 @@ def isin_mask(series: pd.Series, values: Iterable[str]) -> np.ndarray:
     return series.astype(object).isin(wanted).to_numpy(dtype=bool)
 
 
+def compute_tasks(cores: pd.Series, rows: np.ndarray | None = None) -> np.ndarray:
+    """Per task (of ``rows`` if given): whether it is a kernel in the time model's split of the step -- an AI Core,
+    vector, mix, AI CPU or other compute task, or one whose core is not recorded -- and not a communication op or
+    task (``HCCL``, ``NOTIFY_WAIT``, ``NOTIFY_RECORD``, ``REDUCE_ASYNC_V2``...) nor a runtime task
+    (``EVENT_RECORD``, ``MEMCPY_ASYNC``...). Decided once per distinct core label."""
+    s = cores if isinstance(cores.dtype, pd.CategoricalDtype) else cores.astype("category")
+    table = np.array([compute_bucket(str(c).strip().upper()) != "" for c in s.cat.categories] + [True], dtype=bool)
+    codes = s.cat.codes.to_numpy()
+    return table[codes if rows is None else codes[rows]]
+
+
 def comm_op_times(comm: pd.DataFrame) -> pd.DataFrame:
     """The ``comm`` table (one row per op x transport) -> one row per op: step, name, elapse/wait/transit/idle."""
     keys = [c for c in ("step", "op", "group", "kind", "start_us") if c in comm.columns]
@@ -103,4 +114,5 @@ def comm_op_names(profile: Profile, comm_cores: Iterable[str] = COMM_CORES) -> s
 
 
 __all__ = ["COMM_CORES", "COMPUTE_KEYS", "FREE_TIME_KEY", "OTHER_COMM_KEY", "PSEUDO_OP_BUCKETS", "UNCOVERED_KEYS",
-           "comm_op_names", "comm_op_times", "exposed_fraction", "idle_during", "isin_mask", "time_of", "window_us"]
+           "comm_op_names", "comm_op_times", "compute_tasks", "exposed_fraction", "idle_during", "isin_mask", "time_of",
+           "window_us"]
