@@ -331,9 +331,14 @@ def root_causes(findings: list[Finding], infos: Sequence[engine.KBInfo], rules: 
     explains = {r.id: tuple(r.explains) for r in docs if r.explains}
     cfg = rules.for_kb("findings") or hierarchy_defaults()
     windows = {r: lim.window_us for r, lim in limits.items()}
+    # causes are served before symptoms on every op, so partitioning first gives each cause the time it alone
+    # removes; a symptom then goes under the cause that removes the most of it without double counting
+    causes_apart = hierarchy.partition(findings, limits, roles)
+    findings = [f if roles.get(f.rule) == hierarchy.SYMPTOM else apart
+                for f, apart in zip(findings, causes_apart, strict=True)]
     findings = hierarchy.absorb(findings, roles, limits, hierarchy.mechanisms_of(docs),
                                 float(cfg["absorb"]["min_share"]))
-    findings = hierarchy.partition(findings, limits)
+    findings = hierarchy.partition(findings, limits, roles)
     findings = hierarchy.merge_ranks(findings)
     findings = hierarchy.explain_waiting(findings, explains)
     findings, notes = hierarchy.split_notes(findings, windows, float(cfg["materiality"]["notes_below"]))

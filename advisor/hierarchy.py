@@ -161,42 +161,52 @@ def _share_out(s: Finding, owners: Sequence[Finding], index: Sequence[int]
     return parts
 
 
-def partition(findings: Sequence[Finding], limits: Mapping[int | None, Limits]) -> list[Finding]:
-    """The top-level findings with disjoint claims: largest saving first, each keeps on an op (or a bucket of the
-    time model: free time, other communication ops) at most what the larger findings left of that op's time, so
-    the strongest explanation of a stretch of time owns it. A finding whose claims the larger ones took entirely
-    keeps no saving (it goes to the notes, :func:`split_notes`)."""
-    order = sorted(range(len(findings)), key=lambda i: (-findings[i].estimated_saving_us, findings[i].rule,
-                                                         findings[i].title))
-    claimed: dict[tuple[int | None, str], float] = defaultdict(float)
-    by: dict[tuple[int | None, str], list[str]] = defaultdict(list)
-    out: list[Finding | None] = [None] * len(findings)
-    for i in order:
-        f = findings[i]
-        lim = _limits_of(f, limits)
-        split = per_op_savings(f)
-        kept: dict[str, float] = {}
-        others: list[str] = []
+def partition(findings: Sequence[Finding], limits: Mapping[int | None, Limits],
+              roles: Mapping[str, str] | None = None) -> list[Finding]:
+    """The top-level findings with disjoint claims. On each op (or bucket of the time model: free time, other
+    communication ops) the claims are served causes before symptoms (a fix owns the time it removes; what is left of
+    a symptom is what no cause explains), then the largest claim on that op first: a fix that removes the op
+    (dropping a TransData) owns its time before one that only speeds it up (more cores for it), whose gain vanishes
+    with the op. Each finding keeps on an op at most what the claims before it left of that op's time. A finding
+    whose claims were taken entirely keeps no saving (it goes to the notes, :func:`split_notes`)."""
+    roles = roles or {}
+    splits = [per_op_savings(f) for f in findings]
+    claims: dict[tuple[int | None, str], list[tuple[int, float]]] = defaultdict(list)
+    for i, split in enumerate(splits):
         for op, v in split.items():
-            key = (f.rank, op)
-            cap = _bound(op, lim)
-            left = v if cap is None else max(0.0, min(v, cap - claimed[key]))
+            claims[(findings[i].rank, op)].append((i, v))
+
+    def served_first(i: int, v: float) -> tuple:
+        f = findings[i]
+        return roles.get(f.rule, CAUSE) == SYMPTOM, -v, -f.estimated_saving_us, f.rule, f.title
+
+    kept: list[dict[str, float]] = [{} for _ in findings]
+    taken_by: list[list[str]] = [[] for _ in findings]
+    for (_rank, op), wanted in claims.items():
+        cap = _bound(op, _limits_of(findings[wanted[0][0]], limits))
+        used = 0.0
+        before: list[str] = []
+        for i, v in sorted(wanted, key=lambda c: served_first(*c)):
+            left = v if cap is None else max(0.0, min(v, cap - used))
             if left < v - 1e-9:
-                others.extend(r for r in by[key] if r not in others)
-            kept[op] = left
-            claimed[key] += left
-            by[key].append(f.rule)
-        total = sum(kept.values()) if split else f.estimated_saving_us
+                taken_by[i].extend(r for r in before if r not in taken_by[i])
+            kept[i][op] = left
+            used += left
+            before.append(findings[i].rule)
+    out: list[Finding] = []
+    for i, f in enumerate(findings):
+        total = sum(kept[i].values()) if splits[i] else f.estimated_saving_us
         if total < f.estimated_saving_us - 1e-6:
-            out[i] = replace(f, estimated_saving_us=total,
-                             saving_by_op={op: v for op, v in kept.items()} if f.saving_by_op else {},
-                             evidence={**f.evidence, "claimed_by": others[:5],
-                                       "saving_before_partition_us": f.estimated_saving_us},
-                             basis=f"{f.basis}; {fmt_us(f.estimated_saving_us - total)} of it is time larger "
-                                   f"findings already claim on the same ops or bucket ({', '.join(others[:3])})")
+            others = taken_by[i]
+            out.append(replace(f, estimated_saving_us=total,
+                               saving_by_op=dict(kept[i]) if f.saving_by_op else {},
+                               evidence={**f.evidence, "claimed_by": others[:5],
+                                         "saving_before_partition_us": f.estimated_saving_us},
+                               basis=f"{f.basis}; {fmt_us(f.estimated_saving_us - total)} of it is time other "
+                                     f"findings already claim on the same ops or bucket ({', '.join(others[:3])})"))
         else:
-            out[i] = f
-    return [f for f in out if f is not None]
+            out.append(f)
+    return out
 
 
 def _limits_of(f: Finding, limits: Mapping[int | None, Limits]) -> Limits | None:
@@ -297,7 +307,7 @@ def split_notes(findings: Sequence[Finding], windows: Mapping[int | None, float]
             continue
         claimed = f.evidence.get("claimed_by") if isinstance(f.evidence, dict) else None
         if f.estimated_saving_us <= 0 and claimed:
-            why = (f"its {fmt_us(float(f.evidence.get('saving_before_partition_us') or 0.0))} is time larger findings "
+            why = (f"its {fmt_us(float(f.evidence.get('saving_before_partition_us') or 0.0))} is time other findings "
                    f"claim: {', '.join(claimed)}")
         elif f.estimated_saving_us <= 0:
             why = "no measured saving"
@@ -305,7 +315,7 @@ def split_notes(findings: Sequence[Finding], windows: Mapping[int | None, float]
             why = f"{fmt_us(f.estimated_saving_us)}, {share:.2%} of the window (under {notes_below:.1%})"
         notes.append({"kb": f.kb, "rule": f.rule, "title": f.title, "recommendation": f.recommendation,
                       "estimated_saving_us": round(f.estimated_saving_us, 3), "reason": why, "basis": f.basis,
-                      "evidence": f.to_dict()["evidence"],
+                      "evidence": f.to_dict()["evidence"], "fix": f.fix.to_dict() if f.fix else None,
                       **({"ops": list(f.ops[:NOTE_OPS])} if f.ops else {}),
                       **({"rank": f.rank} if f.rank is not None else {}), **({"ranks": f.ranks} if f.ranks else {}),
                       **({"symptoms": [x["rule"] for x in f.symptoms]} if f.symptoms else {})})

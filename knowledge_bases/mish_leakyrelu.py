@@ -302,7 +302,8 @@ def _doc(rule_id: str, title: str, what: str, why: str, how: str) -> RuleDoc:
 
 _CHAIN_EXPLAINS = {rule: "the decomposed chain's kernels are replaced by one kernel: their own time, launches and "
                          "HBM round trips go" for rule in ("roofline.no-bound", "roofline.memory-bound",
-                                                           "roofline.latency-bound", "memory-bound.layers",
+                                                           "roofline.latency-bound", "roofline.scalar-bound",
+                                                           "memory-bound.layers",
                                                            "schedule.fusible-ops")}
 """What replacing a decomposed activation chain with its single-kernel form removes, on the chain's ops."""
 

@@ -1313,6 +1313,7 @@ def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) 
     start = _f(ops, "start_us")
     times = _Times(order.astype(np.int32 if n < 2**31 else np.int64), start,
                    start[order] + np.nan_to_num(_f(ops, "duration_us", order)))
+    joins = _joins(start[order], times.end, float(cfg["max_launch_gap_us"]))
     del order
     cands = _Candidates([], {})
     valid = ok.copy()  # per start position: no break inside the sequence of `length`
@@ -1320,6 +1321,7 @@ def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) 
         if length > 1:
             valid = valid[:-1]
             valid &= ok[length - 1:]
+            valid &= joins[length - 1:]
         if length < int(cfg["min_length"]) or n < length:
             continue
         occ = _occurrences(keys, valid, length, int(cfg["min_occurrences"]))
@@ -1338,6 +1340,15 @@ def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) 
         return tuple(t or m for t, m in zip(types[type_codes[rows]], names[name_codes[rows]], strict=True))
 
     return _best(cands, n, int(cfg["top_num"]), float(cfg["max_overlap"]), pattern_at)
+
+
+def _joins(starts: np.ndarray, ends: np.ndarray, max_gap_us: float) -> np.ndarray:
+    """Per task (in start order): whether it follows the tasks before it within ``max_gap_us`` of idle time, so a
+    sequence may hold it and its predecessor; a longer gap (a pause, a sleep, data loading) breaks sequences."""
+    joins = np.ones(len(starts), dtype=bool)
+    if len(starts) > 1:
+        joins[1:] = starts[1:] - np.maximum.accumulate(ends)[:-1] <= max_gap_us
+    return joins
 
 
 def _best(cands: _Candidates, n: int, top_num: int, max_overlap: float,

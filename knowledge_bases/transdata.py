@@ -717,6 +717,14 @@ class TransDataKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="transdata.format-policy",
+        explains={
+            "transdata.count": "the conversions the policy change removes are among those counted: they go with it",
+            "roofline.no-bound": "the run-wide change removes these TransData ops",
+            "roofline.memory-bound": "the run-wide change removes these TransData ops",
+            "roofline.latency-bound": "the run-wide change removes these TransData ops",
+            "roofline.scalar-bound": "the run-wide change removes these TransData ops",
+            "memory-bound.layers": "the run-wide change removes these TransData ops",
+        },
         title="The run's format policy forces the conversions (torch_npu eager mode)",
         what="In a torch_npu eager run, the conversions one run-wide change removes, whatever op they sit beside. "
              "Private formats not kept between ops (weights converted to FRACTAL_Z at run time): every round trip "
@@ -827,6 +835,7 @@ class TransDataKB(KnowledgeBase):
             "roofline.no-bound": "removing the forced conversion removes the TransData op",
             "roofline.memory-bound": "removing the forced conversion removes the TransData op",
             "roofline.latency-bound": "removing the forced conversion removes the TransData op",
+            "roofline.scalar-bound": "removing the forced conversion removes the TransData op",
             "memory-bound.layers": "removing the forced conversion removes the TransData op",
         },
         title="Op without a 5HD/NZ implementation forces conversions (Ops_Not_Support_Heavy_Format)",
@@ -856,6 +865,7 @@ class TransDataKB(KnowledgeBase):
             "roofline.no-bound": "moving the reshape removes the TransData ops around it",
             "roofline.memory-bound": "moving the reshape removes the TransData ops around it",
             "roofline.latency-bound": "moving the reshape removes the TransData ops around it",
+            "roofline.scalar-bound": "moving the reshape removes the TransData ops around it",
             "memory-bound.layers": "moving the reshape removes the TransData ops around it",
         },
         title="Reshape/Flatten/Transpose between private-format ops (Reshape_Ops_Interrupts_Format)",
@@ -877,6 +887,7 @@ class TransDataKB(KnowledgeBase):
             "roofline.no-bound": "keeping one format removes the TransData op",
             "roofline.memory-bound": "keeping one format removes the TransData op",
             "roofline.latency-bound": "keeping one format removes the TransData op",
+            "roofline.scalar-bound": "keeping one format removes the TransData op",
             "memory-bound.layers": "keeping one format removes the TransData op",
         },
         title="Conversion between NC1HWC0 and FRACTAL_NZ (Transform_Between_5HD_And_NZ)",
@@ -945,6 +956,7 @@ class TransDataKB(KnowledgeBase):
             "roofline.no-bound": "the round trip's TransData ops are removed",
             "roofline.memory-bound": "the round trip's TransData ops are removed",
             "roofline.latency-bound": "the round trip's TransData ops are removed",
+            "roofline.scalar-bound": "the round trip's TransData ops are removed",
             "memory-bound.layers": "the round trip's TransData ops are removed",
         },
         title="Redundant format round trip (A -> B -> A)",

@@ -178,7 +178,10 @@ def test_cli_end_to_end_on_the_synthetic_loop(sleep_loop: Path) -> None:
     assert res.exit_code == 0, res.output
     report = json.loads(res.output)
     assert report["input"]["context"] == "om-acl"
-    assert {"host-inference.tx-range", "host-inference.sync-copy"} <= {f["rule"] for f in report["findings"]}
+    assert "host-inference.tx-range" in {f["rule"] for f in report["findings"]}
+    # 30 synchronous copies: 7.5 ms of a 5.1 s loop that sleeps, 0.1 %: advice listed apart, not ranked
+    (copy,) = [n for n in report["notes"] if n["rule"] == "host-inference.sync-copy"]
+    assert "0.1" in copy["title"] and "window" in copy["reason"]
 
 
 def test_cann6_msprof_tx_in_nanoseconds(tmp_path: Path) -> None:

@@ -393,8 +393,9 @@ def symptom_lines(f: Mapping[str, Any], limit: int = 6) -> list[str]:
     symptoms = list(f.get("symptoms") or [])
     for sym in symptoms[:limit]:
         where = f"rank {sym['rank']} · " if sym.get("rank") is not None else ""
-        out.append(f"{where}{sym['rule']}: {sym['title']} ({fmt_us(sym.get('estimated_saving_us', 0.0))} on "
-                   f"{len(sym.get('ops') or [])} op(s))")
+        ops = len(sym.get("ops") or [])
+        on = f"on {ops} op(s)" if ops else "of it"  # a bucket of the time model (free time) names no op
+        out.append(f"{where}{sym['rule']}: {sym['title']} ({fmt_us(sym.get('estimated_saving_us', 0.0))} {on})")
     if len(symptoms) > limit:
         out.append(f"... and {len(symptoms) - limit} more")
     return out
