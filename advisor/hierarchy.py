@@ -35,6 +35,7 @@ from typing import Any
 
 from advisor.findings import SEVERITIES, Finding
 from advisor.score import Limits, per_op_savings
+from advisor.toolkit.sequences import related
 from advisor.units import fmt_us
 
 CAUSE = "cause"
@@ -325,14 +326,17 @@ def split_notes(findings: Sequence[Finding], windows: Mapping[int | None, float]
 
 def _join_same_advice(groups: dict[tuple[str, str], list[Finding]],
                       order: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Groups of one rule with the same advice (recommendation up to its quantities) and no rank in common are
-    joined into the first of them; the keys left, in order."""
+    """Groups of one rule with the same advice (recommendation up to its quantities, or op sequences that are one
+    fusion opportunity: :func:`advisor.toolkit.sequences.related`) and no rank in common are joined into the first
+    of them; the keys left, in order."""
     first_of: dict[tuple[str, str], tuple[str, str]] = {}
     kept: list[tuple[str, str]] = []
     for key in order:
         group = groups[key]
         advice = (key[0], _QUANTITY.sub("#", group[0].recommendation))
         into = first_of.get(advice)
+        if into is None:
+            into = next((k for k in kept if k[0] == key[0] and _same_sequence(groups[k][0], group[0])), None)
         if into is not None and not {f.rank for f in groups[into]} & {f.rank for f in group}:
             groups[into].extend(group)
             del groups[key]
@@ -340,6 +344,11 @@ def _join_same_advice(groups: dict[tuple[str, str], list[Finding]],
         first_of.setdefault(advice, key)
         kept.append(key)
     return kept
+
+
+def _same_sequence(a: Finding, b: Finding) -> bool:
+    sa, sb = a.evidence.get("sequence"), b.evidence.get("sequence")
+    return isinstance(sa, list) and isinstance(sb, list) and bool(sa) and bool(sb) and related(sa, sb) is not None
 
 
 def explain_waiting(findings: Sequence[Finding], explains: Mapping[str, Sequence[str]]) -> list[Finding]:

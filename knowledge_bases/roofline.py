@@ -230,8 +230,12 @@ def _finding(ctx: AnalysisContext, op_type: str, bound: str, group: pd.DataFrame
 
 def _title(op_type: str, bound: str, group: pd.DataFrame, pct: float | None) -> str:
     n = len(group)
-    at = f"at {_fmt_pct(pct)} of the roof" if pct is not None else \
-        f"at {_fmt_pct(_weighted(group['share_of_roof'], group['total_us']))} of the practical roof (pipes)"
+    practical = _weighted(group['share_of_roof'], group['total_us'])
+    at = f"at {_fmt_pct(practical)} of the practical roof (pipes)"
+    if pct is not None:  # the saving is sized on the practical roof: the title names it when it differs
+        at = f"at {_fmt_pct(pct)} of the roof" + \
+             (f", {_fmt_pct(practical)} of the practical roof" if practical is not None and abs(practical - pct) >= 0.05
+              else "")
     if bound == "none":
         top = group.iloc[0]
         return f"{op_type}: {n} op(s) with no clear bound {at}, busiest pipe {top['pipe']} {top['pipe_ratio']:.2f}"

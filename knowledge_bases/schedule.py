@@ -34,6 +34,7 @@ from advisor.platform import has_tool
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import cat_lookup, cat_map, categorical, severity_for
 from advisor.toolkit.free_time import free_part, within_free_time
+from advisor.toolkit.sequences import related
 from advisor.toolkit.time import FREE_TIME_KEY, compute_tasks, idle_during
 
 FUSIBLE = "schedule.fusible-ops"
@@ -619,15 +620,17 @@ class ScheduleKB(KnowledgeBase):
         title="Repeated op sequences that are host bound or MTE bound",
         what="Hashes every op-type sequence (type and shapes) of {fusible.min_length} to {fusible.max_length} "
              "consecutive compute tasks (a communication or runtime task -- an HCCL op, a notify wait or record, "
-             "an event -- and tasks on fusible.break_cores break sequences) and keeps those occurring more than "
+             "an event --, tasks on fusible.break_cores, kernels of fusible.no_saving_types and idle gaps over "
+             "{fusible.max_launch_gap_us} us break sequences) and keeps those occurring more than "
              "{fusible.min_occurrences} times without overlap that cover more than {fusible.min_step_share} of the "
              "analyzed window or are MTE bound, and that are host bound (kernel time / wall span below "
              "{fusible.host_bound_ratio}) or MTE bound ((MTE2 + MTE3/fixpipe time) / AI Core time above "
              "{fusible.mte_bound_ratio}). The best sequences, each sharing at most {fusible.max_overlap} of its tasks "
              "with better ones, are gathered into fusion opportunities, at most {fusible.top_num}: "
              "sequences whose op types are the same (other shapes), a rotation of one another (the same loop "
-             "entered at another op) or a sub-sequence of one another (a part of the same chain), or whose "
-             "occurrences share tasks, are one opportunity and one finding, named after the longest sequence "
+             "entered at another op) or a sub-sequence of one another (a part of the same chain), whose "
+             "occurrences lie within a few tasks of one another in a run no break interrupts (a chain longer than "
+             "{fusible.max_length}), or whose occurrences share tasks, are one opportunity and one finding, named after the longest sequence "
              "('and Nx in part': the occurrences of its parts). Saving, over the union of the opportunity's tasks "
              "(each counted once): {fusible.host_saving_fraction} of the gaps inside the occurrences (free time) "
              "plus {fusible.mte_saving_fraction} of the kernel time of the ops fusion can merge (per op).",
@@ -1258,8 +1261,9 @@ class _Candidates:
 @dataclass
 class Opportunity:
     """One fusion opportunity: the reported sequences whose op patterns are the same (other shapes), rotations or
-    sub-sequences of one another, or whose occurrences share tasks. ``parts[i]`` says how ``sequences[i]`` joined
-    (``same``, ``rotation``, ``sub-sequence``, ``shared tasks``; the first is ``same``); ``weights[i]`` is the share
+    sub-sequences of one another, pieces of one unbroken chain, or whose occurrences share tasks. ``parts[i]`` says
+    how ``sequences[i]`` joined (``same``, ``rotation``, ``sub-sequence``, ``continuation``, ``shared tasks``; the
+    first is ``same``); ``weights[i]`` is the share
     of its tasks no better sequence of the opportunity holds (1 unless ``fusible.max_overlap`` lets them share
     tasks): its figures count with that weight, so every task counts once."""
 
@@ -1280,23 +1284,6 @@ class Opportunity:
         return self.total("saving_us")
 
 
-def related(a: Sequence[str], b: Sequence[str]) -> str | None:
-    """How two op patterns are one fusion opportunity: ``same``, ``rotation`` (the same loop entered at another op)
-    or ``sub-sequence`` (one runs inside the other); None when they are not."""
-    a, b = tuple(a), tuple(b)
-    if a == b:
-        return "same"
-    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
-    if len(short) == len(long_):
-        return "rotation" if _inside(short, long_ + long_[:-1]) else None
-    return "sub-sequence" if _inside(short, long_) else None
-
-
-def _inside(short: tuple[str, ...], long_: tuple[str, ...]) -> bool:
-    k = len(short)
-    return any(long_[i:i + k] == short for i in range(len(long_) - k + 1))
-
-
 def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) -> list[Opportunity]:
     """Repeated sequences of op (type, shapes) of compute tasks, best first, occurrences not overlapping one
     another and sharing no task with a better sequence (``fusible.max_overlap``), gathered into fusion
@@ -1309,6 +1296,9 @@ def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) 
     # sequence, as the cores of fusible.break_cores do
     ok = compute_tasks(ops["core"], order)
     ok &= ~cat_map(ops["core"], lambda c: str(c) in set(cfg["break_cores"]), False, bool, rows=order)
+    # a matmul, convolution or attention kernel is fused or compute bound by design: the vector ops on either side
+    # of it fuse with their neighbours (Add -> RmsNorm), not through it
+    ok &= ~cat_map(ops["type"], lambda c: str(c) in set(cfg["no_saving_types"]), False, bool, rows=order)
     sums = _prefix_sums(ops, order, cfg["no_saving_types"])
     start = _f(ops, "start_us")
     times = _Times(order.astype(np.int32 if n < 2**31 else np.int64), start,
@@ -1331,6 +1321,7 @@ def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) 
         if agg is not None:
             cands.add(length, agg, occ, len(valid))
     task_order = times.order
+    runs = np.cumsum(~ok | ~joins, dtype=np.int64)  # per task: its run of tasks no break interrupts
     del valid, ok, keys, times, sums
     types, type_codes = cat_lookup(ops["type"], str, "")
     names, name_codes = cat_lookup(ops["name"], str, "?")
@@ -1339,7 +1330,7 @@ def find_sequences(ops: pd.DataFrame, cfg: Mapping[str, Any], window_us: float) 
         rows = task_order[pos:pos + length]
         return tuple(t or m for t, m in zip(types[type_codes[rows]], names[name_codes[rows]], strict=True))
 
-    return _best(cands, n, int(cfg["top_num"]), float(cfg["max_overlap"]), pattern_at)
+    return _best(cands, n, int(cfg["top_num"]), float(cfg["max_overlap"]), pattern_at, runs)
 
 
 def _joins(starts: np.ndarray, ends: np.ndarray, max_gap_us: float) -> np.ndarray:
@@ -1352,7 +1343,7 @@ def _joins(starts: np.ndarray, ends: np.ndarray, max_gap_us: float) -> np.ndarra
 
 
 def _best(cands: _Candidates, n: int, top_num: int, max_overlap: float,
-          pattern_at: Callable[[int, int], tuple[str, ...]]) -> list[Opportunity]:
+          pattern_at: Callable[[int, int], tuple[str, ...]], runs: np.ndarray) -> list[Opportunity]:
     """The best candidates, each sharing at most ``max_overlap`` of its tasks with the better ones chosen, gathered
     into at most ``top_num`` opportunities: a candidate whose op pattern is the same as, a rotation or a
     sub-sequence of a chosen one's, or that shares tasks with it, joins that one's opportunity (the nearest one in
@@ -1362,21 +1353,22 @@ def _best(cands: _Candidates, n: int, top_num: int, max_overlap: float,
     opps: list[Opportunity] = []
     covered = np.zeros(n, dtype=bool)
     cs = np.zeros(n + 1, dtype=np.int32 if n < 2**31 else np.int64)  # prefix sums of `covered`, after each pick
-    owner = np.zeros(n, dtype=np.int32) if max_overlap > 0 else None  # opportunity (+1) of each covered task
+    owner = np.zeros(n, dtype=np.int32)  # opportunity (+1) of each covered task
     for seq, mark, first in cands.seqs:
         seq.labels = pattern_at(first, seq.length)
         kin = [i for i, o in enumerate(opps) if any(related(seq.labels, s.labels) for s in o.sequences)]
-        if len(opps) >= top_num and not kin and owner is None:
-            continue  # neither a new opportunity nor a part of a chosen one: its positions are not read
         seq.positions = cands.positions(seq, mark)
         shared = (cs[seq.positions + seq.length] - cs[seq.positions]).sum() / (len(seq.positions) * seq.length)
         if shared > max_overlap:
             seq.positions = seq.positions[:0]
             continue
         spans = (seq.positions[:, None] + np.arange(seq.length)).ravel()
-        if shared > 0 and owner is not None:
+        next_to = _continued(seq.positions, seq.length, owner, runs)
+        if shared > 0 and max_overlap > 0:
             held = owner[spans]
             at = int(np.bincount(held[held > 0]).argmax()) - 1
+        elif next_to is not None:
+            at = next_to
         elif kin:
             at = min(kin, key=lambda i: _distance(seq.positions, opps[i])) if len(kin) > 1 else kin[0]
         elif len(opps) < top_num:
@@ -1386,16 +1378,43 @@ def _best(cands: _Candidates, n: int, top_num: int, max_overlap: float,
             seq.positions = seq.positions[:0]
             continue
         how = "shared tasks" if shared > 0 else next(
-            (r for s in opps[at].sequences if (r := related(seq.labels, s.labels))), "same")
+            (r for s in opps[at].sequences if (r := related(seq.labels, s.labels))),
+            "continuation" if next_to is not None else "same")
         opps[at].sequences.append(seq)
         opps[at].parts.append(how)
         opps[at].weights.append(1.0 - shared)
         covered[spans] = True
         np.cumsum(covered, dtype=cs.dtype, out=cs[1:])
-        if owner is not None:
-            owner[spans] = np.where(owner[spans] > 0, owner[spans], at + 1)
+        owner[spans] = np.where(owner[spans] > 0, owner[spans], at + 1)
         at = _merge_related(opps, at, owner)
     return opps
+
+
+_CONTINUATION_REACH = 3
+"""Tasks between an occurrence and a chosen opportunity's task of the same unbroken run for the two to be one chain
+(a fused op such as RotaryPositionEmbedding between two parts is not in either)."""
+
+
+def _continued(positions: np.ndarray, length: int, owner: np.ndarray, runs: np.ndarray) -> int | None:
+    """The opportunity whose tasks lie within a few tasks of at least half of these occurrences (before their first
+    task or after their last) in the same run no break interrupts: a run of fusible ops longer than
+    fusible.max_length, cut in pieces by the window -- one chain between two kernels that break it (the QKV matmul
+    and the attention), one fix."""
+    if not len(positions):
+        return None
+    n = len(owner)
+    near = []
+    for k in range(1, _CONTINUATION_REACH + 1):
+        for at, anchor in ((positions - k, positions), (positions + length - 1 + k, positions + length - 1)):
+            ok = (at >= 0) & (at < n)
+            at, anchor = np.clip(at, 0, n - 1), np.clip(anchor, 0, n - 1)
+            near.append(np.where(ok & (runs[at] == runs[anchor]), owner[at], 0))
+    hits = np.stack(near)  # per (direction, distance) and occurrence: the opportunity there (+1), 0 for none
+    first = np.where(hits > 0, hits, np.iinfo(hits.dtype).max).min(axis=0)  # nearest-listed hit per occurrence
+    counts = np.bincount(np.where(first == np.iinfo(hits.dtype).max, 0, first), minlength=2)
+    counts[0] = 0
+    best = int(counts.argmax())
+    return best - 1 if best > 0 and counts[best] * 2 >= len(positions) else None
 
 
 def _merge_related(opps: list[Opportunity], at: int, owner: np.ndarray | None) -> int:

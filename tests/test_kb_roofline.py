@@ -63,7 +63,8 @@ def test_findings_name_the_ops_with_the_recoverable_time(rules):
     # the saving is the classification's recoverable time of the op, never more than its time
     assert compute.saving_by_op == {"mm_slow": pytest.approx(pts.loc["mm_slow", "recoverable_us"])}
     assert compute.estimated_saving_us == pytest.approx(pts.loc["mm_slow", "total_us"] * (1 - 0.3 / 0.8))
-    assert compute.title == "MatMulV2: 1 compute-bound op(s) at 30% of the roof"
+    # the title names the practical roof the saving is sized on (0.3 of an 0.8 practical roof: 37 %)
+    assert compute.title == "MatMulV2: 1 compute-bound op(s) at 30% of the roof, 37% of the practical roof"
     row = dict(zip(compute.evidence["table"]["columns"], compute.evidence["table"]["rows"][0], strict=True))
     assert row["name"] == "mm_slow" and row["% roof"] == 30.0 and row["intensity"] > row["ridge"]
     pts_ev = compute.evidence["roofline_points"]

@@ -21,6 +21,8 @@ several of them need is here, stated once, so two knowledge bases never measure 
 - :mod:`advisor.toolkit.peers` -- the peers of a rank's collectives: group members, which the analysis holds, the
   peer the notify waits say the collectives waited for (held / held alone), and the findings naming a late peer
   outside the analysis, for the communication (one rank) and cluster (several ranks) knowledge bases alike.
+- :mod:`advisor.toolkit.sequences` -- whether two op patterns are one fusion opportunity (same, rotation,
+  sub-sequence).
 - :mod:`advisor.toolkit.run_context` -- on top of it: whether a rule applies to the run's context (and the note
   when not), the stated assumption for an unknown context, the 16-bit dtype the chip allows, recorded settings.
 
