@@ -1435,6 +1435,12 @@ def _merge_related(opps: list[Opportunity], at: int, owner: np.ndarray | None) -
         opps[at].weights += o.weights
 
 
+def _period(labels: tuple[str, ...]) -> tuple[str, ...]:
+    """The shortest pattern ``labels`` is whole repetitions of (``labels`` itself when it is none)."""
+    n = len(labels)
+    return next(labels[:p] for p in range(1, n + 1) if n % p == 0 and labels[:p] * (n // p) == labels)
+
+
 def _distance(positions: np.ndarray, opp: Opportunity) -> float:
     """Median distance (in tasks) from each occurrence start to the nearest task of an opportunity."""
     tasks = np.sort(np.concatenate([(s.positions[:, None] + np.arange(s.length)).ravel() for s in opp.sequences]))
@@ -1477,6 +1483,11 @@ def _fusible_finding(ctx: AnalysisContext, opp: Opportunity, order: np.ndarray, 
     full = [s for s in seqs if s.labels == lead.labels]
     occurrences = sum(len(s.positions) for s in full)
     partial = sum(len(s.positions) for s in seqs) - occurrences
+    # a sequence that is a shorter loop run twice back to back (A -> B -> A -> B) is named as that loop, its
+    # occurrences counted per loop
+    unit = _period(lead.labels)
+    loops = lead.length // len(unit)
+    pattern = " -> ".join(unit)
     span, kernel = opp.total("span_us"), opp.total("kernel_us")
     mte_us, aicore = opp.total("mte_us"), opp.total("aicore_us")
     basis = []
@@ -1498,11 +1509,11 @@ def _fusible_finding(ctx: AnalysisContext, opp: Opportunity, order: np.ndarray, 
             rec["occurrences"] += len(s.positions)
     return ctx.finding(
         rule=FUSIBLE,
-        title=f"{kinds[:1].upper()}{kinds[1:]} sequence repeated {occurrences}x"
+        title=f"{kinds[:1].upper()}{kinds[1:]} sequence repeated {occurrences * loops}x"
               + (f" (and {partial}x in part)" if partial else "") + f": {pattern}",
         severity=severity_for(saving / window if window > 0 else 0.0, ctx.rules["severity"]),
         ops=[str(k) for k in per_name.index],
-        evidence={"sequence": list(lead.labels), "length": lead.length, "occurrences": occurrences,
+        evidence={"sequence": list(unit), "length": len(unit), "occurrences": occurrences * loops,
                   "shape_variants": len(full), "wall_us": span, "kernel_us": kernel, "mte_us": mte_us,
                   "aicore_us": aicore, "kernel_over_wall": kernel / span if span else None,
                   "mte_over_aicore": mte_us / aicore if aicore else None,
@@ -1511,7 +1522,7 @@ def _fusible_finding(ctx: AnalysisContext, opp: Opportunity, order: np.ndarray, 
                   "table": table(["first row", "last row"], rows)},
         estimated_saving_us=saving,
         basis="; ".join(basis) if basis else "no saving",
-        recommendation=_fusion_advice(ctx, pattern, occurrences, kinds),
+        recommendation=_fusion_advice(ctx, pattern, occurrences * loops, kinds),
         fix=Fix("code", "fuse the repeated op sequence", {"sequence": list(lead.labels)}),
         confidence=float(cfg["confidence"]),
         saving_by_op=by_op,

@@ -149,6 +149,10 @@ def test_no_fusible_finding_is_a_rotation_or_sub_sequence_of_another(path: Path)
         pytest.skip(f"{path} not present")
     seqs = [f["evidence"]["sequence"] for f in _rule(_report(path), FUSIBLE)]
     assert not [(a, b) for i, a in enumerate(seqs) for b in seqs[i + 1:] if _related(a, b)]
+    # nor a loop named twice over: "NonZero -> StridedSliceD -> StridedSliceD -> Greater -> MemSet -> NonZero ->
+    # ... -> MemSet repeated 12x" is the five-op loop repeated 24x
+    doubled = [s for s in seqs for p in range(1, len(s)) if len(s) % p == 0 and s[:p] * (len(s) // p) == s]
+    assert not doubled
 
 
 def _comm_tasks(prof: Path) -> tuple[set[str], set[str]]:
