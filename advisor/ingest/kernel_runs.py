@@ -82,9 +82,12 @@ def combine(root: Path, op_profile: Profile, timed: list[Path]) -> Profile:
     blocks = op_profile.extras.get(BLOCKS_EXTRA)
     attached = [k for k in kernels if k is not None]
     _drop_unmatched(launches, compute, timed[-1].name, root, meta)
-    given: list[str] = []
+    given: dict[str, np.ndarray] = {}
     for kernel in dict.fromkeys(attached):
-        given += _give_metrics(ops, launches[launches["kernel"] == kernel], kernel, timed[-1].name, meta)
+        given.update(_give_metrics(ops, given, launches[launches["kernel"] == kernel], kernel, timed[-1].name, meta))
+    if given:  # one concat, not a column insert per metric (hundreds of msprof op columns)
+        ops = pd.concat([ops.drop(columns=[c for c in given if c in ops]),
+                         pd.DataFrame(given, index=ops.index)], axis=1)
     if blocks is not None:
         blocks = blocks[blocks["launch"].isin(launches.loc[launches["kernel"].notna(), "launch"])].copy()
         blocks["name"] = blocks["launch"].map(dict(zip(launches["launch"], launches["kernel"], strict=True)))
@@ -101,7 +104,7 @@ def combine(root: Path, op_profile: Profile, timed: list[Path]) -> Profile:
             f"{len(attached)} replayed launch(es) of {names} (metric sets "
             f"{', '.join(meta.config.get('aic_metrics', [])) or 'none'}) are not ops (their time is a replay of one of "
             f"those launches): their per-block metrics are attached to {names}"
-            + (f"; metrics {_shown(given)} given to its launches from msprof op (the kernel's mean over its "
+            + (f"; metrics {_shown(list(given))} given to its launches from msprof op (the kernel's mean over its "
                f"msprof op launches)" if given else ""))
     return profile
 
@@ -140,9 +143,11 @@ def _drop_unmatched(launches: pd.DataFrame, compute: pd.DataFrame, timed: str, r
                         "op_summary)")
 
 
-def _give_metrics(ops: pd.DataFrame, launches: pd.DataFrame, kernel: str, timed: str, meta: Meta) -> list[str]:
-    """Copy the per-op metrics ``ops`` lacks for ``kernel`` from its msprof op ``launches`` (duration-weighted mean);
-    the columns given. Not when the Block Dims differ (said in the notes)."""
+def _give_metrics(ops: pd.DataFrame, given: dict[str, np.ndarray], launches: pd.DataFrame, kernel: str, timed: str,
+                  meta: Meta) -> dict[str, np.ndarray]:
+    """The per-op metrics ``ops`` lacks for ``kernel``, from its msprof op ``launches`` (duration-weighted mean):
+    ``{column: whole column}``, starting from ``given`` (the columns other kernels were given already) or ``ops``.
+    Empty when the Block Dims differ (said in the notes)."""
     rows = (ops["name"].astype(str) == kernel).to_numpy()
     theirs = _block_dims(ops.loc[rows, "block_dim"]) if "block_dim" in ops else set()
     mine = _block_dims(launches["block_dim"]) if "block_dim" in launches else set()
@@ -151,9 +156,9 @@ def _give_metrics(ops: pd.DataFrame, launches: pd.DataFrame, kernel: str, timed:
             f"msprof op ran {kernel} with Block Dim {_dims(mine)} where {timed}'s launches ran {_dims(theirs)}: "
             "another launch configuration; its per-block metrics are attached to the kernel, its per-op metrics "
             "are not given to those launches")
-        return []
+        return {}
     weights = np.nan_to_num(launches["duration_us"].to_numpy(dtype="float64"), nan=0.0)
-    given: list[str] = []
+    out: dict[str, np.ndarray] = {}
     for col in launches.columns:
         if col in _NOT_METRICS or col == "kernel" or not pd.api.types.is_numeric_dtype(launches[col]):
             continue
@@ -165,12 +170,14 @@ def _give_metrics(ops: pd.DataFrame, launches: pd.DataFrame, kernel: str, timed:
             continue  # op_summary measured it for these launches: its own values stay
         w = weights[ok]
         value = float(np.sum(values[ok] * w) / w.sum()) if w.sum() > 0 else float(values[ok].mean())
-        column = metric_values(ops[col]) if col in ops else np.full(len(ops), np.nan)
-        column = column.astype("float64", copy=True)
+        if col in given:
+            column = given[col]
+        else:
+            column = metric_values(ops[col]) if col in ops else np.full(len(ops), np.nan)
+            column = column.astype("float64", copy=True)
         column[rows] = value
-        ops[col] = column
-        given.append(col)
-    return given
+        out[col] = column
+    return out
 
 
 def _block_dims(values: pd.Series) -> set[int]:
