@@ -29,7 +29,10 @@ What each becomes:
   ``ai core count`` where the cube count is missing), vector cores, cube and vector clocks, chip and architecture;
   ``advisor.platform`` takes the chip's counts and clocks from here, never from a table, and reports the peaks of a
   chip ``rules/platforms.yaml`` does not know as unknown. The whole record -> ``profile.extras["msprof_op_hardware"]``.
-  A field the collector could not query is 0 or "" (its docs): those are read as unknown.
+  A field the collector could not query is 0 or "" (its docs): those are read as unknown -- except the clocks,
+  which fall back to the fixed frequency and then to 1650 MHz (its docs), so a 1650 is taken as written.
+  ``ai core count`` is "the count the device interface reports, as is"; the cube count is what the platform's
+  ``ai_core_num`` means (cube cores on a split-core chip), so it is preferred.
 """
 
 from __future__ import annotations
