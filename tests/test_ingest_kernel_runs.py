@@ -141,3 +141,41 @@ def test_analyze_end_to_end(cli, tmp_path: Path) -> None:
     report = json.loads(out.read_text(encoding="utf-8"))
     assert report["summary"]["ops"] == 14
     assert report["summary"]["device_time_us"] == pytest.approx(sum(KKT_DURATIONS) + 3 * 3.5, abs=1e-3)
+
+
+FIELDS = {  # (file, header) -> the kernel_blocks column a knowledge base reads (advisor.model.KERNEL_BLOCK_METRICS)
+    ("PipeUtilization", "aic_cube_ratio"): "aic_mac_ratio",
+    ("PipeUtilization", "aiv_vec_ratio"): "aiv_vec_ratio",
+    ("PipeUtilization", "aic_scalar_ratio"): "aic_scalar_ratio",
+    ("PipeUtilization", "aic_mte1_ratio"): "aic_mte1_ratio",
+    ("PipeUtilization", "aiv_mte2_ratio"): "aiv_mte2_ratio",
+    ("PipeUtilization", "aiv_mte3_ratio"): "aiv_mte3_ratio",
+    ("PipeUtilization", "aic_fixpipe_ratio"): "aic_fixpipe_ratio",
+    ("PipeUtilization", "aic_icache_miss_rate"): "aic_icache_miss_rate",
+    ("PipeUtilization", "aiv_scalar_wait_ib_time(us)"): "aiv_scalar_wait_ib_time_us",
+    ("ResourceConflictRatio", "aiv_vec_bank_cflt_ratio"): "aiv_vec_bank_cflt_ratio",
+    ("L2Cache", "aic_total_hit_rate(%)"): "aic_total_hit_rate",
+    ("Memory", "aiv_main_mem_read_bw(GB/s)"): "aiv_main_mem_read_bw",
+    ("Memory", "aic_l1_read_bw(GB/s)"): "aic_l1_read_bw",
+    ("MemoryL0", "aic_l0a_read_bw(GB/s)"): "aic_l0a_read_bw",
+    ("MemoryUB", "aiv_ub_read_bw_vector(GB/s)"): "aiv_ub_read_bw_vector",
+}
+
+
+def test_kernel_blocks_carry_both_sides_of_a_mix_kernel_block_by_block() -> None:
+    """The MIX kernel's per-block table (``Profile.kernel_blocks``): one ``aic`` and one ``aiv`` row per block, each
+    field the kernel KB reads holding the CSV's value of that row."""
+    [profile] = load(KKT)
+    blocks = profile.kernel_blocks
+    assert "kernel_blocks" in profile.available
+    pipe = _rows(KKT / "PipeUtilization.csv")
+    assert len(blocks) == len(pipe)
+    sides = blocks.groupby("block_id")["side"].apply(lambda s: tuple(sorted(s)))
+    assert set(sides) == {("aic", "aiv")} and len(sides) == 20
+    for (kind, header), column in FIELDS.items():
+        rows = _rows(KKT / f"{kind}.csv")
+        want = {(float(r["block_id"]), r["sub_block_id"]): float(r[header]) for r in rows if r[header] != "NA"}
+        assert want, header
+        got = {(float(b), str(s)): float(v) for b, s, v in
+               zip(blocks["block_id"], blocks["sub_block_id"], blocks[column], strict=True) if v == v}
+        assert got == pytest.approx(want), column
