@@ -36,9 +36,10 @@ if TYPE_CHECKING:  # annotations only: discovery (also in plugin child processes
 ENTRY_POINT_GROUP = "advisor.knowledge_bases"
 
 DATA_NAMES: tuple[str, ...] = ("meta", "ops", "op_stats", "api", "tx", "steps", "events", "timeline", "comm",
-                               "memory", "metrics", "graph", "cluster")
-"""What a knowledge base may list in ``requires`` / ``requires_any`` (see ``Profile.available``; ``graph`` when a
-model graph was given; ``cluster`` for multi-rank input, to cluster-scope KBs)."""
+                               "memory", "metrics", "kernel_blocks", "graph", "cluster")
+"""What a knowledge base may list in ``requires`` / ``requires_any`` (see ``Profile.available``; ``kernel_blocks``
+when msprof op's per-block metrics were read, ``Profile.kernel_blocks``; ``graph`` when a model graph was given;
+``cluster`` for multi-rank input, to cluster-scope KBs)."""
 
 KB_ID_PATTERN = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
@@ -363,6 +364,15 @@ def _missing(kb: type[KnowledgeBase], available: set[str]) -> str | None:
     return None
 
 
+def _missing_peaks(kb: type[KnowledgeBase], platform: dict[str, Any]) -> str | None:
+    """The chip peaks ``kb`` needs that the platform leaves unknown (a chip the table does not know)."""
+    missing = [k for k in getattr(kb, "requires_platform", ()) if platform.get(k) is None]
+    if not missing:
+        return None
+    return (f"needs the chip's {', '.join(missing)}, unknown for {platform.get('soc')} (not in rules/platforms.yaml; "
+            "give them with --rules: platform: {" + ", ".join(f"{k}: ..." for k in missing) + "})")
+
+
 class _KBFailed(Exception):
     """A knowledge base failed; the message is the reason shown in the report."""
 
@@ -459,7 +469,7 @@ def _run_one(info: KBInfo, profile: Profile, graph: ModelGraph | None, rules: Ef
     if problem:
         status.status, status.reason = "failed", problem
         return snapshot
-    reason = _missing(cls, available)
+    reason = _missing(cls, available) or _missing_peaks(cls, platform)
     if reason:
         status.status, status.reason = "skipped", reason
         return snapshot

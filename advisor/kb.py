@@ -107,8 +107,11 @@ class KnowledgeBase:
     """Major version of ``advisor.hookspecs.API_VERSION`` this KB was written for."""
     requires: ClassVar[tuple[str, ...]] = ("ops",)
     """Data needed to run at all: any of ops, op_stats, api, steps, events/timeline, comm, memory, metrics,
-    graph. Use ``requires_any`` when any one of several is enough."""
+    kernel_blocks (msprof op's per-block metrics, ``Profile.kernel_blocks``), graph. Use ``requires_any`` when any one of several is enough."""
     requires_any: ClassVar[tuple[str, ...]] = ()
+    requires_platform: ClassVar[tuple[str, ...]] = ()
+    """Chip peaks this KB cannot work without (``hbm_gbps``, ``fp16_tflops``...): skipped, saying so, when the
+    platform leaves them unknown (a chip ``rules/platforms.yaml`` does not know: ``platform["peaks_unknown"]``)."""
     ops_columns: ClassVar[tuple[str, ...] | None] = None
     """The ``ops`` columns this KB reads (names, or ``fnmatch`` patterns like ``"aiv_*_ratio"``), beyond the ones
     every analysis keeps (:data:`advisor.model.OPS_PIPELINE_COLUMNS`). When every KB of a run declares them, the

@@ -201,6 +201,85 @@ COMM_COLUMNS = [
 MEMORY_COLUMNS = ["component", "timestamp_us", "allocated_mb", "reserved_mb", "active_mb"]
 
 
+# ---------------------------------------------------------------------------------------------------------
+# kernel blocks: msprof op's per-block metrics, one row per launch x block x sub-block
+# ---------------------------------------------------------------------------------------------------------
+KERNEL_BLOCKS_EXTRA = "msprof_op_blocks"
+"""``Profile.extras`` key of the per-block table (:attr:`Profile.kernel_blocks` reads it). Written by
+``advisor.ingest.msprof_op`` for every msprof op layout (``OPPROF_*`` one launch, ``<OpName>/<n>/`` launches,
+``device<N>/``, the JSON Lines capture ``summary.jsonl`` + ``HardwareInfo.jsonl``), also when an ``op_summary`` of the
+same kernel sits beside it (``advisor.ingest.kernel_runs``)."""
+
+KERNEL_BLOCK_KEY_COLUMNS = ("launch", "name", "block_id", "sub_block_id", "side", "kernel_name")
+"""The row keys of :attr:`Profile.kernel_blocks` (every other column is a metric of
+:data:`KERNEL_BLOCK_METRICS`):
+
+* ``launch`` -- 0-based msprof op launch (``<OpName>/<n>/`` directories in launch order; 0 for one launch);
+* ``name`` -- the ``ops`` row name the block belongs to (``ops["name"] == name``): msprof op's ``Op Name``, or the
+  ``op_summary`` kernel it was matched to when one is read beside it;
+* ``block_id`` -- the block (float, as the CSV's ``block_id``; row index on chips whose CSVs have none);
+* ``sub_block_id`` -- ``cube0`` / ``vector0`` / ``vector1`` as the CSV writes it (None where it has none);
+* ``side`` -- ``aic`` (the cube core, or the one AI Core of chips without split cores) or ``aiv`` (a vector core):
+  a MIX kernel has one ``aic`` row and one or two ``aiv`` rows per block; only the ``aic_*`` metrics are set on
+  ``aic`` rows and only the ``aiv_*`` ones on ``aiv`` rows (NaN elsewhere);
+* ``kernel_name`` -- the ``Op Name`` msprof op recorded (equal to ``name`` unless matched to an op_summary kernel).
+
+Exactly one row per (launch, block_id, sub_block_id): repeated keys in a metric CSV are read once (see
+``advisor.ingest.msprof_op.one_row_per_block``), never multiplied by the join of the metric CSVs."""
+
+KERNEL_BLOCK_METRICS: dict[str, str] = {
+    # times and cycles (PipeUtilization; every set repeats them)
+    "aicore_time_us": "cube core's (AI Core's) run time of the block, us (msprof op ``aic_time(us)``)",
+    "aiv_time_us": "vector core's run time of the sub-block, us",
+    "{side}_total_cycles": "the core's cycles over the block (the weight of its ratios)",
+    # pipe busy shares (PipeUtilization): fraction 0-1 of the side's cycles, with the pipe's time in us beside it
+    "aic_mac_ratio": "cube (MAC) pipe busy share (msprof op ``aic_cube_ratio``); ``aic_mac_time_us`` its time",
+    "aiv_vec_ratio": "vector pipe busy share; ``aiv_vec_time_us`` its time (``aic_vec_ratio`` on chips without "
+                     "split cores)",
+    "{side}_scalar_ratio": "scalar pipe busy share; ``{side}_scalar_time_us``",
+    "{side}_mte1_ratio": "MTE1 (L1 -> L0A/L0B) busy share; ``{side}_mte1_time_us``",
+    "{side}_mte2_ratio": "MTE2 (GM -> L1/UB) busy share; ``{side}_mte2_time_us``",
+    "{side}_mte3_ratio": "MTE3 (UB/L1 -> GM) busy share; ``{side}_mte3_time_us``",
+    "aic_fixpipe_ratio": "FIXPIPE (L0C -> GM/L1) busy share; ``aic_fixpipe_time_us``",
+    "{side}_{pipe}_active_bw": "a pipe's bandwidth while active, GB/s (mte1/mte2/mte3/fixpipe)",
+    # instruction fetch and scalar stalls (PipeUtilization, CANN 8.x)
+    "{side}_icache_miss_rate": "instruction-cache miss rate, fraction 0-1",
+    "{side}_scalar_wait_ib_time_us": "scalar unit waiting on instruction fetch (instruction buffer), us",
+    "{side}_scalar_single_time_us": "scalar single-issue time, us (``_dual_`` dual-issue)",
+    "{side}_scalar_{unit}_stall_time_us": "scalar unit stalled on a pipe (mte1/mte2/mte3/cube/vector) or UB, us",
+    # conflicts and waits (ResourceConflictRatio): fraction 0-1 of the side's cycles
+    "aiv_vec_bank_cflt_ratio": "UB bank conflicts of the vector unit (``bankgroup_``/``resc_``/``mte_``/``total_``"
+                               " beside it)",
+    "{side}_{pipe}_wait_ratio": "a pipe waiting on another (cross-pipe synchronization)",
+    # L2 cache (L2Cache): counts, and hit rates in percent 0-100 as written (``(%)`` in the header)
+    "{side}_total_hit_rate": "L2 hit rate of the side's accesses, percent (``read_``/``write_hit_rate`` beside it; "
+                             "the JSON Lines capture writes only read/write)",
+    "{side}_{r0,r1,write}_cache_{hit,miss_allocate}": "L2 hit / miss counts (JSON Lines capture: "
+                                                     "``{side}_{read,write}_{close,far}_{hit,miss,victim}``)",
+    # achieved bandwidth per level (Memory, MemoryL0, MemoryUB): GB/s over the block's time
+    "{side}_main_mem_read_bw": "global memory (HBM/DDR) read bandwidth; ``_write_bw`` the write one",
+    "aic_l1_read_bw": "L1 buffer read bandwidth (``aic_l1_write_bw``)",
+    "aic_l0{a,b}_{read,write}_bw": "L0A/L0B bandwidth; ``aic_l0c_{read,write}_bw_cube`` L0C's",
+    "aiv_ub_{read,write}_bw_{vector,scalar,gm}": "unified-buffer bandwidth by the unit using it",
+    "aiv_gm_to_ub_bw": "GM -> UB bandwidth (``aiv_ub_to_gm_bw`` back)",
+    "{src}_to_{dst}_datas_kb": "data moved between levels, KB (``gm_to_l1``, ``l0c_to_gm``, ``gm_to_ub``...)",
+    "read_main_memory_datas_kb": "bytes read from global memory, KB (``write_main_memory_datas_kb``)",
+    "{src}_to_{dst}_bw_usage_rate": "that path's share of its peak bandwidth, percent",
+    "{side}_{unit}_instructions": "MTE instruction counts (Memory)",
+    # arithmetic (ArithmeticUtilization)
+    "{side}_{cube,vector}_fops": "floating-point operations of the block",
+    "aic_cube_{fp16,int8,fp,int}_ratio": "cube instruction mix, fraction 0-1 (``aiv_vec_*_ratio`` for the vector)",
+}
+"""The metric columns of :attr:`Profile.kernel_blocks`, by name pattern (``{side}`` = ``aic`` / ``aiv``): the
+msprof op CSV header lower-cased, units as a suffix (``aic_l1_read_bw(GB/s)`` -> ``aic_l1_read_bw``,
+``aiv_vec_time(us)`` -> ``aiv_vec_time_us``, ``L1_to_GM_datas(KB)(estimate)`` -> ``l1_to_gm_datas_kb_estimate``)
+and the op_summary spellings where both exist (``aic_cube_ratio`` -> ``aic_mac_ratio``, ``aic_time(us)`` ->
+``aicore_time_us``; ``advisor.ingest.columns.msprof_op_metric_name``). Which columns are present depends on the
+metric sets collected (``meta.config["aic_metrics"]``) and the release. Values are the file's, block by block; the
+per-op aggregate of each is on the op's ``ops`` row (times averaged, counts summed, ratios weighted by cycles,
+bandwidths as total bytes over the side's mean core time)."""
+
+
 def empty_frame(columns: list[str]) -> pd.DataFrame:
     """A typed empty table, so knowledge bases never special-case a missing one."""
     return pd.DataFrame({c: pd.Series(dtype="float64") for c in columns})
@@ -229,9 +308,18 @@ class Hardware:
     """AI Core (cube) clock in MHz."""
     source: str = ""
     """The file the numbers come from (``info.json.0``)."""
+    vector_clock_mhz: float | None = field(default=None, compare=False)
+    """Vector core clock in MHz where the file records its own (msprof op ``HardwareInfo.jsonl``)."""
+    chip: str | None = field(default=None, compare=False)
+    """The SoC the same file names (``HardwareInfo.jsonl`` ``chip info``: ``Ascend950PR_9599``), None when it names
+    none: a chip named here that ``rules/platforms.yaml`` does not know is analyzed with these counts and clocks and
+    no borrowed peaks (``advisor.platform``)."""
+    arch: str | None = field(default=None, compare=False)
+    """The NPU architecture the file records (``arch info``: ``3510``)."""
 
     def describe(self) -> str:
-        """``20 AI cores, 40 vector cores, 1800 MHz`` (what is known)."""
+        """``20 AI cores, 40 vector cores, 1800 MHz`` (what is known; ``vector 1600 MHz`` when the vector clock
+        differs)."""
         parts = []
         if self.ai_cores is not None:
             parts.append(f"{self.ai_cores} AI core{'s' if self.ai_cores != 1 else ''}")
@@ -239,6 +327,8 @@ class Hardware:
             parts.append(f"{self.vector_cores} vector core{'s' if self.vector_cores != 1 else ''}")
         if self.clock_mhz is not None:
             parts.append(f"{self.clock_mhz:g} MHz")
+        if self.vector_clock_mhz is not None and self.vector_clock_mhz != self.clock_mhz:
+            parts.append(f"vector {self.vector_clock_mhz:g} MHz")
         return ", ".join(parts) or "no core counts"
 
 
@@ -338,6 +428,16 @@ class Profile:
         return self._time
 
     @property
+    def kernel_blocks(self) -> pd.DataFrame:
+        """msprof op's per-block metrics: one row per launch, block and sub-block (keys
+        :data:`KERNEL_BLOCK_KEY_COLUMNS`, metrics :data:`KERNEL_BLOCK_METRICS`); an empty frame with the key columns
+        when the profile has none (not an msprof op result)."""
+        blocks = self.extras.get(KERNEL_BLOCKS_EXTRA)
+        if isinstance(blocks, pd.DataFrame):
+            return blocks
+        return empty_frame(list(KERNEL_BLOCK_KEY_COLUMNS))
+
+    @property
     def available(self) -> set[str]:
         """Names of the data this profile carries, as knowledge bases declare them in ``requires``."""
         have = {"meta"}
@@ -348,6 +448,8 @@ class Profile:
             have.update(("events", "timeline"))
         if len(self.ops) and self.ops["aicore_time_us"].notna().any():
             have.add("metrics")
+        if len(self.kernel_blocks):
+            have.add("kernel_blocks")
         return have
 
     def device_time_us(self) -> float:

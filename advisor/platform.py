@@ -3,7 +3,9 @@
 Which chip, in this order: a ``platform: {soc: ...}`` override of the user's rules; ``--chip``; the core counts and
 clock the profile records (``Meta.hardware``, from ``info.json.N``): the chip with those counts, then the nearest
 clock -- never the ``default:`` chip or a family alias when the file names its counts, and, when no chip has those
-counts, the nearest chip's peaks scaled to them; a chip name the profile records; the graph's ``soc_version``. Where
+counts, the nearest chip's peaks scaled to them; but a chip the same file names that the table does not know (msprof
+op's ``HardwareInfo.jsonl``: Ascend950PR) gets the file's counts and clocks and no peaks (unknown, never another
+chip's); a chip name the profile records; the graph's ``soc_version``. Where
 that leaves only a family's default (``Ascend910B-class`` -> Ascend910B2) or the ``default:`` chip, the kernels' own
 counters decide when they can (:mod:`advisor.chip_evidence`: AI cores from cube_utilization, the clock from cycles
 over per-block time). ``soc_source`` says which decided, in words a reader can check against the file, and
@@ -108,6 +110,8 @@ def resolve_platform(rules: EffectiveRules, chip_hint: str | None,
     chips: dict[str, dict[str, Any]] = data.get("chips", {})
     overrides = dict(rules.platform_overrides)
     wanted = overrides.pop("soc", None)
+    if not wanted and hardware is not None and unknown_named_chip(data, hardware):
+        return file_platform(hardware, overrides)
     if not wanted and hardware is not None and (match := match_hardware(chips, hardware)) is not None:
         out = match.platform(chips)
         out.update(overrides)
@@ -151,7 +155,8 @@ def platform_for_run(rules: EffectiveRules, profile_chip: str | None, hardware: 
 
     data = rules.for_kb("platforms")
     chips = data.get("chips", {})
-    match = match_hardware(chips, hardware) if hardware is not None else None
+    unknown = unknown_named_chip(data, hardware) if hardware is not None else None
+    match = match_hardware(chips, hardware) if hardware is not None and not unknown else None
     named_exactly = exact_chip(data, profile_chip)
     notes: list[str] = []
 
@@ -165,14 +170,20 @@ def platform_for_run(rules: EffectiveRules, profile_chip: str | None, hardware: 
         if platform["soc_decided_by"] in ("name", "family"):
             platform["soc_source"] = f"--chip {user_chip}"
             platform["soc_decided_by"] = "user"
-        named = match.soc if match is not None else named_exactly
+        named = unknown or (match.soc if match is not None else named_exactly)
         if named and named != platform["soc"]:
-            why = match.describe() if match is not None else f"the profile records {profile_chip}"
+            why = (match.describe() if match is not None else
+                   f"{hardware.source} names {unknown}" if unknown and hardware is not None else
+                   f"the profile records {profile_chip}")
             notes.append(f"--chip {user_chip} disagrees with the chip the profile names ({why}); the peaks are "
                          f"{platform['soc']}'s, as asked")
         disagree(platform, f"--chip {user_chip}")
         return platform, notes
     platform = resolve_platform(rules, profile_chip or graph_soc, hardware)
+    if unknown and hardware is not None and platform.get("soc_hardware", {}).get("match") == "file only":
+        notes.append(unknown_chip_note(platform, hardware))
+        disagree(platform, hardware.source)
+        return platform, notes
     if match is not None and platform["soc_source"] == match.describe():
         notes.append(f"chip from {match.describe()}")
         if named_exactly and named_exactly != match.soc:
@@ -211,6 +222,65 @@ def platform_for_run(rules: EffectiveRules, profile_chip: str | None, hardware: 
                            "also": list(found.also)}
     notes.append(f"chip from {out['soc_source']}")
     return out, notes
+
+
+# ---------------------------------------------------------------------------------------------------------
+# a chip the profile names that rules/platforms.yaml does not know
+# ---------------------------------------------------------------------------------------------------------
+PEAK_KEYS = ("fp16_tflops", "int8_tops", "fp32_vector_tflops", "cube_fp32_tflops", "hbm_gbps", "l2_mib")
+"""The chip's peaks: known only from ``rules/platforms.yaml`` (or the user's ``platform:`` overrides), never from a
+profile, so a chip the table does not know has none -- ``None`` in the platform, listed in ``peaks_unknown``."""
+
+
+def unknown_named_chip(data: Mapping[str, Any], hardware: Hardware) -> str | None:
+    """The chip ``hardware``'s file names (msprof op ``HardwareInfo.jsonl`` ``chip info``) when ``rules/platforms.yaml``
+    knows neither it nor an alias of it, and the file records its core counts; None otherwise."""
+    if not hardware.chip or not hardware.ai_cores:
+        return None
+    name = normalize_soc(hardware.chip)
+    return hardware.chip if name and _lookup(data, name) is None else None
+
+
+def file_platform(hardware: Hardware, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The platform of a chip the table does not know: its core counts and clocks from the file that names it, its
+    peaks unknown (``None``, listed in ``peaks_unknown``) unless the user's ``platform:`` overrides give them --
+    another chip's peaks, scaled or not, would be measured against a different design (Ascend950PR, arch 3510, is
+    no 910B with other counts)."""
+    hw = hardware
+    out: dict[str, Any] = {
+        "ai_core_num": hw.ai_cores, "vector_core_num": hw.vector_cores or 0,
+        "split_cores": bool(hw.ai_cores and hw.vector_cores), "cube_freq_mhz": hw.clock_mhz,
+        "vector_freq_mhz": hw.vector_clock_mhz, **dict.fromkeys(PEAK_KEYS),
+        "source": f"{hw.source}: core counts and clocks as recorded; peaks not known ({hw.chip} is not in "
+                  "rules/platforms.yaml)"}
+    out.update(overrides)
+    out["peaks_unknown"] = [k for k in PEAK_KEYS if out.get(k) is None]
+    arch = f", arch {hw.arch}" if hw.arch else ""
+    out["soc"] = hw.chip
+    out["soc_source"] = (f"{hw.source}: {hw.chip}{arch}, {hw.describe()} -> not in rules/platforms.yaml: its core "
+                         "counts and clocks from the file, "
+                         + ("its peaks unknown" if out["peaks_unknown"] else "its peaks from the rules' platform:"))
+    out["soc_decided_by"] = "file"
+    out["soc_hardware"] = {"source": hw.source, "ai_cores": hw.ai_cores, "vector_cores": hw.vector_cores,
+                           "clock_mhz": hw.clock_mhz, "vector_clock_mhz": hw.vector_clock_mhz, "chip": hw.chip,
+                           "arch": hw.arch, "match": "file only"}
+    return out
+
+
+def unknown_chip_note(platform: Mapping[str, Any], hardware: Hardware) -> str:
+    """The report note for :func:`file_platform`: what the file says, which peaks are unknown and how to give them."""
+    unknown = list(platform.get("peaks_unknown") or [])
+    head = (f"chip {hardware.chip} from {hardware.source} ({hardware.describe()}): not in rules/platforms.yaml, so the "
+            "core counts and clocks are the file's")
+    if not unknown:
+        return head + "; its peaks are the ones the rules' platform: gives"
+    return (head + f"; its peaks ({', '.join(unknown)}) are unknown -- not borrowed from another chip -- so nothing "
+            "is measured against them; give them with --rules (platform: {"
+            + ", ".join(f"{k}: ..." for k in sorted(unknown, key=_GIVE_FIRST.index)[:2]) + "})")
+
+
+_GIVE_FIRST = ("hbm_gbps", "fp16_tflops", "fp32_vector_tflops", "int8_tops", "cube_fp32_tflops", "l2_mib")
+"""The unknown peaks a note asks for first: bandwidth and the fp16 cube peak place ops on the roofline."""
 
 
 # ---------------------------------------------------------------------------------------------------------

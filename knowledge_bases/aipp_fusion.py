@@ -100,6 +100,7 @@ class AippFusionKB(KnowledgeBase):
     version = "1.1.0"
     api_version = "1.4"
     requires = ()
+    requires_platform = ("hbm_gbps",)
     requires_any = ("ops", "graph")
     ops_columns = ()
     events_read = EventSelection()

@@ -38,6 +38,7 @@ class PrecisionKB(KnowledgeBase):
     version = "2.0.0"
     api_version = "1.4"
     requires = ()
+    requires_platform = ("hbm_gbps", "fp16_tflops")
     requires_any = ("ops", "graph")
     ops_columns = ()
     events_read = EventSelection()

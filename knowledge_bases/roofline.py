@@ -52,6 +52,7 @@ class RooflineKB(KnowledgeBase):
     version = "2.0.0"
     api_version = "1.4"
     requires = ("ops",)
+    requires_platform = ("hbm_gbps",)
     ops_columns = ()
     events_read = EventSelection()
     rules_file = "roofline"

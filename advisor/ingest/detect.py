@@ -59,7 +59,8 @@ def _classify_dir(d: Path) -> list[RankSource]:
     """The rank sources found directly at ``d`` (not in its children), or [] when ``d`` is not a profile."""
     if d.name == "ASCEND_PROFILER_OUTPUT":  # pointed inside a torch_npu/MindSpore dir: analyze the whole dir
         return _classify_dir(d.parent)
-    if d.name.startswith("OPPROF_") or any(d.glob("OpBasicInfo*.csv")):
+    if d.name.startswith("OPPROF_") or any(d.glob("OpBasicInfo*.csv")) or _is_msprof_op_jsonl(d) \
+            or _msprof_op_devices(d):
         return _msprof_op_sources(d)
     out_dir = d / "ASCEND_PROFILER_OUTPUT"
     if out_dir.is_dir() or d.name.endswith(("_ascend_pt", "_ascend_ms")):
@@ -103,16 +104,35 @@ _OPPROF_DEVICE_DIR = re.compile(r"^device(\d+)$")
 
 def _msprof_op_sources(d: Path) -> list[RankSource]:
     """An ``msprof op`` result: one launch (``OpBasicInfo.csv`` here), several (``<OpName>/<n>/``), one rank per
-    ``device<N>/`` (multi-device MC2/LCCL ops), or the simulator's ``simulator/`` tree."""
-    if any(d.glob("OpBasicInfo*.csv")) or any(d.glob("*/*/OpBasicInfo*.csv")):
+    ``device<N>/`` (multi-device MC2/LCCL ops), the JSON Lines capture (``summary.jsonl`` / ``HardwareInfo.jsonl``
+    beside the metric CSVs), or the simulator's ``simulator/`` tree."""
+    if any(d.glob("OpBasicInfo*.csv")) or any(d.glob("*/*/OpBasicInfo*.csv")) or _is_msprof_op_jsonl(d):
         return [RankSource(d, "msprof-op", None)]
-    devices = sorted((int(m.group(1)), c) for c in d.iterdir()
-                     if c.is_dir() and (m := _OPPROF_DEVICE_DIR.match(c.name)) and any(c.glob("*/*/OpBasicInfo*.csv")))
+    devices = _msprof_op_devices(d)
     if devices:
         return [RankSource(c, "msprof-op", n) for n, c in devices]
     if (d / "simulator").is_dir():
         return [RankSource(d, "msprof-op-simulator", None)]
     return []
+
+
+def _msprof_op_devices(d: Path) -> list[tuple[int, Path]]:
+    """``(N, device<N>/)`` children of ``d`` holding msprof op launches (``OpBasicInfo.csv`` in it or two levels
+    down, or the JSON Lines capture), in device order."""
+    return sorted((int(m.group(1)), c) for c in d.iterdir()
+                  if c.is_dir() and (m := _OPPROF_DEVICE_DIR.match(c.name))
+                  and (any(c.glob("OpBasicInfo*.csv")) or any(c.glob("*/*/OpBasicInfo*.csv"))
+                       or _is_msprof_op_jsonl(c)))
+
+
+def _is_msprof_op_jsonl(d: Path) -> bool:
+    """msprof op's JSON Lines capture (``advisor.ingest.msprof_op_jsonl``), by file names only."""
+    from advisor.ingest.msprof_op import is_jsonl_capture
+
+    try:
+        return is_jsonl_capture(d)
+    except OSError:
+        return False
 
 
 _MS_LEGACY_FILE = re.compile(r"^(?:aicore_intermediate|framework_raw|step_trace_raw|hccl_raw|aicpu_intermediate)_(\d+)")
@@ -139,6 +159,11 @@ def _classify_file(p: Path) -> RankSource:
         return RankSource(p, "torch_npu-db")
     if name.startswith("opbasicinfo") and name.endswith(".csv"):
         return RankSource(p.parent, "msprof-op")
+    if name in ("summary.jsonl", "hardwareinfo.jsonl") and _is_msprof_op_jsonl(p.parent):
+        return RankSource(p.parent, "msprof-op")
+    if name.endswith(".npu-rep"):
+        raise InputError(p, "a packed msprof op (npu-compute) report: unpack it with 'npu-compute --import "
+                            f"{p.name} --export DIR' and analyze the directory it prints")
     if name.endswith(".csv"):
         return RankSource(p, "op-summary-csv")
     if name.endswith(".json"):

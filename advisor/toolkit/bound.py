@@ -191,12 +191,12 @@ def _row_work(df: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str,
     """Per task: duration, FLOPs, bytes and time at the roof where the work is known, and the unit's peak."""
     dur = df["duration_us"].to_numpy(dtype="float64")
     flops, nbytes, cube, peak, dtype, has_m_flops, has_m_bytes = _task_work(df, platform, rules)
-    bw_per_us = float(platform["hbm_gbps"]) * 1e3  # bytes per microsecond
+    bw_per_us = _bandwidth_per_us(platform)  # bytes per microsecond
     with np.errstate(divide="ignore", invalid="ignore"):
         t_roof = np.fmax(flops / (peak * 1e6), nbytes / bw_per_us)
     # placed on the roofline: FLOPs (0 for data movement) and bytes known; shape-based work far above the roof
-    # means the shapes were not understood
-    placed = np.isfinite(flops) & np.isfinite(nbytes) & (nbytes > 0)
+    # means the shapes were not understood; no roofline without the chip's peaks (unknown chip: pipes alone)
+    placed = np.isfinite(flops) & np.isfinite(nbytes) & (nbytes > 0) & _has_roofs(platform)
     placed &= has_m_flops | (t_roof <= float(rules["max_pct_of_roof"]) * dur)
     metrics = placed & (has_m_flops | has_m_bytes)
     del has_m_flops, has_m_bytes
@@ -280,9 +280,21 @@ def _means(agg: pd.DataFrame) -> pd.DataFrame:
     return agg.drop(columns=[c for c in agg.columns if c.startswith(("w_", "d_"))])
 
 
+def _bandwidth_per_us(platform: Mapping[str, Any]) -> float:
+    """The chip's memory bandwidth in bytes per microsecond; NaN when unknown (a chip rules/platforms.yaml does not
+    know, ``advisor.platform.file_platform``)."""
+    bw = platform.get("hbm_gbps")
+    return float(bw) * 1e3 if bw is not None else math.nan
+
+
+def _has_roofs(platform: Mapping[str, Any]) -> bool:
+    """The chip's bandwidth and fp16 peak are known: ops can be placed on its roofline."""
+    return platform.get("hbm_gbps") is not None and platform.get("fp16_tflops") is not None
+
+
 def _judge(agg: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str, Any]) -> pd.DataFrame:
     """Bound class, pipe evidence, share of the practical roof and recoverable time of each op."""
-    bw_per_us = float(platform["hbm_gbps"]) * 1e3
+    bw_per_us = _bandwidth_per_us(platform)
     placed = (agg["placed_calls"] > 0).to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
         intensity = np.where(placed & (agg["bytes"] > 0), agg["flops"] / agg["bytes"], np.nan)
