@@ -23,10 +23,17 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from advisor import hookspecs, isolation, stagetimes
-from advisor.errors import UsageError
+from advisor.errors import RulesError, UsageError
 from advisor.findings import Finding
 from advisor.kb import ROLES, TOOLKIT_RULES, AnalysisContext, KnowledgeBase, RankData
-from advisor.rules import EffectiveRules, builtin_rules_dir, find_pyproject, load_effective_rules
+from advisor.rules import (
+    RULES_SUFFIX,
+    EffectiveRules,
+    builtin_rules_dir,
+    find_pyproject,
+    load_effective_rules,
+    load_rules_file,
+)
 from advisor.util import release_memory
 
 if TYPE_CHECKING:  # annotations only: discovery (also in plugin child processes) does not need pandas
@@ -156,6 +163,7 @@ def find_plugins(entry_points: bool = True) -> Discovery:
             found.record_error(name, reason)
         if plugin is not None:
             pm.register(plugin, name=name)
+    rules_dirs(found)  # a plugin whose rules cannot be used is disabled here, before its knowledge bases are listed
     return found
 
 
@@ -250,25 +258,65 @@ def discover(found: Discovery | None = None) -> list[KBInfo]:
     return sorted(infos, key=lambda i: i.id)
 
 
-def rules_dirs(found: Discovery | None = None) -> list[Path]:
-    """The built-in rules dir first, then the dirs plugins declare (in plugin-name order)."""
+def rules_dirs(found: Discovery | None = None, vet: bool = True) -> list[Path]:
+    """The built-in rules dir first, then the dirs plugins declare (in plugin-name order).
+
+    A plugin whose rules cannot be used -- a file too large, not YAML (a "billion laughs" of aliases included),
+    against its schema, or named like a file already taken (a built-in one, another plugin's) -- is disabled: it
+    is unregistered, so its knowledge bases do not run, and the reason is recorded in ``found.errors`` for the
+    report. It never stops the run. ``vet`` False returns the dirs unread (a plugin's child process: its rules
+    are read and judged by advisor's own process).
+    """
     found = found or find_plugins()
     pm = found.pm
     dirs = [builtin_rules_dir()]
+    taken = {p.stem: p for p in dirs[0].glob(f"*{RULES_SUFFIX}")}
+    max_bytes = int(isolation.Limits.of().max_rules_file_kb * 1024)
     for impl in _impls(pm, "advisor_rules_dirs"):
         try:
             result = list(impl.function() or [])
         except Exception as e:  # noqa: BLE001
             found.record_error(impl.plugin_name, f"advisor_rules_dirs() raised {_describe(e)}{_where(e)}")
             continue
+        theirs: list[Path] = []
         for d in result:
             p = Path(d)
             if not p.is_dir():
                 found.record_error(impl.plugin_name, f"advisor_rules_dirs() returned {p}, which is not a directory")
                 continue
-            if all(p.resolve() != known.resolve() for known in dirs):
-                dirs.append(p)
+            if all(p.resolve() != known.resolve() for known in [*dirs, *theirs]):
+                theirs.append(p)
+        files, problem = _plugin_rules(theirs, taken, max_bytes) if vet else ({}, "")
+        if problem:
+            found.record_error(impl.plugin_name, f"its rules are unusable, the plugin is disabled: {problem}")
+            pm.unregister(impl.plugin)
+            continue
+        taken.update(files)
+        dirs.extend(theirs)
     return dirs
+
+
+def _plugin_rules(dirs: Sequence[Path], taken: dict[str, Path], max_bytes: int) -> tuple[dict[str, Path], str]:
+    """The rules files of one plugin's ``dirs`` by name, and why they cannot be used ("" when they can)."""
+    files: dict[str, Path] = {}
+    for d in dirs:
+        for path in sorted(d.glob(f"*{RULES_SUFFIX}")):
+            name = path.stem
+            other = taken.get(name) or files.get(name)
+            if other is not None and other.resolve() != path.resolve():
+                return files, f"rules file name '{name}' ({path}) is already used by {other}"
+            try:
+                size = path.stat().st_size
+                if size > max_bytes:
+                    return files, (f"{path} is {size / 1024:,.0f} KB, more than the {max_bytes / 1024:,.0f} KB a "
+                                   "plugin's rules file may take (rules: plugins.max_rules_file_kb)")
+                load_rules_file(path)
+            except OSError as e:
+                return files, f"{path}: {e.strerror or e}"
+            except RulesError as e:
+                return files, str(e)
+            files[name] = path
+    return files, ""
 
 
 def load_rules(found: Discovery | None = None, rules_file: Path | None = None, pyproject: Path | None = None
@@ -481,8 +529,11 @@ def _run_one(info: KBInfo, profile: Profile, graph: ModelGraph | None, rules: Ef
     limit = time_limit_s or cls.time_limit_s
     try:
         if isolation.is_isolated(cls):
+            # a third-party KB's own time_limit_s may lower the limit of rules/plugins.yaml, never raise it
+            limits = isolation.Limits.of(rules.for_kb(isolation.LIMITS_RULES))
+            limit = time_limit_s or limits.kb_time_limit(cls.time_limit_s)
             snapshot = snapshot or isolation.Snapshot(profile, graph, cluster)
-            produced, notes = isolation.run_kb(cls, ctx, limit, snapshot, saving_limit_us(profile, cluster))
+            produced, notes = isolation.run_kb(cls, ctx, limit, snapshot, saving_limit_us(profile, cluster), limits)
             ctx.notes.extend(notes)
         else:
             with stagetimes.stage(f"kb {cls.id}", timed=False):
