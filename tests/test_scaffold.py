@@ -192,6 +192,8 @@ def test_fresh_venv_has_advisor_from_its_wheel_and_the_plugin(venv: Venv) -> Non
     (line,) = [row.split() for row in listed.splitlines() if row.startswith("my-kb ")]
     assert line[:4] == ["my-kb", "0.1.0", "my-kb", "0.1.0"] and line[-1] == "ok", listed
     assert all(row.split()[-1] == "ok" for row in listed.splitlines()[1:]), listed
+    explained = venv.run("advisor", "explain", "my-kb").stdout  # docs/plugins.md's quick start
+    assert "my-kb.transpose-time" in explained and "0.02" in explained
 
     # the scaffold's own tests pass against the installed package, the discovery test included
     test = venv.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=venv.work / "my-kb")
