@@ -128,4 +128,5 @@ def new_command(name: str, parent: Path) -> None:
     click.echo(f"  pip install -e '{shown}[test]'   # into the environment advisor is installed in (it needs "
                "ascend-advisor, which is not on PyPI)")
     click.echo(f"  pytest {shown}")
-    click.echo("  advisor kb list")
+    click.echo(f"  advisor kb list                # {kb_id} ... ok")
+    click.echo(f"  advisor analyze --example      # the built-in example: {values['rule_id']} reports its transposes")
