@@ -14,7 +14,6 @@ import importlib.metadata
 import re
 import threading
 import time
-import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from advisor import hookspecs, isolation, stagetimes
+from advisor import hookspecs, isolation, plugin_location, stagetimes
 from advisor.errors import RulesError, UsageError
 from advisor.findings import Finding
 from advisor.kb import ROLES, TOOLKIT_RULES, AnalysisContext, KnowledgeBase, RankData
@@ -112,15 +111,16 @@ class Discovery:
 # ---------------------------------------------------------------------------------------------------------
 # discovery
 # ---------------------------------------------------------------------------------------------------------
-def _where(e: BaseException) -> str:
-    """``file.py:42`` of the innermost frame, so a plugin author sees where it broke."""
-    if isinstance(e, ImportError):
-        return ""  # the message names the module; the frames are importlib's
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith("<")]
-    if not frames:
-        return ""
-    last = frames[-1]
-    return f" at {Path(last.filename).name}:{last.lineno}"
+def _where(e: BaseException, module: str | None) -> str:
+    """`` at my_kb/kb.py:42``: the plugin's own frame (``advisor.plugin_location``), so its author sees where it
+    broke; nothing for an ImportError, whose message names the module (the frames are importlib's)."""
+    return "" if isinstance(e, ImportError) else plugin_location.where(e, module)
+
+
+def _module_of(impl: Any) -> str | None:
+    """The module a hook implementation belongs to (plugins register modules; an object, its class's module)."""
+    plugin = impl.plugin
+    return plugin.__name__ if hasattr(plugin, "__file__") else getattr(type(plugin), "__module__", None)
 
 
 def _describe(e: BaseException) -> str:
@@ -173,7 +173,7 @@ def load_entry_point(found: Discovery, name: str, value: str) -> object | None:
     try:
         plugin = importlib.metadata.EntryPoint(name, value, ENTRY_POINT_GROUP).load()
     except Exception as e:  # noqa: BLE001 - a broken plugin must not stop the others
-        found.record_error(name, f"cannot import {value} ({_describe(e)}{_where(e)})")
+        found.record_error(name, f"cannot import {value} ({_describe(e)}{_where(e, value.split(':')[0])})")
         return None
     try:
         pm.register(plugin, name=name)
@@ -243,7 +243,8 @@ def discover(found: Discovery | None = None) -> list[KBInfo]:
         try:
             provided = list(impl.function() or [])
         except Exception as e:  # noqa: BLE001 - one plugin's bug must not stop the others
-            found.record_error(name, f"advisor_knowledge_bases() raised {_describe(e)}{_where(e)}")
+            found.record_error(name, "advisor_knowledge_bases() raised "
+                                     f"{_describe(e)}{_where(e, _module_of(impl))}")
             continue
         package, version = found.package_of(name)
         for cls in provided:
@@ -276,7 +277,8 @@ def rules_dirs(found: Discovery | None = None, vet: bool = True) -> list[Path]:
         try:
             result = list(impl.function() or [])
         except Exception as e:  # noqa: BLE001
-            found.record_error(impl.plugin_name, f"advisor_rules_dirs() raised {_describe(e)}{_where(e)}")
+            found.record_error(impl.plugin_name,
+                               f"advisor_rules_dirs() raised {_describe(e)}{_where(e, _module_of(impl))}")
             continue
         theirs: list[Path] = []
         for d in result:
@@ -446,7 +448,7 @@ def _run_with_limit(cls: type[KnowledgeBase], ctx: AnalysisContext, limit: float
         raise _KBFailed(f"ran past its time limit of {limit:g} s")
     if "error" in result:
         e = result["error"]
-        raise _KBFailed(f"raised {_describe(e)}{_where(e)}")
+        raise _KBFailed(f"raised {_describe(e)}{_where(e, cls.__module__)}")
     produced = result["findings"]
     bad = next((f for f in produced if not isinstance(f, Finding)), None)
     if bad is not None:

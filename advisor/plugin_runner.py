@@ -179,13 +179,11 @@ def _analyze(job: dict[str, Any]) -> dict[str, Any]:
     return {"findings": findings, "notes": [str(n) for n in ctx.notes]}
 
 
+def _where(e: BaseException, job: dict[str, Any]) -> str:
+    """`` at my_kb/kb.py:42``: the last frame in the plugin's own code, not the library frame that raised."""
+    from advisor.plugin_location import where
 
-def _where(e: BaseException) -> str:
-    import traceback
-    from pathlib import Path
-
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith("<")]
-    return f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    return where(e, str(job.get("value", "")).split(":")[0] or None)
 
 
 @contextlib.contextmanager
@@ -238,7 +236,7 @@ def _run_job(job: dict[str, Any]) -> dict[str, Any]:
         return {"error": f"called sys.exit({e.code!r})"}
     except BaseException as e:  # noqa: BLE001 - the plugin's failure is the result
         text = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-        return {"error": f"raised {type(e).__name__}" + (f": {text}" if text else "") + _where(e)}
+        return {"error": f"raised {type(e).__name__}" + (f": {text}" if text else "") + _where(e, job)}
 
 
 def _answer(job: dict[str, Any], result: dict[str, Any]) -> bytes:

@@ -167,5 +167,5 @@ def test_compare_tolerance_and_shape_change() -> None:
 
 def test_missing_onnxruntime_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    with pytest.raises(UsageError, match=r"pip install 'ascend-advisor\[verify\]'"):
+    with pytest.raises(UsageError, match=r"pip install onnxruntime"):
         load_onnxruntime()

@@ -10,9 +10,9 @@ from typing import Any
 import click
 
 from advisor import engine
-from advisor.errors import UsageError
+from advisor.errors import RulesError, UsageError
 from advisor.escaping import rich_text
-from advisor.rules import RULES_SUFFIX, rules_name
+from advisor.rules import RULES_SUFFIX, builtin_rules_dir, load_rules_file, rules_name
 
 
 @click.group("kb")
@@ -27,6 +27,22 @@ def _requires(requires: list[str], requires_any: list[str]) -> str:
     return text
 
 
+def _rules_status(name: str, dirs: list[Path]) -> str:
+    """``ok``, or why the knowledge base's rules file would stop ``advisor analyze``: missing, or invalid against
+    its schema (a plugin's file is validated at every analysis; the built-in ones by the test suite)."""
+    path = next((d / f"{name}{RULES_SUFFIX}" for d in dirs if (d / f"{name}{RULES_SUFFIX}").is_file()), None)
+    if path is None:
+        return f"failed to load: rules file '{name}{RULES_SUFFIX}' not found in any rules directory"
+    if path.parent.resolve() == builtin_rules_dir().resolve():
+        return "ok"
+    try:
+        load_rules_file(path)
+    except RulesError as e:
+        where = f" at '{e.key}'" if e.key else ""
+        return f"invalid rules: {e.path}{where}: {e.problem}"
+    return "ok"
+
+
 def installed(found: engine.Discovery | None = None) -> list[dict[str, Any]]:
     """One row per knowledge base (and per plugin that failed to load), as ``advisor kb list`` shows them."""
     found = found or engine.find_plugins()
@@ -36,9 +52,9 @@ def installed(found: engine.Discovery | None = None) -> list[dict[str, Any]]:
     for info in infos:
         cls = info.cls
         problem = engine.api_mismatch(cls.api_version)
-        if problem is None and cls.rules_file and not any(
-                (d / f"{rules_name(cls.rules_file)}{RULES_SUFFIX}").is_file() for d in dirs):
-            problem = f"rules file '{rules_name(cls.rules_file)}{RULES_SUFFIX}' not found in any rules directory"
+        status = "ok" if problem is None else f"failed to load: {problem}"
+        if problem is None and cls.rules_file:
+            status = _rules_status(rules_name(cls.rules_file), dirs)
         rows.append({
             "id": cls.id, "title": cls.title, "version": cls.version, "package": info.package,
             "package_version": info.package_version, "plugin": info.plugin,
@@ -46,7 +62,7 @@ def installed(found: engine.Discovery | None = None) -> list[dict[str, Any]]:
             "requires": list(cls.requires), "requires_any": list(cls.requires_any),
             "rules_file": rules_name(cls.rules_file) if cls.rules_file else None,
             "rules": [r.id for r in cls.rules],
-            "status": "ok" if problem is None else f"failed to load: {problem}",
+            "status": status,
         })
     for name, reason in sorted(found.errors.items()):
         package, version = found.package_of(name)
@@ -96,6 +112,9 @@ def new_command(name: str, parent: Path) -> None:
     from advisor import scaffold
 
     kb_id = scaffold.normalize_name(name)
+    if kb_id != name:
+        click.echo(f"advisor: knowledge-base name '{name}' normalized to '{kb_id}' (kebab-case id, folder {kb_id}/, "
+                   f"Python package {kb_id.replace('-', '_')})", err=True)
     taken = {info.id: info for info in engine.discover()}
     if kb_id in taken:
         info = taken[kb_id]
@@ -106,6 +125,8 @@ def new_command(name: str, parent: Path) -> None:
     shown = str(target) if target.is_absolute() or str(target).startswith(".") else f"./{target}"
     click.echo(f"created {shown}/ with knowledge base '{kb_id}' and rule '{values['rule_id']}'")
     click.echo("next:")
-    click.echo(f"  pip install -e '{shown}[test]'   # a path, so pip does not look {kb_id} up on an index")
+    click.echo(f"  pip install -e '{shown}[test]'   # into the environment advisor is installed in (it needs "
+               "ascend-advisor, which is not on PyPI)")
     click.echo(f"  pytest {shown}")
-    click.echo("  advisor kb list")
+    click.echo(f"  advisor kb list                # {kb_id} ... ok")
+    click.echo(f"  advisor analyze --example      # the built-in example: {values['rule_id']} reports its transposes")

@@ -1,6 +1,6 @@
 """Before/after verification with onnxruntime on the CPU: output difference and median latency.
 
-onnxruntime is an optional dependency (``ascend-advisor[verify]``) and is imported only when verifying.
+onnxruntime is an optional dependency (advisor's ``verify`` extra) and is imported only when verifying.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ def load_onnxruntime() -> Any:
         import onnxruntime
     except ImportError:
         raise UsageError(
-            "--verify needs onnxruntime, which is not installed: pip install 'ascend-advisor[verify]'") from None
+            "--verify needs onnxruntime, which is not installed: pip install onnxruntime (advisor's 'verify' "
+            "extra)") from None
     return onnxruntime
 
 

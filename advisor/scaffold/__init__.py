@@ -37,8 +37,10 @@ _RESERVED = {"advisor", "rules", "knowledge_bases", "tests", "test"}
 
 
 def normalize_name(name: str) -> str:
-    """``My_KB`` -> ``my-kb``; the result must be a kebab-case id usable as a package name."""
-    norm = re.sub(r"[\s_]+", "-", name.strip().lower())
+    """``My_KB``, ``MyKB``, ``my kb`` -> ``my-kb``: words (split at ``_``, spaces and camelCase humps) joined by
+    ``-`` in lower case; the result must be a kebab-case id usable as a package name."""
+    words = re.sub(r"([a-z0-9])([A-Z])|([A-Z])([A-Z][a-z])", r"\1\3-\2\4", name.strip())
+    norm = re.sub(r"[\s_]+", "-", words).lower()
     if not NAME_PATTERN.match(norm):
         raise UsageError(f"knowledge-base name '{name}' must be kebab-case: lowercase letters and digits separated "
                          "by '-', starting with a letter (e.g. 'my-kb')")
@@ -65,7 +67,7 @@ def variables(name: str) -> dict[str, str]:
         "dist": name,
         "title": " ".join([words[0].capitalize(), *words[1:]]) if words else name,
         "class_name": "".join(w.capitalize() for w in words) + "KnowledgeBase",
-        "rule_id": f"{name}.long-op",
+        "rule_id": f"{name}.transpose-time",
         "api_version": API_VERSION,
         "advisor_min": __version__,
         "advisor_max": _next_major(__version__),
