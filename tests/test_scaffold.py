@@ -65,7 +65,7 @@ def test_new_says_when_it_normalizes_the_name(tmp_path: Path) -> None:
 
 
 def test_kb_list_says_when_a_plugin_rules_file_is_invalid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`advisor analyze` stops (exit 2) on an invalid rules file of a plugin: `advisor kb list` must not say ok."""
+    """`advisor analyze` disables a plugin whose rules file is invalid: `advisor kb list` must not say ok."""
     root = create("bad-rules", tmp_path)
     rules = root / "src" / "bad_rules" / "rules" / "bad-rules.yaml"
     monkeypatch.syspath_prepend(str(root / "src"))
@@ -77,8 +77,11 @@ def test_kb_list_says_when_a_plugin_rules_file_is_invalid(tmp_path: Path, monkey
         rules.write_text(rules.read_text(encoding="utf-8").replace("min_share: 0.02", "min_share: 2"),
                          encoding="utf-8")
         status = {r["id"]: r["status"] for r in installed(found)}["bad-rules"]
-        assert status == f"invalid rules: {rules} at 'min_share': 2 is greater than the maximum of 1"
+        assert status == (f"failed to load: its rules are unusable, the plugin is disabled: {rules} at 'min_share': 2 "
+                          "is greater than the maximum of 1")
         rules.unlink()
+        found = engine.find_plugins(entry_points=False)  # a disabled plugin stays disabled in its discovery
+        found.register(plugin, name="bad-rules")
         status = {r["id"]: r["status"] for r in installed(found)}["bad-rules"]
         assert status == "failed to load: rules file 'bad-rules.yaml' not found in any rules directory"
     finally:
@@ -243,12 +246,13 @@ def test_a_broken_plugin_is_reported_at_its_own_line(venv: Venv) -> None:
         assert f"my-kb (raised KeyError: 'no_such_column' at my_kb/kb.py:{line})" in proc.stderr
         kb_py.write_text(source, encoding="utf-8")
 
-        # an invalid rules file stops every analysis (exit 2): `advisor kb list` says so instead of "ok"
+        # an invalid rules file disables the plugin (asked for by --kb: exit 2): `advisor kb list` says so, not "ok"
         rules_yaml.write_text(rules_text.replace("min_share: 0.02", "min_share: -1"), encoding="utf-8")
         assert venv.run("advisor", "analyze", "--example", "--quiet", "--kb", "my-kb", ok=False).returncode == 2
         rows = json.loads(venv.run("advisor", "kb", "list", "--format", "json").stdout)["knowledge_bases"]
         status = next(r["status"] for r in rows if r["id"] == "my-kb")
-        assert status.startswith(f"invalid rules: {rules_yaml} at 'min_share': ")
+        assert status.startswith(f"failed to load: its rules are unusable, the plugin is disabled: {rules_yaml} at "
+                                 "'min_share': ")
     finally:
         kb_py.write_text(source, encoding="utf-8")
         rules_yaml.write_text(rules_text, encoding="utf-8")
