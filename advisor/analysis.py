@@ -18,6 +18,7 @@ import pandas as pd
 from advisor import consistency, engine, executor, hierarchy, safeload, score, stagetimes
 from advisor.errors import InputError
 from advisor.findings import Finding
+from advisor.given_paths import PathSpelling, as_given
 from advisor.graph.model import ModelGraph
 from advisor.ingest.sanitize import require_analyzable
 from advisor.model import OPS_COLUMNS, Meta, Profile, empty_frame
@@ -286,11 +287,15 @@ def _analyze_ranks(path: Path, sources: list[Any], graph: ModelGraph | None, inf
         progress("reading profile")
         return [analyze_rank(sources[0], graph, infos, rules, options.chip, options.time_limit_s, options.cann)], []
     mode = executor.plan(len(sources), workers, options.scheduler, _parallel_ok(options))
+    given = sources
     if mode == executor.REMOTE:  # the workers see the profile at the same absolute path (shared storage)
         sources = [type(s)(s.root.resolve(), s.layout, s.rank) for s in sources]
     shared = (graph, options, rules, infos if mode == executor.SERIAL else None, len(sources))
     outcomes = executor.run_jobs(_analyze_rank_job, sources, [str(s.root) for s in sources], mode=mode,
                                  workers=workers, scheduler=options.scheduler, shared=shared, progress=progress)
+    if sources is not given:  # the report names paths as the user gave them, whatever the executor
+        outcomes = [as_given(o, PathSpelling(str(sources[o.index].root), str(given[o.index].root)))
+                    for o in outcomes]
     results = [o.result for o in outcomes if o.result is not None]
     skipped = [o.failure for o in outcomes if o.failure is not None]
     if not results:
