@@ -112,7 +112,16 @@ def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | st
     trace JSON. A folder holding runs of several jobs is refused; --each analyzes each of them.
 
     With --graph MODEL and no PATH (or a model graph as PATH) it runs a static audit: the graph-capable rules on
-    times estimated from a cost model of the chip (--chip, else the OM's soc_version)."""
+    times estimated from a cost model of the chip (--chip, else the OM's soc_version).
+
+    \b
+    Exit codes (docs/ci.md):
+      0  the report was written (and the score is at or above --fail-under)
+      1  gate failed: the score is below --fail-under
+      2  unusable input or usage: one line on stderr names the file and the problem
+      3  incomplete: the report was written, but a knowledge base failed or a rank was skipped
+      4  a bug in advisor (ADVISOR_TRACEBACK=1 shows where)
+    With --each: the worst code of the runs."""
     if example:
         if path is not None:
             raise UsageError("give either PATH or --example, not both")
