@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from advisor import consistency, engine, executor, hierarchy, safeload, score, stagetimes
+from advisor import consistency, engine, executor, hierarchy, safeload, score, stage_progress, stagetimes
 from advisor.errors import InputError
 from advisor.findings import Finding
+from advisor.given_paths import PathSpelling, as_given
 from advisor.graph.model import ModelGraph
 from advisor.ingest.sanitize import require_analyzable
 from advisor.model import OPS_COLUMNS, Meta, Profile, empty_frame
@@ -127,6 +128,8 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
         from advisor import static_audit
 
         return static_audit.analyze(src, graph, infos, rules, chip, time_limit_s, cann)
+    rank = f"rank {src.rank} of {ranks_in_input}: " if ranks_in_input > 1 and src.rank is not None else ""
+    stage_progress.say(lambda: rank + stage_progress.reading_message(src.root))
     profile = ingest.read_source(src, engine.ops_projection(infos), engine.events_projection(infos, rules),
                                  rules.for_kb("time") or None)
     profile.meta.ranks_in_input = ranks_in_input
@@ -135,7 +138,7 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
     ingest.context.refine_with_graph(profile.meta, graph)
     target_cann(profile.meta, cann)
     platform = chip_platform(profile.meta, rules, chip, graph, profile.ops)
-    with stagetimes.stage("knowledge bases"):
+    with stagetimes.stage("knowledge bases"), stage_progress.within(rank):
         findings, statuses = engine.run(infos, profile, graph, rules, platform, time_limit_s)
     for s in statuses:
         stagetimes.add(f"kb {s.id}", s.seconds or 0.0)
@@ -284,13 +287,21 @@ def _analyze_ranks(path: Path, sources: list[Any], graph: ModelGraph | None, inf
     skipped and reported, unless no rank could be read."""
     if len(sources) == 1 and not options.scheduler:
         progress("reading profile")
-        return [analyze_rank(sources[0], graph, infos, rules, options.chip, options.time_limit_s, options.cann)], []
+        with stage_progress.reporting(progress):
+            return [analyze_rank(sources[0], graph, infos, rules, options.chip, options.time_limit_s,
+                                 options.cann)], []
     mode = executor.plan(len(sources), workers, options.scheduler, _parallel_ok(options))
+    given = sources
     if mode == executor.REMOTE:  # the workers see the profile at the same absolute path (shared storage)
         sources = [type(s)(s.root.resolve(), s.layout, s.rank) for s in sources]
     shared = (graph, options, rules, infos if mode == executor.SERIAL else None, len(sources))
-    outcomes = executor.run_jobs(_analyze_rank_job, sources, [str(s.root) for s in sources], mode=mode,
-                                 workers=workers, scheduler=options.scheduler, shared=shared, progress=progress)
+    with stage_progress.reporting(progress):  # ranks analyzed in this process say their stages too
+        outcomes = executor.run_jobs(_analyze_rank_job, sources, [str(s.root) for s in sources], mode=mode,
+                                     workers=workers, scheduler=options.scheduler, shared=shared,
+                                     progress=progress)
+    if sources is not given:  # the report names paths as the user gave them, whatever the executor
+        outcomes = [as_given(o, PathSpelling(str(sources[o.index].root), str(given[o.index].root)))
+                    for o in outcomes]
     results = [o.result for o in outcomes if o.result is not None]
     skipped = [o.failure for o in outcomes if o.failure is not None]
     if not results:
@@ -314,8 +325,9 @@ def _run_cluster_kbs(infos: list[engine.KBInfo], summaries: list[RankSummary], g
     stub = Profile(ops=empty_frame(OPS_COLUMNS), meta=first.meta, steps=first.steps,
                    extras=dict(first.small_extras))
     available = set().union(*(s.available for s in summaries)) | {"cluster"}
-    return engine.run(cluster_infos, stub, graph, rules, platform, options.time_limit_s,
-                      cluster=[s.rank_data() for s in summaries], available=available)
+    with stage_progress.reporting(progress), stage_progress.within("cluster "):
+        return engine.run(cluster_infos, stub, graph, rules, platform, options.time_limit_s,
+                          cluster=[s.rank_data() for s in summaries], available=available)
 
 
 def root_causes(findings: list[Finding], infos: Sequence[engine.KBInfo], rules: EffectiveRules,

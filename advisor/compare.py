@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import ijson
 import pandas as pd
 
+from advisor import provenance
 from advisor.errors import InputError, UsageError
 from advisor.report.json_report import load as load_saved_report
 
@@ -280,6 +281,8 @@ def _notes(base: Side, new: Side) -> list[str]:
     vb, vn = base.report.get("tool", {}).get("version"), new.report.get("tool", {}).get("version")
     if vb and vn and vb != vn:
         notes.append(f"reports made by different advisor versions ({vb} vs {vn}); rules may differ")
+    notes += [f"{d}: findings and score may move without the model changing"
+              for d in provenance.differences(base.report, new.report)]
     return notes
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from advisor import hookspecs, isolation, plugin_location, stagetimes
+from advisor import hookspecs, isolation, plugin_location, stage_progress, stagetimes
 from advisor.errors import RulesError, UsageError
 from advisor.findings import Finding
 from advisor.kb import ROLES, TOOLKIT_RULES, AnalysisContext, KnowledgeBase, RankData
@@ -480,7 +480,8 @@ def run(
     statuses: list[KBStatus] = []
     snapshot: isolation.Snapshot | None = None
     try:
-        for info in infos:
+        for k, info in enumerate(infos, start=1):
+            stage_progress.say(f"knowledge base {k} of {len(infos)}: {info.id}")
             snapshot = _run_one(info, profile, graph, rules, platform, time_limit_s, cluster, available, findings,
                                 statuses, snapshot)
     finally:

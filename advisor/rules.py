@@ -37,6 +37,7 @@ from jsonschema.exceptions import best_match
 
 from advisor import safeload
 from advisor.errors import InputError, RulesError
+from advisor.gate import SCHEMA_PROPERTIES as GATE_PROPERTIES
 
 RULES_SUFFIX = ".yaml"
 
@@ -345,6 +346,19 @@ _OVERRIDE_SCHEMA: dict[str, Any] = {
 }
 
 
+_PYPROJECT_SCHEMA: dict[str, Any] = {
+    **_OVERRIDE_SCHEMA, "properties": {**_OVERRIDE_SCHEMA["properties"], **GATE_PROPERTIES}}
+"""``[tool.advisor]``: the override format plus the CI gate's settings (``advisor.gate``: fail_under, fail_on,
+max_regression, max_score_drop), which belong to the project rather than to a rules file."""
+
+
+def validate_pyproject_section(path: Path) -> dict[str, Any]:
+    """The ``[tool.advisor]`` table of ``path``, validated (empty when it has none)."""
+    section = _read_pyproject(Path(path)) or {}
+    _validate(section, _PYPROJECT_SCHEMA, Path(path), "tool.advisor")
+    return section
+
+
 def _read_pyproject(path: Path) -> dict[str, Any] | None:
     try:
         data = safeload.loads_toml(safeload.read_bytes(path).decode("utf-8"), path)
@@ -441,7 +455,7 @@ def apply_override(eff: EffectiveRules, layer: Mapping[str, Any], source: str) -
 
 
 def _apply_layer(eff: EffectiveRules, path: Path, layer: dict[str, Any], prefix: str) -> None:
-    _validate(layer, _OVERRIDE_SCHEMA, path, prefix)
+    _validate(layer, _PYPROJECT_SCHEMA if prefix == "tool.advisor" else _OVERRIDE_SCHEMA, path, prefix)
     label = _layer_label(path)
     eff.layers.append(label)
 

@@ -159,6 +159,25 @@ def test_a_corrupt_rank_is_skipped_with_its_reason(tmp_path: Path) -> None:
     assert json.loads(out.read_text())["input"]["ranks_skipped"][0]["path"] == str(broken)
 
 
+def test_remote_run_names_paths_as_given_through_a_symlink(tmp_path: Path, scheduler: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers get resolved absolute paths; the report still names a relative path through a symlink as given,
+    as the serial run does, for the files read and for a rank skipped."""
+    src = tmp_path / "gen"
+    gen_cluster.generate(src, ranks=3, tp=1, pp=1, steps=1, ops=5, seed=2, bubble_stage=None, slow_link=None)
+    _corrupt_copy(src, tmp_path / "real" / "cluster", rank=1)
+    (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    given = Path("link") / "cluster"
+    serial, remote = analyze(given, workers=1), analyze(given, scheduler=scheduler)
+    for report in (serial, remote):
+        assert report["input"]["files_read"] and all(f.startswith("link/cluster/") for f in report["input"]["files_read"])
+        assert all(r["path"].startswith("link/cluster/") for r in report["summary"]["ranks"])
+        (skipped,) = report["input"]["ranks_skipped"]
+        assert skipped["path"].startswith("link/cluster/") and "kernel_details.csv" in skipped["reason"]
+    assert comparable(remote) == comparable(serial)
+
+
 def test_no_readable_rank_is_an_input_error(tmp_path: Path) -> None:
     src = tmp_path / "gen"
     gen_cluster.generate(src, ranks=2, tp=1, pp=1, steps=1, ops=5, seed=1, bubble_stage=None, slow_link=None)

@@ -142,8 +142,19 @@ class AdvisorGroup(click.Group):
         return None
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``advisor --version``: advisor's version and the plugin API it offers (what a plugin must target)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from advisor.hookspecs import API_VERSION
+
+    click.echo(f"advisor, version {__version__}, plugin API {API_VERSION}")
+    ctx.exit()
+
+
 @click.group(cls=AdvisorGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="advisor")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and the plugin API version, then exit.")
 def main() -> None:
     """Performance advisor for AI models on Huawei Ascend NPUs.
 

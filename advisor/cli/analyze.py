@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from advisor import gate
 from advisor.analysis import AnalysisOptions, run_analysis
 from advisor.errors import UsageError
 from advisor.escaping import terminal_line
@@ -18,9 +19,7 @@ from advisor.rules import find_pyproject
 from advisor.stagetimes import stage
 
 _STDOUT_FORMATS = ("terminal", "json", "markdown")
-EXIT_KB_FAILED = 3
-"""The report was written but a knowledge base failed or a rank could not be read: the analysis is incomplete
-(see docs/ci.md)."""
+EXIT_KB_FAILED = gate.EXIT_INCOMPLETE
 
 
 class StderrProgress:
@@ -86,9 +85,11 @@ def _files_read(report: dict) -> list[str]:
 @click.option("--cann", metavar="VERSION",
               help="CANN release the advice targets (e.g. 8.1.RC1): native kernels, fusion passes and ATC options "
                    "of that release; overrides the version the profile or graph records.")
-@click.option("--fail-under", type=click.FloatRange(0, 100), help="Exit 1 when the score is below this value.")
-@click.option("--fail-on", type=click.Choice(["critical", "major", "minor", "info"]), default="major",
-              show_default=True, help="JUnit: a rule's test case fails at this severity or worse.")
+@click.option("--fail-under", type=click.FloatRange(0, 100),
+              help="Exit 1 when the score is below this value (default: fail_under of [tool.advisor], else none).")
+@click.option("--fail-on", type=click.Choice(gate.SEVERITIES),
+              help="JUnit: a rule's test case fails at this severity or worse (default: fail_on of "
+                   "[tool.advisor], else major).")
 @click.option("--example", is_flag=True, help="Analyze the built-in example (an SSD-like model on Ascend 310P).")
 @click.option("--scheduler", metavar="ADDRESS",
               help="Send the per-rank work to an existing Dask cluster (e.g. tcp://host:8786) whose workers see "
@@ -104,14 +105,23 @@ def _files_read(report: dict) -> list[str]:
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | str | None, only: tuple[str, ...],
             skip: tuple[str, ...], rules_file: Path | None, ecosystem: Path | None, chip: str | None,
-            cann: str | None, fail_under: float | None, fail_on: str, example: bool, scheduler: str | None, workers: int | None,
+            cann: str | None, fail_under: float | None, fail_on: str | None, example: bool, scheduler: str | None, workers: int | None,
             each: bool, quiet: bool) -> None:
     """Analyze a profile: PROF_xxx, *_ascend_pt, *_ascend_ms, a MindSpore profiler/ dir, a JOB dir, a folder
     holding the ranks of one job at any depth, or a single op_summary/kernel_details CSV, msprof/torch_npu .db or
     trace JSON. A folder holding runs of several jobs is refused; --each analyzes each of them.
 
     With --graph MODEL and no PATH (or a model graph as PATH) it runs a static audit: the graph-capable rules on
-    times estimated from a cost model of the chip (--chip, else the OM's soc_version)."""
+    times estimated from a cost model of the chip (--chip, else the OM's soc_version).
+
+    \b
+    Exit codes (docs/ci.md):
+      0  the report was written (and the score is at or above --fail-under)
+      1  gate failed: the score is below --fail-under
+      2  unusable input or usage: one line on stderr names the file and the problem
+      3  incomplete: the report was written, but a knowledge base failed or a rank was skipped
+      4  a bug in advisor (ADVISOR_TRACEBACK=1 shows where)
+    With --each: the worst code of the runs."""
     if example:
         if path is not None:
             raise UsageError("give either PATH or --example, not both")
@@ -121,6 +131,8 @@ def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | st
     if path is None and graph_path is None:
         raise UsageError("missing PATH (or --graph MODEL for a static audit of a model graph alone, or --example)")
 
+    gate_in_force = gate.settings({"fail_under": fail_under, "fail_on": fail_on})
+    fail_under, fail_on = gate_in_force.fail_under, gate_in_force.fail_on
     if scheduler is not None and workers is not None:
         raise UsageError("--workers sizes the local Dask cluster: it cannot be used with --scheduler")
     options = AnalysisOptions(only=only, skip=skip, rules_file=rules_file, ecosystem=ecosystem, chip=chip,
@@ -167,19 +179,4 @@ def emit(report: dict, fmt: str, target: Path | None, fail_on: str, fail_under: 
 
 def outcome(report: dict, fail_under: float | None) -> int:
     """The exit code ``report`` calls for (0, 1: below ``--fail-under``, 3: incomplete), said on stderr."""
-    skipped_ranks = report["input"].get("ranks_skipped") or []
-    if skipped_ranks:
-        first = skipped_ranks[0]
-        click.echo(terminal_line(f"advisor: incomplete analysis, {len(skipped_ranks)} of "
-                                 f"{len(skipped_ranks) + report['input']['ranks']} ranks could not be read and were "
-                                 f"skipped (first: {first['path']}: {first['reason']})"), err=True)
-    failed = [k for k in report["knowledge_bases"] if k["status"] == "failed"]
-    if failed or skipped_ranks:
-        if failed:
-            click.echo(terminal_line("advisor: incomplete analysis, knowledge base(s) failed: "
-                                     + "; ".join(f"{k['id']} ({k['reason']})" for k in failed)), err=True)
-        return EXIT_KB_FAILED
-    if fail_under is not None and report["score"] < fail_under:
-        click.echo(f"advisor: score {report['score']:.1f} is below --fail-under {fail_under:g}", err=True)
-        return 1
-    return 0
+    return gate.outcome(report, fail_under)

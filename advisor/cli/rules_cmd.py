@@ -128,3 +128,12 @@ def show_command(names: tuple[str, ...], rules_file: Path | None, fmt: str) -> N
         import yaml
 
         click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), nl=False)
+
+
+def _register_list() -> None:
+    from advisor.cli.rules_list import list_command
+
+    command.add_command(list_command)
+
+
+_register_list()

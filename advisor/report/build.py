@@ -16,6 +16,7 @@ import pandas as pd
 from advisor import __version__
 from advisor.findings import Finding
 from advisor.hookspecs import API_VERSION
+from advisor.provenance import produced_by
 from advisor.timemodel import merge
 
 if TYPE_CHECKING:
@@ -112,6 +113,7 @@ def build_report(path: Path, ranks: list[RankSummary], graph: ModelGraph | None,
     return {
         "schema_version": "1",
         "tool": {"name": "advisor", "version": __version__, "api_version": API_VERSION},
+        "produced_by": produced_by(__version__, API_VERSION, (s.to_dict() for s in statuses)),
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "input": {
             "path": str(path),
