@@ -15,7 +15,7 @@ import numpy as np
 
 from advisor.graph.engines import infer_engine
 from advisor.graph.model import ModelGraph
-from advisor.util import lazy_module
+from advisor.util import is_ascii_digits, lazy_module
 
 nx = lazy_module("networkx")  # imported when a graph is analyzed
 
@@ -61,7 +61,7 @@ def f32(x: float) -> float:
 def split_input(ref: str) -> tuple[str, int]:
     """``"Conv_0:1"`` -> ``("Conv_0", 1)``; ``"x:-1"`` is a control input; a bare name is output 0."""
     src, sep, idx = ref.rpartition(":")
-    if sep and idx.lstrip("-").isdigit():
+    if sep and is_ascii_digits(idx.removeprefix("-")):
         return src, int(idx)
     return ref, 0
 

@@ -45,7 +45,7 @@ from advisor.model import (
     empty_frame,
     mindspore_op_type,
 )
-from advisor.util import release_memory
+from advisor.util import is_ascii_digits, release_memory
 
 _EXPORT_TS = re.compile(r"_(\d{14,17})$")
 _SLICE = re.compile(r"_slice_(\d+)")
@@ -272,7 +272,7 @@ def read_tx(path: Path, meta: Meta) -> pd.DataFrame:
     elif "start_ns" in df.columns:
         def ns(col: str) -> np.ndarray:
             cells = df[col].astype("string").str.strip().fillna("")
-            ints = [int(c) if c.lstrip("-").isdigit() else timebase.MISSING_NS for c in cells]
+            ints = [int(c) if is_ascii_digits(c.removeprefix("-")) else timebase.MISSING_NS for c in cells]
             return timebase.us_from_ns(meta, np.asarray(ints, dtype=np.int64))
 
         start = ns("start_ns")

@@ -53,6 +53,7 @@ from advisor.ingest import columns as C
 from advisor.ingest.csvread import read_table
 from advisor.ingest.normalize import finalize_ops
 from advisor.model import Meta, Profile
+from advisor.util import is_ascii_digits
 
 METRIC_SETS = ("PipeUtilization", "ArithmeticUtilization", "Memory", "MemoryL0", "MemoryUB", "L2Cache",
                "ResourceConflictRatio")
@@ -167,7 +168,7 @@ def launch_dirs(root: Path) -> list[Path]:
 
 def _launch_order(d: Path) -> tuple[str, str, int]:
     stamps = [m.group(1) for p in d.glob("OpBasicInfo*.csv") if (m := _TIME_SUFFIX.search(p.stem))]
-    index = int(d.name) if d.name.isdigit() else 0
+    index = int(d.name) if is_ascii_digits(d.name) else 0
     return (min(stamps) if stamps else "", d.parent.name, index)
 
 
