@@ -173,8 +173,12 @@ def outcome(report: dict, fail_under: float | None) -> int:
         click.echo(terminal_line(f"advisor: incomplete analysis, {len(skipped_ranks)} of "
                                  f"{len(skipped_ranks) + report['input']['ranks']} ranks could not be read and were "
                                  f"skipped (first: {first['path']}: {first['reason']})"), err=True)
+    unreadable = [f for f in report["input"].get("files_skipped") or [] if f.get("unreadable")]
+    if unreadable:
+        click.echo(terminal_line(f"advisor: incomplete analysis, {len(unreadable)} input file(s) could not be read "
+                                 f"(first: {unreadable[0]['path']}: {unreadable[0]['reason']})"), err=True)
     failed = [k for k in report["knowledge_bases"] if k["status"] == "failed"]
-    if failed or skipped_ranks:
+    if failed or skipped_ranks or unreadable:
         if failed:
             click.echo(terminal_line("advisor: incomplete analysis, knowledge base(s) failed: "
                                      + "; ".join(f"{k['id']} ({k['reason']})" for k in failed)), err=True)

@@ -481,15 +481,17 @@ class Traces:
 
     def add(self, paths: list[Path], meta: Meta, *, device_ops: bool, required: bool = False,
             events: bool = True, steps: bool = True) -> None:
-        """Parse ``paths``; an optional trace that fails is skipped with its reason, a required one raises.
-        ``events``/``steps`` False drop those tables (another file of the directory is their source)."""
+        """Parse ``paths``; an optional trace that fails is skipped with its reason, a required one raises -- and so
+        does a truncated one (a copy cut short: whatever else it has, the run's timeline is not all there, and a
+        report from half a trace would look complete). ``events``/``steps`` False drop those tables (another file
+        of the directory is their source)."""
         from advisor.ingest.timeline import read_trace
 
         for path in paths:
             try:
                 t = read_trace(path, meta, device_ops=device_ops, select=meta.events_read if events else None)
             except InputError as e:
-                if required:
+                if required or e.problem.startswith("truncated JSON"):
                     raise
                 meta.skip(path, e.problem)
                 continue
