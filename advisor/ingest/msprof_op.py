@@ -218,8 +218,8 @@ def _read_launch(launch: Path, index: int, meta: Meta,
     blocks.insert(1, "name", row["name"])
     row.update(aggregate_blocks(blocks, str(row["core"] or ""), float(row["duration_us"])))
     n_blocks = blocks["block_id"].nunique()
-    block_dim = pd.to_numeric(pd.Series([row.get("block_dim")]), errors="coerce").iloc[0]
-    if block_dim == block_dim and n_blocks != int(block_dim):
+    block_dim = float(pd.to_numeric(pd.Series([row.get("block_dim")]), errors="coerce").iloc[0])
+    if np.isfinite(block_dim) and n_blocks != int(block_dim):
         meta.notes.append(f"{launch.name}: metric CSVs hold {n_blocks} block(s) where Block Dim is {int(block_dim)}; "
                           "per-op metrics are over the blocks present")
     return row, blocks
