@@ -115,15 +115,18 @@ def _subgraph_refs(value: Any, names: set[str]) -> Iterable[str]:
                 yield from _subgraph_refs(v, names)
 
 
-def _unique_key(gr: GraphRecord, op_name: str, used: set[str]) -> str:
-    """The node key of an op: its name, qualified by its (sub)graph when an earlier graph already uses the name."""
+def _unique_key(gr: GraphRecord, op_name: str, used: set[str], last: dict[str, int]) -> str:
+    """The node key of an op: its name, qualified by its (sub)graph when an earlier graph already uses the name
+    (``#n`` appended from the second repeat on). ``last`` remembers the highest ``n`` given per qualified name, so
+    a name repeated a million times costs a million steps, not half a trillion."""
     key = op_name
     if key in used:
-        key = f"{gr.name}/{op_name}"
-        n = 1
+        base = f"{gr.name}/{op_name}"
+        key, n = base, last.get(base, 1)
         while key in used:
             n += 1
-            key = f"{gr.name}/{op_name}#{n}"
+            key = f"{base}#{n}"
+        last[base] = n
     used.add(key)
     return key
 
@@ -150,11 +153,12 @@ def _nodes(graphs: list[GraphRecord], parents: dict[str, str]
     op_keys: list[list[str]] = []
     global_keys: dict[str, str] = {}
     used: set[str] = set()
+    last: dict[str, int] = {}
     for gr in graphs:
         keys: dict[str, str] = {}
         members: list[str] = []
         for op in gr.ops:
-            key = _unique_key(gr, op.name, used)
+            key = _unique_key(gr, op.name, used, last)
             keys.setdefault(op.name, key)
             global_keys.setdefault(op.name, key)
             members.append(key)
