@@ -7,6 +7,7 @@ the exit code, one stderr line naming the file, the report's ``files_skipped``, 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sqlite3
 import sys
@@ -21,6 +22,8 @@ from advisor.errors import InputError
 from advisor.ingest.sqlite_db import read_only_uri
 from advisor.model import Meta
 from tests.hostile import (
+    OM_JSON,
+    PROF,
     TDB,
     assert_input_error,
     assert_report,
@@ -28,6 +31,7 @@ from tests.hostile import (
     db_copy,
     db_exec,
     have_samples,
+    mini_tn,
     run,
     tree_hash,
 )
@@ -198,3 +202,216 @@ def test_6_an_infinite_block_dim_in_a_db_is_a_skipped_value(tmp_path: Path) -> N
     rc, stdout, err = run("analyze", rank, "--format", "json", "-q")
     report = assert_report(rc, stdout, err, (0, 3))
     assert json.dumps(report, allow_nan=False)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 7. files that cannot be read: optional ones skipped (exit 3), required ones exit 2, truncated traces exit 2
+# ---------------------------------------------------------------------------------------------------------
+MSPROF_OP = ROOT / "tests/data/ingest_text/msprof_op/real_cann_minimal/reports/OPPROF_001"
+
+
+def _make_unreadable(path: Path, kind: str) -> None:
+    if path.exists():
+        path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    else:
+        path.mkdir()
+
+
+UNREADABLE = ["fifo", "dev-zero", "directory"]
+_REASON = {"fifo": "is a FIFO", "dev-zero": "is a device", "directory": "is a directory"}
+
+
+def _assert_skipped_unreadable(tree: Path, name: str, kind: str) -> None:
+    before = tree_hash(tree)
+    start = time.monotonic()
+    rc, stdout, err = run("analyze", tree, "--format", "json", "-q", timeout=60)
+    assert time.monotonic() - start < 30  # nothing blocked on the FIFO or read /dev/zero
+    report = assert_report(rc, stdout, err, (3,))
+    [line] = [ln for ln in err.splitlines() if ln.strip()]
+    assert "incomplete analysis" in line and name in line
+    [entry] = [s for s in report["input"]["files_skipped"] if Path(s["path"]).name == name]
+    assert entry["unreadable"] is True and _REASON[kind] in entry["reason"]
+    assert report["summary"]["ops"] > 0
+    assert tree_hash(tree) == before
+
+
+@pytest.mark.parametrize("kind", UNREADABLE)
+def test_7_an_unreadable_msprof_op_metric_file_is_skipped_with_exit_3(tmp_path: Path, kind: str) -> None:
+    launch = copy_tree(MSPROF_OP, tmp_path / "OPPROF_001")
+    _make_unreadable(launch / "Memory.csv", kind)
+    _assert_skipped_unreadable(launch, "Memory.csv", kind)
+
+
+@needs_samples
+@pytest.mark.parametrize("kind", UNREADABLE)
+def test_7_an_unreadable_optional_torch_npu_file_is_skipped_with_exit_3(tmp_path: Path, kind: str) -> None:
+    tn = mini_tn(tmp_path / "TN")
+    _make_unreadable(tn / "ASCEND_PROFILER_OUTPUT" / "communication.json", kind)
+    _assert_skipped_unreadable(tn, "communication.json", kind)
+
+
+@needs_samples
+@pytest.mark.parametrize("kind", UNREADABLE)
+def test_7_an_unreadable_required_file_exits_2_naming_it(tmp_path: Path, kind: str) -> None:
+    tn = mini_tn(tmp_path / "TN")
+    _make_unreadable(tn / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", kind)
+    assert_input_error(*run("analyze", tn, "--format", "json", "-q", timeout=60)[::2], "kernel_details.csv",
+                       _REASON[kind])
+    launch = copy_tree(MSPROF_OP, tmp_path / "OPPROF_001")
+    _make_unreadable(launch / "OpBasicInfo.csv", kind)
+    assert_input_error(*run("analyze", launch, "--format", "json", "-q", timeout=60)[::2], "OpBasicInfo.csv",
+                       _REASON[kind])
+
+
+@needs_samples
+def test_7_a_truncated_trace_view_exits_2(tmp_path: Path) -> None:
+    tn = mini_tn(tmp_path / "TN")
+    trace = tn / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    data = trace.read_bytes()
+    trace.write_bytes(data[: len(data) // 2])
+    assert_input_error(*run("analyze", tn, "--format", "json", "-q")[::2], "trace_view.json", "truncated JSON")
+
+
+@needs_samples
+def test_7_a_truncated_msprof_task_json_exits_2(tmp_path: Path) -> None:
+    prof = copy_tree(PROF, tmp_path / PROF.name)
+    events = [{"ph": "X", "name": f"op{i}", "pid": 1, "tid": 1, "ts": f"{1000 + i * 10}.0", "dur": 5.0,
+               "args": {}} for i in range(50)]
+    text = json.dumps(events)
+    (prof / "mindstudio_profiler_output" / "msprof_20260831222806.json").write_text(text[: len(text) // 2])
+    assert_input_error(*run("analyze", prof, "--format", "json", "-q")[::2], "msprof_20260831222806.json",
+                       "truncated JSON")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 6. numbers: non-finite, beyond int64, non-ASCII digits
+# ---------------------------------------------------------------------------------------------------------
+def _set_basic(launch: Path, column: int, value: str) -> None:
+    f = launch / "OpBasicInfo.csv"
+    header, row, *rest = f.read_text(encoding="utf-8").splitlines()
+    cells = row.split(",")
+    cells[column] = value
+    f.write_text("\n".join([header, ",".join(cells), *rest]) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize("value", ["inf", "1e400", "-inf", "99999999999999999999999", "-5", "9223372036854775808"])
+def test_6_an_absurd_block_dim_is_a_skipped_value_with_a_note(tmp_path: Path, value: str) -> None:
+    launch = copy_tree(MSPROF_OP, tmp_path / "OPPROF_001")
+    _set_basic(launch, 3, value)  # Block Dim
+    rc, stdout, err = run("analyze", launch, "--format", "json", "-q")
+    report = assert_report(rc, stdout, err, (0,))
+    assert report["summary"]["ops"] == 1
+    json.dumps(report, allow_nan=False)  # raises if an inf/nan reached the report
+    notes = report["input"]["notes"]
+    assert any("block_dim" in n and "read as missing" in n for n in notes), notes
+
+
+def test_6_a_launch_folder_named_with_superscript_digits_is_read(tmp_path: Path) -> None:
+    root = tmp_path / "OPPROF_002"
+    for name in ("¹²", "0", "1"):
+        copy_tree(MSPROF_OP, root / "MyOp" / name)
+    rc, stdout, err = run("analyze", root, "--format", "json", "-q")
+    report = assert_report(rc, stdout, err, (0,))
+    assert report["summary"]["ops"] == 3
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 3. the report's size is bounded whatever the input: steps beyond a limit are summarized
+# ---------------------------------------------------------------------------------------------------------
+MINDSPORE = ROOT.parent / "shared/samples/mindspore-ai__mindinsight/tests/utils/resource/run_2/normal_run/profiler"
+
+
+def _step_trace(tmp_path: Path, rows: int, *, distinct: bool) -> Path:
+    """The MindSpore legacy sample with its one step repeated ``rows`` times (or ``rows`` consecutive steps)."""
+    d = copy_tree(MINDSPORE, tmp_path / "profiler")
+    f = d / "step_trace_raw_1_detail_time.csv"
+    header, row, average = f.read_text(encoding="utf-8").splitlines()
+    cells = row.split(",")
+    total = int(cells[3])
+    lines = [header]
+    for i in range(rows):
+        c = list(cells)
+        if distinct:
+            c[0] = str(i + 1)
+            for j in (1, 2, 4, 5):
+                c[j] = str(int(cells[j]) + i * total)
+        lines.append(",".join(c))
+    f.write_text("\n".join([*lines, average]) + "\n", encoding="utf-8")
+    return d
+
+
+@pytest.mark.skipif(not MINDSPORE.is_dir(), reason="../shared/samples not present")
+def test_3_repeated_step_rows_never_multiply_the_window(tmp_path: Path) -> None:
+    one = _step_trace(tmp_path / "one", 1, distinct=False)
+    many = _step_trace(tmp_path / "many", 200_000, distinct=False)
+    start = time.monotonic()
+    rc, stdout, err = run("analyze", many, "--format", "json", "-q", timeout=120)
+    elapsed = time.monotonic() - start
+    report = assert_report(rc, stdout, err, (0,))
+    baseline = assert_report(*run("analyze", one, "--format", "json", "-q"), (0,))
+    assert report["time"]["window_us"] == baseline["time"]["window_us"]
+    assert len(report["time"]["steps"]) == len(baseline["time"]["steps"]) == 1
+    assert any("199,999 rows repeat a step number" in n for n in report["input"]["notes"])
+    assert len(stdout) < 200_000 and elapsed < 60
+
+
+def test_3_steps_beyond_the_report_limit_are_summarized(tmp_path: Path) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_cluster", ROOT / "benchmarks" / "gen_cluster.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules.setdefault("gen_cluster", module)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module.generate(tmp_path / "run", ranks=1, tp=1, pp=1, steps=6, ops=5, seed=1)
+    rules = tmp_path / "limit.yaml"
+    rules.write_text("rules:\n  time:\n    report:\n      max_steps: 2\n", encoding="utf-8")
+    full = assert_report(*run("analyze", tmp_path / "run", "--format", "json", "-q"), (0,))
+    cut = assert_report(*run("analyze", tmp_path / "run", "--rules", rules, "--format", "json", "-q"), (0,))
+    windows = [s["window_us"] for s in full["time"]["steps"]]
+    assert len(windows) == 6 and "steps_truncated" not in full["time"]
+    assert cut["time"]["steps"] == full["time"]["steps"][:2]
+    summary = cut["time"]["steps_truncated"]
+    assert (summary["listed"], summary["total"]) == (2, 6)
+    assert summary["window_us_min"] == min(windows) and summary["window_us_max"] == max(windows)
+    assert cut["time"]["window_us"] == full["time"]["window_us"]  # the totals still cover every step
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 3. OM JSON: bounded memory, repeated op names in linear time
+# ---------------------------------------------------------------------------------------------------------
+def _om_json(tmp_path: Path, ops: int) -> Path:
+    """The example OM JSON with its graph replaced by ``ops`` copies of one op (the same name every time)."""
+    data = json.loads(OM_JSON.read_text(encoding="utf-8"))
+    op = {"name": "Mul_2", "type": "Mul", "id": 5, "input": ["Sub_1:0"],
+          "output_desc": [{"dtype": "DT_FLOAT16", "shape": {"dim": [1, 3, 300, 300]}, "layout": "NCHW"}]}
+    data["graph"][0]["op"] = [op] * ops
+    path = tmp_path / "repeated.om.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_3_an_om_json_past_the_op_budget_exits_2_naming_the_file(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from advisor.graph import load as graph_load
+
+    path = _om_json(tmp_path, 300)
+    monkeypatch.setattr(graph_load, "MAX_GRAPH_OPS", 200)
+    with pytest.raises(InputError) as e:
+        graph_load.load_graph(path)
+    assert e.value.path == str(path) and "holds 300 ops, more than the 200" in e.value.problem
+    monkeypatch.setattr(graph_load, "MAX_GRAPH_OPS", 300)
+    assert len(graph_load.load_graph(path).g) == 300
+
+
+def test_3_repeated_op_names_load_in_linear_time(tmp_path: Path) -> None:
+    from advisor.graph.load import load_graph
+
+    path = _om_json(tmp_path, 20_000)  # 3,000 took 7 s when each repeat searched its suffix from #2 up
+    start = time.monotonic()
+    graph = load_graph(path)
+    assert time.monotonic() - start < 20
+    assert len(graph.g) == 20_000
