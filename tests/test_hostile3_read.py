@@ -415,3 +415,57 @@ def test_3_repeated_op_names_load_in_linear_time(tmp_path: Path) -> None:
     graph = load_graph(path)
     assert time.monotonic() - start < 20
     assert len(graph.g) == 20_000
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 6. static audit: shapes bounded, results beyond physical limits refused, garbage shapes exit 2
+# ---------------------------------------------------------------------------------------------------------
+def _onnx(path: Path, mm_dims: list[int], relu_dims: list[int]) -> Path:
+    import onnx
+    from onnx import TensorProto, helper
+
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, mm_dims)
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, mm_dims)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, relu_dims)
+    m = helper.make_tensor_value_info("m", TensorProto.FLOAT, mm_dims)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, relu_dims)
+    graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["m"], name="mm"),
+                               helper.make_node("Relu", ["x"], ["y"], name="relu")], "g", [a, b, x], [m, y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+@pytest.mark.parametrize("dims", [[2**20, 2**20, 2**20], [2**62, 4]])
+def test_6_an_onnx_with_impossible_shapes_is_refused(tmp_path: Path, dims: list[int]) -> None:
+    path = _onnx(tmp_path / "huge.onnx", dims, dims)
+    assert_input_error(*run("analyze", "--graph", path, "--format", "json", "-q")[::2], "huge.onnx",
+                       "beyond physical limits")
+
+
+def test_6_ops_beyond_physical_limits_are_left_out_with_a_note(tmp_path: Path) -> None:
+    sane = _onnx(tmp_path / "sane.onnx", [4, 64, 64], [4, 64, 64])
+    mixed = _onnx(tmp_path / "mixed.onnx", [2**20, 2**20, 2**20], [4, 64, 64])
+    base = assert_report(*run("analyze", "--graph", sane, "--format", "json", "-q"), (0,))
+    report = assert_report(*run("analyze", "--graph", mixed, "--format", "json", "-q"), (0,))
+    assert any("1 op(s) left out of the audit" in n and "mm" in n for n in report["input"]["notes"])
+    assert report["summary"]["ops"] == base["summary"]["ops"] - 1 == 1
+    # the relu alone: its estimate as in the sane graph, nothing near 1e23 us
+    assert report["summary"]["device_time_us"] < base["summary"]["device_time_us"]
+    assert all((f.get("saving_us") or 0) < 1e6 for f in report["findings"])
+
+
+@pytest.mark.parametrize(("dim", "problem"), [("abc", "'abc' is not an integer"), (1.5, "'1.5' is not an integer"),
+                                              ([1], "'[1]' is not an integer")])
+def test_6_a_garbage_om_json_shape_exits_2_naming_the_file(tmp_path: Path, dim: object, problem: str) -> None:
+    data = json.loads(OM_JSON.read_text(encoding="utf-8"))
+    data["graph"][0]["op"][5]["output_desc"][0]["shape"]["dim"] = [1, dim, 300, 300]
+    path = tmp_path / "garbage.om.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert_input_error(*run("analyze", "--graph", path, "--format", "json", "-q")[::2], "garbage.om.json", problem)
+
+
+def test_6_a_corrupt_onnx_exits_2_naming_the_file(tmp_path: Path) -> None:
+    raw = _onnx(tmp_path / "ok.onnx", [4, 64, 64], [4, 64, 64]).read_bytes()
+    bad = tmp_path / "garbage.onnx"
+    bad.write_bytes(raw[:40] + b"\xff" * 30 + raw[70:])
+    assert_input_error(*run("analyze", "--graph", bad, "--format", "json", "-q")[::2], "garbage.onnx")
