@@ -16,11 +16,14 @@ import time
 from contextlib import closing
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from advisor.errors import InputError
 from advisor.ingest.sqlite_db import read_only_uri
-from advisor.model import Meta
+from advisor.model import Meta, Profile, empty_frame
 from tests.hostile import (
     OM_JSON,
     PROF,
@@ -33,6 +36,7 @@ from tests.hostile import (
     have_samples,
     mini_tn,
     run,
+    set_cell,
     tree_hash,
 )
 
@@ -469,3 +473,83 @@ def test_6_a_corrupt_onnx_exits_2_naming_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "garbage.onnx"
     bad.write_bytes(raw[:40] + b"\xff" * 30 + raw[70:])
     assert_input_error(*run("analyze", "--graph", bad, "--format", "json", "-q")[::2], "garbage.onnx")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 6. the number sanitizer and the digit test, as properties
+# ---------------------------------------------------------------------------------------------------------
+_ANY_NUMBER = (st.floats(allow_nan=True, allow_infinity=True) | st.integers(min_value=-10**30, max_value=10**30)
+               | st.sampled_from([2**63, 2**63 - 1, 65_535, 65_536, -1, 0]))
+
+
+@given(st.lists(_ANY_NUMBER, min_size=1, max_size=30))
+@settings(max_examples=150, deadline=None)
+def test_6_sanitized_block_dims_are_counts_a_chip_can_launch(values: list[float]) -> None:
+    from advisor.ingest.sanitize import MAX_BLOCK_DIM, sanitize
+
+    floats = np.array([float(v) for v in values], dtype="float64")
+    ops = empty_frame(["name", "duration_us", "block_dim", "mix_block_dim", "aic_mac_ratio"]).reindex(
+        range(len(values)))
+    ops["name"] = [f"op{i}" for i in range(len(values))]
+    ops["duration_us"] = 1.0
+    for col in ("block_dim", "mix_block_dim", "aic_mac_ratio"):
+        ops[col] = floats
+    profile = Profile(ops=ops, meta=Meta(source="mem"))
+    sanitize(profile)
+    for col in ("block_dim", "mix_block_dim"):
+        out = profile.ops[col].to_numpy(dtype="float64")
+        kept = ~np.isnan(out)
+        assert ((out[kept] >= 0) & (out[kept] <= MAX_BLOCK_DIM)).all()
+        sane = np.isfinite(floats) & (floats >= 0) & (floats <= MAX_BLOCK_DIM)
+        assert (kept == sane).all()  # every sane value kept as is, every other one missing
+        assert (out[kept] == floats[kept]).all()
+    assert np.isfinite(profile.ops["aic_mac_ratio"].to_numpy(dtype="float64")[
+        ~np.isnan(profile.ops["aic_mac_ratio"].to_numpy(dtype="float64"))]).all()
+    if (~(np.isfinite(floats) & (floats >= 0) & (floats <= MAX_BLOCK_DIM))).any():
+        assert any("block_dim" in n and "read as missing" in n for n in profile.meta.notes)
+
+
+@given(st.text(alphabet=st.characters(categories=["Nd", "No", "Nl", "Lu"]) | st.sampled_from("0123456789-¹²³"),
+               max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_6_ascii_digit_strings_are_exactly_what_int_reads(text: str) -> None:
+    from advisor.util import is_ascii_digits
+
+    if is_ascii_digits(text):
+        assert int(text) >= 0 and text.isascii()
+    else:
+        assert not (text.isascii() and text.isdigit())
+
+
+@pytest.mark.parametrize("name", ["¹²", "١٢", "12"])
+def test_6_rank_ids_written_in_other_digits_never_crash(name: str) -> None:
+    from advisor.ingest.jobs import _rank_id
+
+    assert _rank_id(name) == (12 if name == "12" else None)
+
+
+@pytest.mark.skipif(not MINDSPORE.is_dir(), reason="../shared/samples not present")
+@pytest.mark.parametrize("stamp", [str(2**63 + 5), "1e400", "inf", "¹²"])
+def test_6_a_step_trace_stamp_beyond_int64_is_a_skipped_value(tmp_path: Path, stamp: str) -> None:
+    d = _step_trace(tmp_path, 1, distinct=False)
+    f = d / "step_trace_raw_1_detail_time.csv"
+    header, row, average = f.read_text(encoding="utf-8").splitlines()
+    cells = row.split(",")
+    cells[1] = stamp  # start_point
+    f.write_text("\n".join([header, ",".join(cells), average]) + "\n", encoding="utf-8")
+    rc, stdout, err = run("analyze", d, "--format", "json", "-q")
+    report = assert_report(rc, stdout, err, (0,))
+    json.dumps(report, allow_nan=False)
+    assert report["time"]["window_us"] > 0
+
+
+@needs_samples
+@pytest.mark.parametrize(("column", "value"), [("Block Dim", "1e400"), ("Block Dim", "inf"),
+                                               ("Block Dim", "99999999999999999999999"), ("Duration(us)", "1e400")])
+def test_6_absurd_numbers_in_kernel_details_are_skipped_values(tmp_path: Path, column: str, value: str) -> None:
+    tn = mini_tn(tmp_path / "TN")
+    set_cell(tn / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", column, value)
+    rc, stdout, err = run("analyze", tn, "--format", "json", "-q")
+    report = assert_report(rc, stdout, err, (0,))
+    json.dumps(report, allow_nan=False)
+    assert any("read as missing" in n for n in report["input"]["notes"]), report["input"]["notes"]
