@@ -231,10 +231,26 @@ def _shape_cell(shapes: Sequence[tuple[int, ...] | None]) -> str:
     return ";".join("" if s is None else ",".join(str(d) for d in s) for s in shapes)
 
 
+def _beyond_limits(shapes: Sequence[tuple[int, ...] | None], dtypes: Sequence[str], dur: float,
+                   rules: Mapping[str, Any]) -> str | None:
+    """Why an op's estimate is beyond what any chip can hold or run (``max_tensor_bytes``, ``max_op_us`` of the
+    rules); None when it is within them."""
+    limit = float(rules.get("max_tensor_bytes", 1e12))
+    for i, shape in enumerate(shapes):
+        n = numel(shape)
+        size = (dtype_bytes(dtypes[i]) if i < len(dtypes) else None) or 1
+        if n is not None and n * size > limit:
+            return f"a tensor of {n * size:.3g} bytes"
+    if not np.isfinite(dur) or dur > float(rules.get("max_op_us", 8.64e10)):
+        return f"an estimated time of {dur:.3g} us"
+    return None
+
+
 def estimate_ops(graph: ModelGraph, platform: Mapping[str, Any], rules: Mapping[str, Any]) -> pd.DataFrame:
     """One estimated device task per compute node of ``graph``, in graph order on one stream (canonical ops
     columns; ``start_us`` back to back). Nodes that launch no kernel (inputs, constants, GE-local and runtime
-    ops, shape-only ops) are left out. Extra columns: ``flops``, ``bytes``, ``unit``, ``estimate`` (what decided
+    ops, shape-only ops) are left out, and so are ops whose shapes are beyond physical limits (listed in
+    ``ops.attrs["beyond_physical_limits"]``). Extra columns: ``flops``, ``bytes``, ``unit``, ``estimate`` (what decided
     the time: flops or bytes) and ``dynamic_shape`` (a dynamic dim was taken as 1)."""
     from advisor.ingest.normalize import finalize_ops
 
@@ -242,6 +258,7 @@ def estimate_ops(graph: ModelGraph, platform: Mapping[str, Any], rules: Mapping[
     skip_engines = set(rules["no_kernel_engines"])
     vector_core = int(platform.get("vector_core_num") or 0) > 0
     rows: list[dict[str, Any]] = []
+    beyond: list[str] = []
     order = sorted(graph.g.nodes(data=True), key=lambda nd: (nd[1].get("id") if nd[1].get("id") is not None
                                                               else 1 << 40, nd[0]))
     clock = 0.0
@@ -264,6 +281,9 @@ def estimate_ops(graph: ModelGraph, platform: Mapping[str, Any], rules: Mapping[
             core = "AI_VECTOR_CORE"
         dtype = (in_dt[0] if unit == "cube" and in_dt else (out_dt[0] if out_dt else "")) or "FLOAT16"
         dur = op_time_us(flops, nbytes, unit, dtype, "AI_CPU" if core == "AI_CPU" else engine, platform, rules)
+        if (why := _beyond_limits([*ins, *outs], [*in_dt, *out_dt], dur, rules)) is not None:
+            beyond.append(f"{name} ({why})")
+            continue
         rows.append({
             "name": name, "type": op_type, "core": core, "start_us": clock, "duration_us": dur, "wait_us": 0.0,
             "stream_id": 0.0, "model_id": 1.0, "step": 1.0, "task_id": float(len(rows)),
@@ -279,6 +299,7 @@ def estimate_ops(graph: ModelGraph, platform: Mapping[str, Any], rules: Mapping[
     for col in ("unit", "estimate"):
         if col in ops.columns:
             ops[col] = ops[col].astype("category")
+    ops.attrs["beyond_physical_limits"] = beyond
     return ops
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,8 +28,11 @@ R = TypeVar("R")
 Progress = Callable[[str], None]
 
 SERIAL, LOCAL, REMOTE = "serial", "local", "remote"
-CONNECT_TIMEOUT = "15s"
-"""How long to try reaching a ``--scheduler`` before giving up."""
+CONNECT_TIMEOUT = 2.0
+"""Seconds to reach a ``--scheduler`` and hear it answer, all told: a Dask scheduler on a reachable host answers
+its handshake in milliseconds, and a wrong address (nothing listening, a port that accepts TCP but speaks no Dask,
+a host that drops packets) must fail with one line well within 5 s of the command starting, not after Dask's
+retries (16 s) or never (a silent port: Dask waits for the handshake without a limit)."""
 
 
 @dataclass(frozen=True)
@@ -136,13 +140,70 @@ def _local_cluster(n_workers: int) -> Any:
 
 
 def connect(address: str) -> Any:
-    """A client of the Dask scheduler at ``address``; an unreachable one is a one-line usage error."""
+    """A client of the Dask scheduler at ``address``; one that cannot be reached or does not answer within
+    :data:`CONNECT_TIMEOUT` is a one-line usage error.
+
+    Dask's own timeout covers the TCP connect only: its handshake read has no limit, so a port that accepts and
+    stays silent would hang the run. The scheduler is first asked its identity under one deadline here
+    (:func:`_probe`); only a scheduler that answered gets a ``Client``."""
     from distributed import Client
 
+    start = time.monotonic()
     try:
-        return Client(address, timeout=CONNECT_TIMEOUT, set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as e:
-        raise UsageError(f"cannot reach the Dask scheduler at {address}: {str(e).splitlines()[0]}") from None
+        _probe(address, CONNECT_TIMEOUT)
+        left = max(0.5, CONNECT_TIMEOUT - (time.monotonic() - start))
+        return Client(address, timeout=left, set_as_default=False)
+    except Exception as e:  # noqa: BLE001 - whatever a wrong endpoint answers (garbage frames: MemoryError)
+        text = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+        if not isinstance(e, OSError | TimeoutError | ValueError):
+            text = f"it does not speak Dask's protocol ({type(e).__name__}{': ' + text if text else ''})"
+        raise UsageError(f"cannot reach the Dask scheduler at {address}: {text or type(e).__name__}") from None
+
+
+async def _refused_fast(address: str) -> None:
+    """For a TCP address, one plain connect first: a refused connection (nothing listens there) fails at once,
+    where Dask would retry it until its timeout."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    scheme, loc = parse_address(address)
+    if scheme not in ("tcp", "tls"):
+        return
+    host, port = parse_host_port(loc)
+    import asyncio
+
+    try:
+        _, writer = await asyncio.open_connection(host, port)
+    except ConnectionRefusedError:
+        raise OSError(f"connection refused (nothing listens on {host}:{port})") from None
+    writer.close()
+
+
+def _probe(address: str, timeout: float) -> None:
+    """Connect to ``address``, do Dask's handshake and ask the scheduler's identity, all within ``timeout``
+    seconds (in a private event loop: nothing is left running). Raises TimeoutError or OSError."""
+    import asyncio
+
+    from distributed.comm import connect as dask_connect
+    from distributed.security import Security
+
+    async def ask() -> None:
+        await _refused_fast(address)
+        comm = await dask_connect(address, timeout=timeout, **Security().get_connection_args("client"))
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            answer = await comm.read()
+        finally:
+            comm.abort()
+        if not isinstance(answer, dict) or "address" not in answer:
+            raise OSError(f"no Dask scheduler answers there (got {type(answer).__name__})")
+
+    async def bounded() -> None:
+        try:
+            await asyncio.wait_for(ask(), timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"no answer within {timeout:g} s") from None
+
+    asyncio.run(bounded())
 
 
 def _worker_versions() -> dict[str, str]:

@@ -72,11 +72,15 @@ def outcome(report: Mapping[str, Any], fail_under: float | None) -> int:
         click.echo(terminal_line(f"advisor: incomplete analysis, {len(skipped_ranks)} of "
                                  f"{len(skipped_ranks) + inp.get('ranks', 0)} ranks could not be read and were "
                                  f"skipped (first: {first['path']}: {first['reason']})"), err=True)
+    unreadable = [f for f in inp.get("files_skipped") or [] if f.get("unreadable")]
+    if unreadable:
+        click.echo(terminal_line(f"advisor: incomplete analysis, {len(unreadable)} input file(s) could not be read "
+                                 f"(first: {unreadable[0]['path']}: {unreadable[0]['reason']})"), err=True)
     failed = [k for k in report.get("knowledge_bases") or [] if k.get("status") == "failed"]
     if failed:
         click.echo(terminal_line("advisor: incomplete analysis, knowledge base(s) failed: "
                                  + "; ".join(f"{k['id']} ({k.get('reason', '')})" for k in failed)), err=True)
-    if failed or skipped_ranks:
+    if failed or skipped_ranks or unreadable:
         return EXIT_INCOMPLETE
     if fail_under is not None and float(report["score"]) < fail_under:
         click.echo(f"advisor: score {float(report['score']):.1f} is below --fail-under {fail_under:g}", err=True)

@@ -289,9 +289,15 @@ def empty_frame(columns: list[str]) -> pd.DataFrame:
 class SkippedFile:
     path: str
     reason: str
+    unreadable: bool = False
+    """The file exists but could not be read at all (a FIFO, a device, a directory where a file is expected): the
+    analysis is incomplete (exit 3), unlike a file skipped for what it holds."""
 
-    def to_dict(self) -> dict[str, str]:
-        return {"path": self.path, "reason": self.reason}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path, "reason": self.reason}
+        if self.unreadable:
+            out["unreadable"] = True
+        return out
 
 
 @dataclass(frozen=True)
@@ -385,8 +391,8 @@ class Meta:
     def read(self, path: object) -> None:
         self.files_read.append(str(path))
 
-    def skip(self, path: object, reason: str) -> None:
-        self.files_skipped.append(SkippedFile(str(path), reason))
+    def skip(self, path: object, reason: str, *, unreadable: bool = False) -> None:
+        self.files_skipped.append(SkippedFile(str(path), reason, unreadable))
 
     def source_of(self, table: str, source: object) -> None:
         """Record where ``table`` came from: a path (its file name is kept) or a description."""

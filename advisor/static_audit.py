@@ -93,6 +93,10 @@ def profile_of(graph: ModelGraph, platform: dict[str, Any], rules: EffectiveRule
 
     cm = rules.for_kb("costmodel")
     ops = costmodel.estimate_ops(graph, platform, cm)
+    beyond = list(ops.attrs.get("beyond_physical_limits") or [])
+    if not len(ops) and beyond:
+        raise InputError(graph.source, f"every compute op has shapes beyond physical limits (first: {beyond[0]}): "
+                                       "the graph's shapes are not usable")
     if not len(ops):
         raise InputError(graph.source, "the graph has no compute op to audit (only inputs, constants and "
                                        "runtime ops)")
@@ -110,6 +114,9 @@ def profile_of(graph: ModelGraph, platform: dict[str, Any], rules: EffectiveRule
         n = int(ops["dynamic_shape"].astype(bool).sum())
         meta.notes.append(f"{n} op(s) have dynamic dims: taken as 1 (one sample per inference); pass a model with "
                           "static shapes (or ATC --input_shape) for estimates at the deployed batch size")
+    if beyond:
+        meta.notes.append(f"{len(beyond)} op(s) left out of the audit: their shapes are beyond physical limits "
+                          f"(first: {beyond[0]}); check the graph's shapes")
     if is_assumed(platform):
         meta.notes.append(f"the graph names no SoC: the peaks of {platform.get('soc')} are assumed (pass --chip "
                           "for the target chip)")

@@ -161,6 +161,9 @@ class TimeModel:
     link_waits: pd.DataFrame | None = None
     """Where the communication tasks record their peers: the notify waits of the split steps per link, with their
     parts inside the uncovered communication (``LINK_WAIT_COLUMNS``); None where no wait records its peer."""
+    report_max_steps: int = 1000
+    """Steps (and excluded intervals) the report lists one by one (``rules/time.yaml`` ``report.max_steps``); the
+    rest are summarized, so a capture of 200k steps does not make a 100 MB report."""
     idle: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
     """The device's idle blocks inside the analyzed steps whose tasks were recorded (pauses left out): where host
     work is on the critical path (``advisor.toolkit.time.idle_during``). Rank-local: not sent between processes
@@ -236,8 +239,11 @@ class TimeModel:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON report's ``time`` object (microseconds)."""
-        out: dict[str, Any] = {**_figures(self), "steps": [s.to_dict() for s in self.steps],
+        limit = max(1, int(self.report_max_steps))
+        out: dict[str, Any] = {**_figures(self), "steps": [s.to_dict() for s in self.steps[:limit]],
                                "sources": dict(self.sources)}
+        if len(self.steps) > limit:
+            out["steps_truncated"] = _steps_summary(self.steps, limit)
         if self.capture_us is not None:
             out["capture_us"] = _r(self.capture_us)
             out["outside_window_us"] = _r(self.outside_window_us)
@@ -246,7 +252,10 @@ class TimeModel:
         if self.notes:
             out["notes"] = list(self.notes)
         if self.excluded:
-            out["excluded"] = [e.to_dict() for e in self.excluded]
+            out["excluded"] = [e.to_dict() for e in self.excluded[:limit]]
+            if len(self.excluded) > limit:
+                out["excluded_truncated"] = {"listed": limit, "total": len(self.excluded),
+                                             "window_us": _r(sum(e.window_us for e in self.excluded))}
         if self.steady_state:
             out["steady_state"] = dict(self.steady_state)
         return out
@@ -274,6 +283,14 @@ class Excluded:
 
 def _r(v: float) -> float:
     return round(float(v), 3)
+
+
+def _steps_summary(steps: list[StepTime], listed: int) -> dict[str, Any]:
+    """What the report says of the steps it does not list one by one: how many, and the spread of their windows
+    (the totals of ``time`` cover every step)."""
+    windows = np.array([s.window_us for s in steps], dtype="float64")
+    return {"listed": listed, "total": len(steps), "window_us_min": _r(float(windows.min())),
+            "window_us_median": _r(float(np.median(windows))), "window_us_max": _r(float(windows.max()))}
 
 
 def _figures(t: Any) -> dict[str, Any]:
@@ -1368,7 +1385,8 @@ def build(profile: Profile) -> TimeModel:
     model = TimeModel(steps=steps, sources=sources, origin_ns=profile.meta.time_origin_ns, capture_us=capture,
                       notes=notes, excluded=[*warm, *excluded],
                       steady_state=info if len(split.steps) > 1 or info.get("warmup_suspected") else {},
-                      link_waits=_collect_link_waits(iv), idle=_idle_blocks(split, steps, busy, skip))
+                      link_waits=_collect_link_waits(iv), idle=_idle_blocks(split, steps, busy, skip),
+                      report_max_steps=int((rules.get("report") or {}).get("max_steps", 1000)))
     if capture is not None and model.window_us > 0 and model.outside_window_us > 0.05 * capture:
         notes.append(f"the capture holds {model.window_us:.1f} us of analyzed device time in {capture:.1f} us; "
                      f"{model.outside_window_us:.1f} us lie outside the analyzed window (warm-up steps, pauses, an "

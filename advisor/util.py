@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import gc
 import importlib.util
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -95,3 +96,12 @@ def lazy_module(name: str) -> Any:
     sys.modules[name] = module
     loader.exec_module(module)
     return module
+
+
+_ASCII_INT = re.compile(r"[0-9]+", re.ASCII)
+
+
+def is_ascii_digits(text: str) -> bool:
+    """True when ``text`` is only the digits 0-9. ``str.isdigit`` also accepts superscripts and other Unicode
+    digits that ``int()`` rejects (a folder named ``¹²`` made a reader crash)."""
+    return _ASCII_INT.fullmatch(text) is not None

@@ -93,3 +93,30 @@ def insert_op_pb2(tmp_path_factory: pytest.TempPathFactory) -> Any:
         return importlib.import_module("insert_op_pb2")
     finally:
         sys.path.remove(str(out))
+
+
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def _sample_db_side_files() -> set[Path]:
+    """SQLite side files (``-wal``, ``-shm``, ``-journal``) beside the shared samples' databases."""
+    samples = SHARED / "samples"
+    if not samples.is_dir():
+        return set()
+    global _DB_DIRS
+    if _DB_DIRS is None:
+        _DB_DIRS = sorted({p.parent for p in samples.rglob("*.db")})
+    return {p for d in _DB_DIRS for p in d.iterdir() if p.name.endswith(_SIDE_FILES)}
+
+
+_DB_DIRS: list[Path] | None = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _samples_stay_untouched() -> Any:
+    """No test opens a shared sample database writable (or read-only but not immutable: a WAL-mode file then gets
+    -wal/-shm files beside it): every module must leave the samples' directories as it found them."""
+    before = _sample_db_side_files()
+    yield
+    new = _sample_db_side_files() - before
+    assert not new, f"this module left SQLite side files beside shared samples: {sorted(map(str, new))}"

@@ -194,7 +194,7 @@ def test_no_readable_rank_is_an_input_error(tmp_path: Path) -> None:
 
 
 def test_unreachable_scheduler_is_one_line(gen16: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(executor, "CONNECT_TIMEOUT", "2s")
+    monkeypatch.setattr(executor, "CONNECT_TIMEOUT", 1.0)
     result = CliRunner().invoke(main, ["analyze", str(gen16), "--scheduler", "tcp://127.0.0.1:9", "-q",
                                        "--format", "json"])
     assert result.exit_code == 2

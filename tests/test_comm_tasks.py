@@ -35,6 +35,7 @@ from advisor.analysis import run_analysis
 from advisor.findings import Finding
 from advisor.ingest import load
 from advisor.ingest.normalize import finalize_ops
+from advisor.ingest.sqlite_db import read_only_uri
 from advisor.ingest.timeline import read_trace
 from advisor.kb import AnalysisContext
 from advisor.knowledge_bases.cluster import ClusterKB
@@ -56,7 +57,7 @@ needs_samples = pytest.mark.skipif(not PYTORCH.is_dir(), reason="../shared/sampl
 
 
 def _ro(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+    return sqlite3.connect(read_only_uri(path), uri=True)
 
 
 # ---------------------------------------------------------------------------------------------------------

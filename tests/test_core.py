@@ -13,6 +13,7 @@ from advisor.errors import InputError
 from advisor.findings import Finding
 from advisor.ingest.detect import detect
 from advisor.ingest.normalize import finalize_ops
+from advisor.ingest.sqlite_db import read_only_uri
 from advisor.model import busy_time_us, parse_list, parse_shapes
 
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"
@@ -145,7 +146,7 @@ def test_score_window_takes_its_free_time_from_the_overlap_timeline_without_paus
     from advisor.analysis import run_analysis
 
     db = SAMPLES / "Ascend__msinsight/server/src/test/test_data/full_db/msprof_0.db"
-    with sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True) as con:
+    with sqlite3.connect(read_only_uri(db), uri=True) as con:
         oa = con.execute("SELECT startNs, endNs, type FROM OVERLAP_ANALYSIS").fetchall()
         busy = con.execute("SELECT startNs, endNs FROM TASK").fetchall()
     work_us = sum(e - s for s, e in _merged(busy)) / 1000.0

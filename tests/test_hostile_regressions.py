@@ -452,7 +452,11 @@ def test_13_fifos_usage_errors_wide_cells_symlinked_ranks_and_na_durations(tmp_p
     op_stat = tn / "ASCEND_PROFILER_OUTPUT" / "op_statistic.csv"
     op_stat.unlink()
     os.mkfifo(op_stat)
-    assert_input_error(*run("analyze", tn, timeout=60)[::2], "op_statistic.csv", "FIFO")
+    # an optional file that is a FIFO is never opened: listed as unreadable, the analysis incomplete (issue 30)
+    rc, stdout, err = run("analyze", tn, "--format", "json", "-q", timeout=60)
+    report = assert_report(rc, stdout, err, (3,))
+    assert any(Path(s["path"]).name == "op_statistic.csv" and "FIFO" in s["reason"] and s["unreadable"]
+               for s in report["input"]["files_skipped"])
     assert_input_error(*run("analyze", tn, "--rules", fifo, timeout=60)[::2])
 
     assert_input_error(*run("analyze", "--no-such-option")[::2], "no-such-option")

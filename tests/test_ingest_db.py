@@ -16,7 +16,7 @@ import pytest
 from advisor.errors import InputError
 from advisor.ingest import load, read_source
 from advisor.ingest.detect import RankSource
-from advisor.ingest.sqlite_db import read_analysis_db
+from advisor.ingest.sqlite_db import read_analysis_db, read_only_uri
 from advisor.ingest.timebase import absolute_ns
 from advisor.model import Meta
 
@@ -160,7 +160,7 @@ def test_msprof_db_file_and_dir_agree() -> None:
     assert len(from_file.ops) == len(from_dir.ops) == 11
     assert from_file.ops["name"].tolist() == from_dir.ops["name"].tolist()
     # MSTX_EVENTS holds 13 ranges of another capture (2025; the session is 2023): skipped, not stretched over
-    with sqlite3.connect(f"file:{MSPROF_DB}?mode=ro&immutable=1", uri=True) as con:
+    with sqlite3.connect(read_only_uri(MSPROF_DB), uri=True) as con:
         session = con.execute("SELECT startTimeNs, endTimeNs FROM SESSION_TIME_INFO").fetchone()
         mstx = con.execute("SELECT startNs, endNs FROM MSTX_EVENTS").fetchall()
     outside = [r for r in mstx if r[1] < session[0] - 10**9 or r[0] > session[1] + 10**9]

@@ -29,6 +29,7 @@ from click.testing import CliRunner
 
 from advisor.cli import main
 from advisor.ingest import load
+from advisor.ingest.sqlite_db import read_only_uri
 from advisor.report.json_report import validate
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
@@ -68,7 +69,7 @@ def level0(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _sql(path: Path, query: str) -> list[tuple]:
-    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
+    with closing(sqlite3.connect(read_only_uri(path), uri=True)) as con:
         return con.execute(query).fetchall()
 
 

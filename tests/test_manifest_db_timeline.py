@@ -18,7 +18,7 @@ import pytest
 
 from advisor.ingest import read_source
 from advisor.ingest.detect import RankSource
-from advisor.ingest.sqlite_db import read_analysis_db
+from advisor.ingest.sqlite_db import read_analysis_db, read_only_uri
 from advisor.ingest.timebase import absolute_ns, ns_of
 from advisor.ingest.timeline import TraceTables, read_trace
 from advisor.model import Meta, Profile
@@ -59,7 +59,7 @@ def _params(kinds: set[str]) -> list[Any]:
 
 
 def _sql(path: Path, query: str) -> list[tuple[Any, ...]]:
-    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+    con = sqlite3.connect(read_only_uri(path), uri=True)
     try:
         return con.execute(query).fetchall()
     finally:

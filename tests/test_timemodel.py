@@ -15,6 +15,7 @@ import pytest
 
 from advisor.ingest import load
 from advisor.ingest.normalize import finalize_ops
+from advisor.ingest.sqlite_db import read_only_uri
 from advisor.model import STEPS_COLUMNS, Meta, Profile
 from advisor.timemodel import COMPUTE_KEYS, TimeModel, build
 
@@ -160,7 +161,7 @@ def test_matches_analysis_db_step_trace():
     rank = MSINSIGHT / "test/data/pytorch/db/level1/rank0_ascend_pt"
     t = load(rank)[0].time
     _consistent(t)
-    with sqlite3.connect(rank / "ASCEND_PROFILER_OUTPUT/analysis.db") as con:
+    with sqlite3.connect(read_only_uri(rank / "ASCEND_PROFILER_OUTPUT/analysis.db"), uri=True) as con:
         con.row_factory = sqlite3.Row
         rows = [dict(r) for r in con.execute("SELECT * FROM StepTraceTime")]
     assert len(rows) == len(t.steps) == 1

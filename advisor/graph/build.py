@@ -15,7 +15,7 @@ import numpy as np
 
 from advisor.graph.engines import infer_engine
 from advisor.graph.model import ModelGraph
-from advisor.util import lazy_module
+from advisor.util import is_ascii_digits, lazy_module
 
 nx = lazy_module("networkx")  # imported when a graph is analyzed
 
@@ -61,7 +61,7 @@ def f32(x: float) -> float:
 def split_input(ref: str) -> tuple[str, int]:
     """``"Conv_0:1"`` -> ``("Conv_0", 1)``; ``"x:-1"`` is a control input; a bare name is output 0."""
     src, sep, idx = ref.rpartition(":")
-    if sep and idx.lstrip("-").isdigit():
+    if sep and is_ascii_digits(idx.removeprefix("-")):
         return src, int(idx)
     return ref, 0
 
@@ -115,15 +115,18 @@ def _subgraph_refs(value: Any, names: set[str]) -> Iterable[str]:
                 yield from _subgraph_refs(v, names)
 
 
-def _unique_key(gr: GraphRecord, op_name: str, used: set[str]) -> str:
-    """The node key of an op: its name, qualified by its (sub)graph when an earlier graph already uses the name."""
+def _unique_key(gr: GraphRecord, op_name: str, used: set[str], last: dict[str, int]) -> str:
+    """The node key of an op: its name, qualified by its (sub)graph when an earlier graph already uses the name
+    (``#n`` appended from the second repeat on). ``last`` remembers the highest ``n`` given per qualified name, so
+    a name repeated a million times costs a million steps, not half a trillion."""
     key = op_name
     if key in used:
-        key = f"{gr.name}/{op_name}"
-        n = 1
+        base = f"{gr.name}/{op_name}"
+        key, n = base, last.get(base, 1)
         while key in used:
             n += 1
-            key = f"{gr.name}/{op_name}#{n}"
+            key = f"{base}#{n}"
+        last[base] = n
     used.add(key)
     return key
 
@@ -150,11 +153,12 @@ def _nodes(graphs: list[GraphRecord], parents: dict[str, str]
     op_keys: list[list[str]] = []
     global_keys: dict[str, str] = {}
     used: set[str] = set()
+    last: dict[str, int] = {}
     for gr in graphs:
         keys: dict[str, str] = {}
         members: list[str] = []
         for op in gr.ops:
-            key = _unique_key(gr, op.name, used)
+            key = _unique_key(gr, op.name, used, last)
             keys.setdefault(op.name, key)
             global_keys.setdefault(op.name, key)
             members.append(key)

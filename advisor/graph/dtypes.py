@@ -19,6 +19,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from advisor.model import canonical_dtype
+from advisor.util import is_ascii_digits
 
 PROTO_DTYPES: dict[int, str] = {
     0: "UNDEFINED",
@@ -130,7 +131,7 @@ def proto_dtype_name(value: object) -> str | None:
         return None
     if isinstance(value, str):
         text = value.strip()
-        if text.lstrip("-").isdigit():
+        if is_ascii_digits(text.removeprefix("-")):
             value = int(text)
         else:
             name = canonical_dtype(text)
@@ -145,7 +146,7 @@ def proto_dtype_name(value: object) -> str | None:
 @lru_cache(maxsize=4096)
 def cpp_dtype_name(value: object) -> str:
     """A C++ ``ge::DataType`` number (``dt`` attr, Cast ``dst_type``) -> ``FLOAT16``."""
-    if isinstance(value, str) and not value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and not is_ascii_digits(value.strip().removeprefix("-")):
         return canonical_dtype(value)
     code = int(value)  # type: ignore[call-overload]
     name = CPP_DTYPES.get(code)

@@ -19,6 +19,7 @@ from advisor.graph.model import ModelGraph
 from advisor.graph.proto import ge_onnx_pb2
 from advisor.graph.prototext import parse_text_file
 from advisor.model import canonical_format
+from advisor.util import is_ascii_digits
 
 _A = ge_onnx_pb2.AttributeProto
 
@@ -93,7 +94,7 @@ def _op(node: ge_onnx_pb2.NodeProto) -> OpRecord:
                     n_out = a.i
                 continue
             key = _DESC_FIELDS.get(field)
-            if not sep or key is None or not k.isdigit():
+            if not sep or key is None or not is_ascii_digits(k):
                 continue
             desc = _desc_slot(ins if side == "input" else outs, int(k))
             value = attr_value(a)

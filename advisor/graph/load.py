@@ -65,8 +65,39 @@ def _load_graph(p: Path) -> ModelGraph:
     raise InputError(p, f"unknown graph file type '{suffix or p.name}' (expected .json, .txt, .pbtxt or .onnx)")
 
 
+MAX_GRAPH_OPS = 500_000
+"""Most ops an OM JSON graph may hold: the largest real models have a few tens of thousands, and each op costs a few
+KB once built (1.5M repeated ops in a 250 MB file went past 6 GiB). A graph beyond it is refused, naming the file."""
+
+
+def _count_om_ops(raw: bytes) -> int:
+    """Ops of an OM JSON document, counted by a streaming parse (constant memory: nothing is kept)."""
+    import io
+
+    import ijson
+
+    try:
+        return sum(1 for _ in ijson.items(io.BytesIO(raw), "graph.item.op.item"))
+    except ijson.JSONError:
+        return 0  # malformed: the whole-document parse says where
+
+
+def _check_op_budget(p: Path, raw: bytes) -> None:
+    """Refuse an OM JSON with more than :data:`MAX_GRAPH_OPS` ops before it is parsed whole. Every op has a
+    ``"name"``, so a file with fewer of those is under budget without the (slower) exact count."""
+    if raw.count(b'"name"') <= MAX_GRAPH_OPS:
+        return
+    n = _count_om_ops(raw)
+    if n > MAX_GRAPH_OPS:
+        raise InputError(p, f"holds {n:,} ops, more than the {MAX_GRAPH_OPS:,} a graph may have (the reader's "
+                            "memory budget): not read")
+
+
 def _load_json(p: Path) -> ModelGraph:
-    data = safeload.load_json(p, max_bytes=safeload.MAX_BYTES)
+    raw = safeload.read_bytes(p, safeload.MAX_BYTES)
+    _check_op_budget(p, raw)
+    data = safeload.loads_json(raw, p)
+    del raw
     from advisor.graph.om_json import is_om_json, read_om_json
     from advisor.graph.onnx_model import is_onnx_json, read_onnx_json
 

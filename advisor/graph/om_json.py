@@ -9,6 +9,7 @@ far, not two full copies (benchmarks/graph_scale.py measures it).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -121,11 +122,26 @@ _VALUE_DECODERS: dict[str, Callable[[Any], Any]] = {
 """AttrDef oneof key -> its decoder (keys as atc --mode=1 writes them, camelCase variants of newer dumps too)."""
 
 
+_INT_TEXT = re.compile(r"-?[0-9]+", re.ASCII)
+
+
 def _ints(items: list[Any]) -> list[int]:
-    """A JSON int list, reused as is when its items are already ints (pb2json), else converted (strings)."""
-    if not items or type(items[0]) is int:
+    """A JSON int list, reused as is when its items are already ints (pb2json), else converted (int64 written as
+    strings). Anything else (text, fractions, lists) is a ValueError: a shape of garbage is a malformed file, never
+    an error deep in the cost model."""
+    if not isinstance(items, list):
+        raise ValueError(f"a shape is a {type(items).__name__}, not a list of integers")
+    if all(type(i) is int for i in items):
         return items
-    return [int(i) for i in items]
+    out = []
+    for i in items:
+        if type(i) is int:
+            out.append(i)
+        elif isinstance(i, str) and _INT_TEXT.fullmatch(i.strip()):
+            out.append(int(i))
+        else:
+            raise ValueError(f"shape dim {str(i)[:40]!r} is not an integer")
+    return out
 
 
 def _decode_list(x: Any) -> list[Any]:

@@ -25,6 +25,7 @@ msprof-op-simulator           ``msprof_op_simulator`` (``msprof op simulator``: 
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 import os
 from pathlib import Path
@@ -57,13 +58,28 @@ _READERS = {
 }
 
 
-def refuse_special_files(root: Path, max_depth: int = 4, max_entries: int = 200_000) -> None:
-    """Fail when the rank holds a FIFO, socket or device where a file is expected: a reader opening it would block
-    forever (or read a device without end). Names only are checked (``scandir``), so this costs no file read."""
+REQUIRED_FILES = ("kernel_details*.csv", "op_summary*.csv", "OpBasicInfo*.csv", "trace_view.json", "msprof_*.json",
+                  "*.db")
+"""Names of the files a rank cannot be analyzed without (its op table, its trace, its database): one that cannot be
+read is an input error; any other unreadable file is skipped and the analysis is incomplete (exit 3)."""
+_DATA_SUFFIXES = (".csv", ".json", ".jsonl", ".db")
+
+
+def _required(name: str) -> bool:
+    return not name.startswith("msprof_tx") and any(fnmatch.fnmatchcase(name, p) for p in REQUIRED_FILES)
+
+
+def refuse_special_files(root: Path, max_depth: int = 4, max_entries: int = 200_000) -> list[tuple[str, str]]:
+    """The files of the rank that cannot be read at all: a FIFO, socket or device where a file is expected (a
+    reader opening it would block forever or read without end) or a directory named as a data file. Names only are
+    checked (``scandir``), so this costs no file read. A required file (:data:`REQUIRED_FILES`) among them fails
+    here; the others are returned as (path, reason) for the report's files_skipped -- readers never open them, as
+    they only open regular files."""
     if not root.is_dir():
         if os.path.lexists(root):
             safeload.check_regular(root)
-        return
+        return []
+    unreadable: list[tuple[str, str]] = []
     seen = 0
     stack = [(root, 0)]
     while stack:
@@ -75,16 +91,22 @@ def refuse_special_files(root: Path, max_depth: int = 4, max_entries: int = 200_
         for e in entries:
             seen += 1
             if seen > max_entries:
-                return
+                return unreadable
             try:
                 if e.is_dir():
+                    if e.name.endswith(_DATA_SUFFIXES):
+                        raise InputError(e.path, "is a directory, expected a regular file")
                     if depth < max_depth and not e.is_symlink():
                         stack.append((Path(e.path), depth + 1))
                 elif not e.is_file():
                     safeload.check_regular(e.path)  # raises: FIFO, socket, device (or a dangling link: skipped)
             except InputError as err:
-                if "no such file" not in err.problem:
+                if "no such file" in err.problem:
+                    continue
+                if _required(e.name):
                     raise
+                unreadable.append((e.path, f"{err.problem}: not read"))
+    return unreadable
 
 
 def read_source(src: RankSource, ops_columns: OpsProjection | None = None,
@@ -92,7 +114,7 @@ def read_source(src: RankSource, ops_columns: OpsProjection | None = None,
     """Read one rank with the reader for its layout (several runs of one device: merged, see ``runs``), keeping the
     ops columns ``ops_columns`` wants and the timeline events ``events_read`` selects (all when None); the time
     model is built with ``time_rules`` (``rules/time.yaml``; None: the built-in file)."""
-    refuse_special_files(src.root)
+    unreadable = refuse_special_files(src.root)
     if src.runs:
         from advisor.ingest.runs import read_runs
 
@@ -106,6 +128,8 @@ def read_source(src: RankSource, ops_columns: OpsProjection | None = None,
     tune_allocator()  # before the first large column of this process
     meta = Meta(source=str(src.root), layout=src.layout, rank=src.rank, ops_columns=ops_columns,
                 events_read=events_read, time_rules=time_rules)
+    for path, reason in unreadable:
+        meta.skip(path, reason, unreadable=True)
     with stage("read"), paused_gc():
         profile: Profile = module.read(src.root, meta)
         if ops_columns is not None:

@@ -30,6 +30,7 @@ from typing import Any
 from advisor import safeload
 from advisor.errors import InputError
 from advisor.ingest.detect import Discovery, RankSource, number_ranks
+from advisor.util import is_ascii_digits
 
 FAMILIES = {
     "msprof-cann6": "msprof", "msprof-cann7": "msprof", "msprof-db": "msprof", "msprof-op": "msprof",
@@ -307,7 +308,7 @@ def _rank_id(value: object) -> int | None:
         return None
     if isinstance(value, int):
         return value if 0 <= value < 4294967295 else None
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and is_ascii_digits(value.strip()):
         return _rank_id(int(value.strip()))
     return None
 
@@ -348,7 +349,7 @@ def _ns(value: object) -> int | None:
         return None
     if isinstance(value, int):
         return value if value >= 0 else None
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and is_ascii_digits(value.strip()):
         return int(value.strip())
     return None
 

@@ -45,7 +45,7 @@ from advisor.model import (
     empty_frame,
     mindspore_op_type,
 )
-from advisor.util import release_memory
+from advisor.util import is_ascii_digits, release_memory
 
 _EXPORT_TS = re.compile(r"_(\d{14,17})$")
 _SLICE = re.compile(r"_slice_(\d+)")
@@ -272,7 +272,7 @@ def read_tx(path: Path, meta: Meta) -> pd.DataFrame:
     elif "start_ns" in df.columns:
         def ns(col: str) -> np.ndarray:
             cells = df[col].astype("string").str.strip().fillna("")
-            ints = [int(c) if c.lstrip("-").isdigit() else timebase.MISSING_NS for c in cells]
+            ints = [int(c) if is_ascii_digits(c.removeprefix("-")) else timebase.MISSING_NS for c in cells]
             return timebase.us_from_ns(meta, np.asarray(ints, dtype=np.int64))
 
         start = ns("start_ns")
@@ -481,15 +481,17 @@ class Traces:
 
     def add(self, paths: list[Path], meta: Meta, *, device_ops: bool, required: bool = False,
             events: bool = True, steps: bool = True) -> None:
-        """Parse ``paths``; an optional trace that fails is skipped with its reason, a required one raises.
-        ``events``/``steps`` False drop those tables (another file of the directory is their source)."""
+        """Parse ``paths``; an optional trace that fails is skipped with its reason, a required one raises -- and so
+        does a truncated one (a copy cut short: whatever else it has, the run's timeline is not all there, and a
+        report from half a trace would look complete). ``events``/``steps`` False drop those tables (another file
+        of the directory is their source)."""
         from advisor.ingest.timeline import read_trace
 
         for path in paths:
             try:
                 t = read_trace(path, meta, device_ops=device_ops, select=meta.events_read if events else None)
             except InputError as e:
-                if required:
+                if required or e.problem.startswith("truncated JSON"):
                     raise
                 meta.skip(path, e.problem)
                 continue

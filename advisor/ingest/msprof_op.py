@@ -73,6 +73,7 @@ from advisor.ingest import msprof_op_jsonl as J
 from advisor.ingest.csvread import read_table
 from advisor.ingest.normalize import finalize_ops
 from advisor.model import KERNEL_BLOCK_KEY_COLUMNS, KERNEL_BLOCKS_EXTRA, Meta, Profile
+from advisor.util import is_ascii_digits
 
 METRIC_SETS = ("PipeUtilization", "ArithmeticUtilization", "Memory", "MemoryL0", "MemoryUB", "L2Cache",
                "ResourceConflictRatio")
@@ -211,7 +212,7 @@ def is_jsonl_capture(d: Path) -> bool:
 
 def _launch_order(d: Path) -> tuple[str, str, int]:
     stamps = [m.group(1) for p in d.glob("OpBasicInfo*.csv") if (m := _TIME_SUFFIX.search(p.stem))]
-    index = int(d.name) if d.name.isdigit() else 0
+    index = int(d.name) if is_ascii_digits(d.name) else 0
     return (min(stamps) if stamps else "", d.parent.name, index)
 
 
@@ -271,8 +272,8 @@ def _read_launch(launch: Path, index: int, meta: Meta, metric_sets: set[str]
     row.update(aggregate_blocks(blocks, str(row["core"] or ""), float(row["duration_us"]),  # type: ignore[arg-type]
                                 basis))
     n_blocks = blocks["block_id"].nunique()
-    block_dim = pd.to_numeric(pd.Series([row.get("block_dim")]), errors="coerce").iloc[0]
-    if block_dim == block_dim and n_blocks != int(block_dim):
+    block_dim = float(pd.to_numeric(pd.Series([row.get("block_dim")]), errors="coerce").iloc[0])
+    if np.isfinite(block_dim) and n_blocks != int(block_dim):
         meta.notes.append(f"{launch.name}: metric CSVs hold {n_blocks} block(s) where Block Dim is {int(block_dim)}; "
                           "per-op metrics are over the blocks present")
     return row, blocks, summary

@@ -30,6 +30,12 @@ MAX_TIMESTAMP_US = 1e17
 """Largest time stamp accepted: microseconds since 1970 reach 1e17 in the year 5138 (a nanosecond stamp read as
 microseconds, 1.7e18, is caught)."""
 
+MAX_BLOCK_DIM = 65_535
+"""Largest block dim a kernel can launch with (CANN's limit for blockDim): a larger one is a corrupt cell, and one
+near 1e23 overflowed the integer arithmetic of the occupancy model."""
+_COUNTS = {"block_dim": MAX_BLOCK_DIM, "mix_block_dim": MAX_BLOCK_DIM}
+"""Count columns and the largest value each can hold; negative or larger ones become missing."""
+
 TABLES = ("ops", "op_stats", "api", "tx", "steps", "events", "comm", "memory")
 _DURATIONS = frozenset({"duration_us", "dur_us", "wait_us", "elapse_us", "transit_us", "sync_us", "idle_us",
                         "total_us", "min_us", "avg_us", "max_us", "computing_us", "communication_us",
@@ -81,6 +87,12 @@ def out_of_range(arr: np.ndarray, col: str) -> tuple[np.ndarray, dict[str, int]]
     kinds: dict[str, int] = {}
     if bad.any():
         kinds["not finite"] = int(bad.sum())
+    if col in _COUNTS:
+        with np.errstate(invalid="ignore"):
+            absurd = np.isfinite(arr) & ((arr < 0) | (arr > _COUNTS[col]))
+        if absurd.any():
+            kinds[f"negative or above {_COUNTS[col]:,}"] = int(absurd.sum())
+            bad |= absurd
     if not _is_time(col):
         return bad, kinds
     if _is_timestamp(col):
@@ -132,9 +144,9 @@ def _sanitize_frame(df: pd.DataFrame, table: str, meta: Meta, source: str | None
             s = df[col]
         if not pd.api.types.is_float_dtype(s.dtype) and not pd.api.types.is_integer_dtype(s.dtype):
             continue
-        if pd.api.types.is_integer_dtype(s.dtype) and not _is_time(col):
-            continue  # integers are finite; ids and counts are not bounded here
-        arr = metric_values(s)  # a metric stored as float32 (store_metrics): the values the file wrote
+        if pd.api.types.is_integer_dtype(s.dtype) and not _is_time(col) and col not in _COUNTS:
+            continue  # integers are finite; ids are not bounded here
+        arr = metric_values(s).astype("float64", copy=False)  # a float32 metric (store_metrics): as written
         bad, kinds = out_of_range(arr, col)
         if bad.any():
             fixed = arr.copy()

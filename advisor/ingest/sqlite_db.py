@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import time
+import urllib.parse
 from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -89,19 +91,73 @@ _MIB = 1024.0 * 1024.0
 # ---------------------------------------------------------------------------------------------------------
 # connection and small helpers
 # ---------------------------------------------------------------------------------------------------------
+DB_TIME_BUDGET_S = 600.0
+"""Seconds all the queries on one database file may take together. The largest real exports (millions of tasks)
+read in well under a minute; a query still running past this is a hostile or damaged file (a view over a
+cross join, a join over duplicated keys), stopped by the progress handler and reported as an input error."""
+DB_MAX_CELLS = 400_000_000
+"""Numeric cells one query may fetch (3.2 GB as float64): the row and memory budget of :func:`_numeric`."""
+_PROGRESS_STEPS = 20_000
+"""SQLite VM instructions between two looks at the clock (~1 ms of work)."""
+
+
+class BudgetedConnection(sqlite3.Connection):
+    """A connection whose queries stop once :data:`DB_TIME_BUDGET_S` has passed since it was opened."""
+
+    deadline: float = float("inf")
+    budget_s: float = DB_TIME_BUDGET_S
+    timed_out: bool = False
+
+    def start_budget(self, seconds: float) -> None:
+        self.budget_s, self.deadline = seconds, time.monotonic() + seconds
+        self.set_progress_handler(self._past_deadline, _PROGRESS_STEPS)
+
+    def _past_deadline(self) -> int:
+        if time.monotonic() > self.deadline:
+            self.timed_out = True
+            return 1  # sqlite3 aborts the statement with OperationalError("interrupted")
+        return 0
+
+
+def read_only_uri(path: Path) -> str:
+    """The URI that opens ``path`` read-only and immutable: no journal, no -wal/-shm file is ever created, and a
+    read-only directory works."""
+    return f"file:{urllib.parse.quote(str(Path(path).resolve()))}?mode=ro&immutable=1"
+
+
 def connect(path: Path) -> sqlite3.Connection:
-    """Open ``path`` read-only and immutable; InputError when it is not an SQLite database."""
+    """Open ``path`` read-only and immutable under the time budget; InputError when it is not an SQLite database,
+    its schema cannot be read, or it holds views (profiler exports hold only tables, and a view where a table is
+    expected can make any query endless)."""
     path = Path(path)
     try:
-        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
-        con.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+        con = sqlite3.connect(read_only_uri(path), uri=True, factory=BudgetedConnection)
+    except sqlite3.Error as e:
+        raise InputError(path, f"cannot be opened as an SQLite database ({e})") from None
+    try:
+        con.start_budget(DB_TIME_BUDGET_S)
+        views = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'view' LIMIT 5")]
     except sqlite3.DatabaseError as e:
-        raise InputError(path, f"not an SQLite database ({e})") from None
+        problem = _db_error(con, e) if con.timed_out else f"not an SQLite database or its schema is damaged ({e})"
+        con.close()
+        raise InputError(path, problem) from None
+    if views:
+        con.close()
+        raise InputError(path, f"holds views ({', '.join(map(repr, views))}) where a profiler database has only "
+                               "tables: not read")
     return con
 
 
+def _db_error(con: sqlite3.Connection | None, e: BaseException) -> str:
+    """The one-line problem for an sqlite3 error, naming the time budget when that is what stopped the query."""
+    if (con.timed_out if isinstance(con, BudgetedConnection) else str(e) == "interrupted"):
+        budget = con.budget_s if isinstance(con, BudgetedConnection) else DB_TIME_BUDGET_S
+        return f"a query ran past the {budget:g} s time budget for one database: stopped"
+    return f"cannot read the database ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+
+
 def table_names(con: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
 def table_columns(con: sqlite3.Connection, table: str) -> list[str]:
@@ -112,7 +168,7 @@ def _query(con: sqlite3.Connection, sql: str, path: Path) -> pd.DataFrame:
     try:
         return pd.read_sql_query(sql, con)
     except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:  # type: ignore[attr-defined]
-        raise InputError(path, f"cannot read the database ({str(e).splitlines()[0]})") from None
+        raise InputError(path, _db_error(con, e)) from None
 
 
 def _numeric(con: sqlite3.Connection, sql: str, path: Path) -> pd.DataFrame:
@@ -126,11 +182,15 @@ def _numeric(con: sqlite3.Connection, sql: str, path: Path) -> pd.DataFrame:
     try:
         cur = con.execute(sql)
         names = [d[0] for d in cur.description]
-        parts = []
+        parts, cells = [], 0
         while rows := cur.fetchmany(FETCH_ROWS):
             parts.append(np.array(rows, dtype="float64").reshape(len(rows), len(names)))
+            cells += len(rows) * max(len(names), 1)
+            if cells > DB_MAX_CELLS:
+                raise InputError(path, f"one query returns more than {DB_MAX_CELLS:,} values (the reader's row and "
+                                       "memory budget): not read")
     except sqlite3.DatabaseError as e:
-        raise InputError(path, f"cannot read the database ({str(e).splitlines()[0]})") from None
+        raise InputError(path, _db_error(con, e)) from None
     except (TypeError, ValueError) as e:
         raise InputError(path, f"unexpected non-numeric value in the database ({e})") from None
     arr = np.concatenate(parts) if parts else np.empty((0, len(names)))
@@ -154,12 +214,20 @@ def _first(cols: Iterable[str], *candidates: str) -> str | None:
 class StringIds:
     """``STRING_IDS`` decoded once; id columns become categoricals (codes into the distinct strings)."""
 
-    def __init__(self, con: sqlite3.Connection, tables: set[str]) -> None:
+    def __init__(self, con: sqlite3.Connection, tables: set[str], path: Path) -> None:
         if "STRING_IDS" in tables:
-            df = pd.read_sql_query("SELECT id, value FROM STRING_IDS", con)
+            df = _query(con, "SELECT id, value FROM STRING_IDS", path)
         else:
             df = pd.DataFrame({"id": pd.Series(dtype="int64"), "value": pd.Series(dtype=object)})
-        self._index = pd.Index(df["id"].to_numpy(dtype="int64"))
+        ids = pd.to_numeric(df["id"], errors="coerce")
+        if ids.isna().any() or not np.isfinite(ids.to_numpy(dtype="float64")).all():
+            raise InputError(path, f"STRING_IDS has {int((~np.isfinite(ids.to_numpy(dtype='float64'))).sum())} ids "
+                                   "that are not integers")
+        self._index = pd.Index(ids.to_numpy(dtype="int64"))
+        if not self._index.is_unique:
+            dup = self._index[self._index.duplicated()]
+            raise InputError(path, f"STRING_IDS has {len(dup)} duplicate ids (first: {dup[0]}): which string an id "
+                                   "means is ambiguous")
         codes, uniques = pd.factorize(df["value"].astype(object))
         self._codes = codes
         self._categories = pd.Index(uniques)
@@ -248,8 +316,7 @@ def _database_errors(path: Path) -> Iterator[None]:
     try:
         yield
     except sqlite3.DatabaseError as e:
-        raise InputError(path, f"cannot read the database ({str(e).splitlines()[0] if str(e) else type(e).__name__})") \
-            from None
+        raise InputError(path, _db_error(None, e)) from None
     except KeyError as e:
         raise InputError(path, f"unexpected database schema (no column {e})") from None
     except (TypeError, ValueError, OverflowError) as e:
@@ -354,7 +421,7 @@ def _set_origin(con: sqlite3.Connection, path: Path, meta: Meta) -> None:
     try:
         row = con.execute("SELECT MIN(startNs) FROM TASK").fetchone()
     except sqlite3.DatabaseError as e:
-        raise InputError(path, f"cannot read the database ({str(e).splitlines()[0]})") from None
+        raise InputError(path, _db_error(con, e)) from None
     first = row[0] if row and isinstance(row[0], int) else 0
     meta.time_origin_ns = (first // 1_000_000_000) * 1_000_000_000
 
@@ -365,7 +432,7 @@ def _rel(meta: Meta, column: str) -> str:
 
 
 def _read_main(con: sqlite3.Connection, tables: set[str], path: Path, meta: Meta) -> Profile:
-    strings = StringIds(con, tables)
+    strings = StringIds(con, tables, path)
     _set_origin(con, path, meta)
     step_ranges = _step_ranges(con, tables, path, meta)
     _read_db_meta(con, tables, meta)
@@ -435,6 +502,16 @@ _TENSOR_COLUMNS = {
 }
 
 
+def _unique_task_ids(con: sqlite3.Connection, path: Path) -> None:
+    """The op join is on ``globalTaskId``: a key repeated in both tables would multiply the rows (n x m of them)
+    instead of pairing them, so a repeated key is a damaged file."""
+    for table in ("TASK", "COMPUTE_TASK_INFO"):
+        repeated = con.execute(f"SELECT COUNT(*) - COUNT(DISTINCT globalTaskId) FROM {table}").fetchone()[0]
+        if repeated:
+            raise InputError(path, f"{table} repeats globalTaskId {repeated:,} times: its rows cannot be paired "
+                                   "with their tasks")
+
+
 def _compute_ops_query(con: sqlite3.Connection, meta: Meta) -> tuple[str, list[str]]:
     """The SELECT of compute tasks joined with their runtime tasks, over the columns this database has, and the
     output columns that hold string ids."""
@@ -466,6 +543,7 @@ def _compute_ops(con: sqlite3.Connection, tables: set[str], strings: StringIds, 
     if "COMPUTE_TASK_INFO" not in tables:
         meta.notes.append(f"{path.name}: no COMPUTE_TASK_INFO table, no compute ops")
         return pd.DataFrame()
+    _unique_task_ids(con, path)
     sql, string_cols = _compute_ops_query(con, meta)
     raw = _sorted(_numeric(con, sql, path), "start_ns")  # sorting here is ~5x cheaper than ORDER BY
     n = len(raw)

@@ -334,7 +334,8 @@ def _window_detail(time: Mapping[str, Any]) -> str:
                 + (f", {warm} warm-up step(s) not analyzed" if warm else "")
                 + ("; the only step is the program's first: warm-up not excluded" if steady.get("warmup_suspected")
                    else ""))
-    return f"{len(time.get('steps') or []) or 'all'} step(s)"
+    listed = (time.get("steps_truncated") or {}).get("total") or len(time.get("steps") or [])
+    return f"{listed or 'all'} step(s)"
 
 
 def time_rows(time: Mapping[str, Any] | None,
