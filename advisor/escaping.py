@@ -18,12 +18,16 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2
 _CONTROL_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u061c\u2028\u2029]")
 """What may not stand on one line: the above, LF and TAB, and the Unicode line/paragraph separators (a line break
 to ``str.splitlines`` and to editors)."""
-_MD_SPECIAL = re.compile(r"([\\*\[\]|~`])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|^\s*#")
-"""Markdown syntax escaped with a backslash: emphasis, links and images (``[``), table pipes, strikethrough, code
-spans (a backtick from the input could pair with the opening backtick of advisor's own code span after it and let
-that span's content out as raw HTML), a heading mark at the start. ``_`` between two letters or digits cannot
-start or end emphasis (GFM) and is kept, so op names stay readable; ``<``, ``>`` and ``&`` become entities (no raw
-HTML, no ``<...>`` autolinks)."""
+_MD_SPECIAL = re.compile(r"([\\*\[\]|~`])|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+"""Markdown syntax escaped with a backslash: emphasis, links and images (``[``), table pipes, strikethrough, a
+backtick outside a kept code span (it could pair with the opening backtick of advisor's own code span after it and
+let that span's content out), a heading mark at the start. ``_`` between two letters or digits cannot start or end
+emphasis (GFM) and is kept, so op names stay readable; ``<``, ``>`` and ``&`` become entities (no raw HTML, no
+``<...>`` autolinks)."""
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+_PLAIN_CODE = re.compile(r"[^<>&|`\[\]\\]+")
+"""A code span of the text (a rule's ``advisor fix ... --apply ...``) is kept when its content needs no escape:
+code span content is literal, so an escape would show; one that would need it is escaped as text."""
 
 
 def _visible(m: re.Match[str]) -> str:
@@ -64,9 +68,23 @@ def markdown(text: object) -> str:
     """Text safe in Markdown prose or a table cell: no raw HTML, no link/image/emphasis syntax, no autolink, no
     pipes, no controls, one line."""
     s = _CONTROL.sub(_visible, str(text)).replace("\r", " ").replace("\n", " ")
+    parts: list[str] = []
+    pos = 0
+    for m in _CODE_SPAN.finditer(s):
+        if _PLAIN_CODE.fullmatch(m.group(2)):
+            parts += [_markdown_text(s[pos:m.start()], pos == 0), m.group(0)]
+            pos = m.end()
+    return "".join([*parts, _markdown_text(s[pos:], pos == 0)])
+
+
+def _markdown_text(s: str, at_start: bool) -> str:
+    """:func:`markdown` for text outside code spans (``at_start``: a ``#`` may begin a heading)."""
     s = _html.escape(s, quote=False)
-    s = _MD_SPECIAL.sub(lambda m: m.group(0)[:-1] + "\\" + m.group(0)[-1], s)
-    return _no_autolink(s)
+    escaped = _MD_SPECIAL.sub(lambda m: m.group(0)[:-1] + "\\" + m.group(0)[-1], s)
+    if at_start:
+        escaped = re.sub(r"^(\s*)#", r"\1\\#", escaped)
+    # ``\](`` is already inert; escaping the parenthesis too means no ``](`` is left for a less careful renderer
+    return _no_autolink(escaped.replace("](", "]\\("))
 
 
 _AUTOLINK_URL = re.compile(r"(?i)(?<![A-Za-z0-9])(https?|ftp|mailto|xmpp)(:)")
