@@ -56,9 +56,9 @@ def _fake(bin_dir: Path, name: str) -> None:
     exe.chmod(0o755)
 
 
-def run_in_bash(script: str, tmp: Path) -> list[list[str]]:
-    """Run ``script`` with bash in an empty directory whose PATH holds only a fake ``atc`` and ``advisor``: any other
-    command fails (stderr), any file it makes shows. Returns the calls of the fakes."""
+def run_in_bash(script: str, tmp: Path, shell: str | None = BASH) -> list[list[str]]:
+    """Run ``script`` with bash (or ``shell``) in an empty directory whose PATH holds only a fake ``atc`` and
+    ``advisor``: any other command fails (stderr), any file it makes shows. Returns the calls of the fakes."""
     work = tmp / "work"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
@@ -68,7 +68,8 @@ def run_in_bash(script: str, tmp: Path) -> list[list[str]]:
     calls = tmp / "calls.jsonl"
     calls.unlink(missing_ok=True)
     (tmp / "script.sh").write_text(script, encoding="utf-8")
-    proc = subprocess.run([BASH, "--noprofile", "--norc", str(tmp / "script.sh")], cwd=work, capture_output=True,
+    argv = [BASH, "--noprofile", "--norc"] if shell == BASH else [str(shell)]
+    proc = subprocess.run([*argv, str(tmp / "script.sh")], cwd=work, capture_output=True,
                           text=True, env={"PATH": str(bin_dir), "CALLS": str(calls), "HOME": str(work)}, timeout=60)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert list(work.iterdir()) == [], "the script made files"
@@ -108,6 +109,8 @@ def test_newline_in_cann_version_and_recorded_command_runs_no_second_command(tmp
     files = {p.name: p.read_text("utf-8") for p in out.iterdir()}
     _check_files(files)
     calls = run_in_bash(files["atc_command.txt"], tmp_path)
+    if shutil.which("sh"):  # `sh atc_command.txt`, as a user runs it: the same single call
+        assert run_in_bash(files["atc_command.txt"], tmp_path, shutil.which("sh")) == calls
     resolved = out.resolve()
     # the recorded build, the generated files, the added flag: nothing of the two poisoned options
     assert calls == [["atc", "--model=ssd_mish.aipp.onnx", "--framework=5", f"--output={resolved / 'ssd_mish_310p'}",
