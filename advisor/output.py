@@ -4,8 +4,12 @@ Everything that writes a file (the commands analyze, report, compare, fix, fix -
 regeneration; a plugin child's result) writes with :func:`write_atomic`; the commands pick their target with
 :func:`output_target`, so that ``-o``
 
-- never writes onto an input: not a path given as input, not a file the analysis read (``files_read``), by
+- never writes onto an input: not a path given as input, not a file the analysis read (``files_read``, the graph
+  attached from inside the profile), not a file an input pulls in (an ONNX model's external-data files), by
   resolved path and by device and inode (a hard link or a symlink to it);
+- never puts a default location inside an input folder (``reports/`` while the working directory is inside the
+  profile): only an explicit ``-o`` writes into an input folder, since a file left there would be read by the
+  next analysis of that folder;
 - never replaces a symlink (the file it points to gets the new content) or a device node: a character device
   or a FIFO (``/dev/null``, ``/dev/stdout``) is written in place, anything else that is not a regular file is
   refused;
@@ -97,6 +101,19 @@ def output_target(out: Path | str, extension: str | None, inputs: Iterable[Path 
     target = Path(os.path.abspath(target))
     check_output(target, inputs)
     return target
+
+
+def check_outside_inputs(default: Path, inputs: Iterable[Path | str | None]) -> None:
+    """Refuse a default output location (a file or folder, existing or not) that lies inside an input folder:
+    what advisor writes there uninvited would be read as part of that profile next time."""
+    real = Path(os.path.realpath(default))
+    for given in inputs:
+        if given is None or not os.path.isdir(given):
+            continue
+        folder = Path(os.path.realpath(given))
+        if real == folder or folder in real.parents:
+            raise OutputError(default, f"the default output location is inside the input folder {given}; "
+                                       "reports go there only when asked (give -o)")
 
 
 def check_output(target: Path, inputs: Iterable[Path | str | None]) -> None:

@@ -92,12 +92,19 @@ def test_junit_written_to_directory_and_gate_still_fails(cli: CliFixture, fixed_
 
 def test_default_directory_for_html_is_reports(cli: CliFixture, fixed_report: dict, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    rc, _, _ = cli("analyze", str(tmp_path), "--format", "html", "-q")
+    profile, work = tmp_path / "PROF", tmp_path / "work"
+    profile.mkdir()
+    work.mkdir()
+    monkeypatch.chdir(work)
+    rc, _, _ = cli("analyze", str(profile), "--format", "html", "-q")
     assert rc == 0
-    files = sorted((tmp_path / "reports").iterdir())
+    files = sorted((work / "reports").iterdir())
     assert [f.name for f in files if not re.fullmatch(STAMPED.replace("EXT", "html"), f.name)] == []
     assert len(files) == 1 and files[0].read_text("utf-8").startswith("<!DOCTYPE html>")
+    # run from inside the profile, the default reports/ would be inside the input: refused (issue 30)
+    monkeypatch.chdir(profile)
+    rc, _, err = cli("analyze", ".", "--format", "html", "-q")
+    assert rc == 2 and "inside the input folder" in err and not (profile / "reports").exists()
 
 
 def test_new_directory_named_with_trailing_slash(cli: CliFixture, fixed_report: dict, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from advisor import gate
 from advisor.analysis import AnalysisOptions, run_analysis
 from advisor.errors import UsageError
 from advisor.escaping import terminal_line
-from advisor.output import check_output, output_target, write_atomic
+from advisor.output import check_output, check_outside_inputs, output_target, write_atomic
 from advisor.report import EXTENSIONS, render
 from advisor.rules import find_pyproject
 from advisor.stagetimes import stage
@@ -137,9 +137,10 @@ def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | st
         raise UsageError("--workers sizes the local Dask cluster: it cannot be used with --scheduler")
     options = AnalysisOptions(only=only, skip=skip, rules_file=rules_file, ecosystem=ecosystem, chip=chip,
                               cann=cann, scheduler=scheduler)
+    inputs = [path, graph_path, rules_file, ecosystem, find_pyproject(Path.cwd())]
     if out is None and fmt not in _STDOUT_FORMATS:
         out = "reports/"
-    inputs = [path, graph_path, rules_file, ecosystem, find_pyproject(Path.cwd())]
+        check_outside_inputs(Path(out), inputs)  # only an explicit -o writes into the profile folder
     if each:
         if path is None or example:
             raise UsageError("--each needs a PATH to look for runs below")

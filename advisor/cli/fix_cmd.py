@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 import onnx
+from onnx.external_data_helper import load_external_data_for_model, uses_external_data
 from rich.console import Console
 
 from advisor.errors import InputError, OutputError, UsageError
@@ -17,7 +18,7 @@ from advisor.fix.pipeline import FixOptions, run_fix, scan
 from advisor.fix.render import atc_json, fix_json, print_atc, print_fix, print_rewrites
 from advisor.fix.rewrites import REWRITES
 from advisor.fix.verify import OPT_LEVELS, VerifySettings, load_onnxruntime
-from advisor.output import output_target, write_atomic
+from advisor.output import check_output, output_target, write_atomic
 
 MAX_PROTO_BYTES = 2**31 - 1
 
@@ -79,7 +80,7 @@ def command(model: Path | None, apply_: tuple[str, ...], out: Path | None, param
     target = output_target(out or model.with_name(f"{model.stem}.fixed.onnx"), None, [model]) if apply_ else None
     if verify:
         load_onnxruntime()
-    proto = load_model(model)
+    proto = load_model(model, target)
     if not apply_:
         steps = scan(proto, rules, per_rule)
         if fmt == "json":
@@ -113,19 +114,50 @@ def command(model: Path | None, apply_: tuple[str, ...], out: Path | None, param
         click.echo("advisor: no rewrite kept; nothing written", err=True)
 
 
-def load_model(path: Path) -> onnx.ModelProto:
-    """The ONNX model at ``path`` (with its external data), or a one-line InputError."""
+def load_model(path: Path, target: Path | None = None) -> onnx.ModelProto:
+    """The ONNX model at ``path`` with its external data, or a one-line InputError. The external-data files are
+    inputs too: an output ``target`` that is one of them (or a link to one) is refused before they are read."""
     if not path.exists():
         raise InputError(path, "no such file")
     if path.is_dir():
         raise InputError(path, "is a directory, expected an .onnx file")
     try:
-        model = onnx.load(str(path))
+        model = onnx.load(str(path), load_external_data=False)
     except Exception as e:  # noqa: BLE001 - protobuf and onnx raise several types for a non-ONNX file
         raise InputError(path, f"not an ONNX model ({type(e).__name__})") from None
     if model.ir_version <= 0 or not model.HasField("graph") or not model.opset_import:
         raise InputError(path, "not an ONNX model (no IR version, graph or opset import)")
+    if target is not None:
+        check_output(target, external_data_files(model, path.parent))
+    try:
+        load_external_data_for_model(model, str(path.parent))
+    except Exception as e:  # noqa: BLE001 - a missing or refused tensor file raises OSError or onnx errors
+        raise InputError(path, f"its external data could not be read ({type(e).__name__}: {e})") from None
     return model
+
+
+def external_data_files(model: onnx.ModelProto, base: Path) -> list[Path]:
+    """The files the tensors of ``model`` (initializers, node attributes, subgraphs) keep their data in."""
+    files: dict[str, Path] = {}
+
+    def tensors(graph: onnx.GraphProto):
+        yield from graph.initializer
+        for sparse in graph.sparse_initializer:
+            yield from (sparse.values, sparse.indices)
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.HasField("t"):
+                    yield attr.t
+                yield from attr.tensors
+                for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                    yield from tensors(sub)
+
+    for tensor in tensors(model.graph):
+        if uses_external_data(tensor):
+            location = next((e.value for e in tensor.external_data if e.key == "location"), None)
+            if location:
+                files.setdefault(location, base / location)
+    return list(files.values())
 
 
 def _rules(values: tuple[str, ...]) -> list[str]:

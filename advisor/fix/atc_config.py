@@ -18,12 +18,19 @@ What makes the files run on the user's toolchain:
 * ``aipp.cfg`` keeps the TODO comments of the findings (e.g. normalization constants the graph did not have), and
   when AIPP takes over preprocessing ops that are still in the model, the command builds the model those ops were
   removed from (``advisor fix MODEL --apply aipp-preprocess``): the OM then takes uint8 NHWC images.
+
+The report is untrusted input (a saved file anyone can edit): nothing of it is copied into a file as it stands.
+Every value is checked for the place it goes: a shell word is quoted (``escaping.shell``) and never holds a line
+break or control character; an ``aipp_op`` field is re-rendered from its parsed value (enum, bool, number in range,
+a name without quotes or controls), never copied as text; a fusion pass is a name of letters, digits and ``_`` set
+to on or off; a comment is one line with controls made visible. A value that fails is left out with a note.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -32,12 +39,17 @@ from pathlib import Path
 from typing import Any
 
 from advisor import escaping, safeload
-from advisor.errors import InputError
+from advisor.errors import InputError, OutputError
 
 FUSION_FILE, AIPP_FILE, COMMAND_FILE = "fusion_switch.cfg", "aipp.cfg", "atc_command.txt"
 SECTIONS = ("GraphFusion", "UBFusion")
 MANAGED_FLAGS = ("model", "framework", "output", "soc_version", "fusion_switch_file", "insert_op_conf")
 FRAMEWORKS = {".prototxt": 0, ".caffemodel": 0, ".air": 1, ".pb": 3, ".onnx": 5}
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$")
+"""An atc option or a fusion pass: letters, digits, ``_`` (and ``-`` inside an option name)."""
+_INT32 = (-(2**31), 2**31 - 1)
+_SOC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+"""A chip name as ``--soc_version`` takes it (``Ascend310P3``); anything else becomes the placeholder."""
 
 # domi.AippOpParams fields (metadef graph/proto/insert_op.proto): name -> kind; "+" marks repeated fields
 _AIPP_ENUMS = {
@@ -77,6 +89,8 @@ class AtcConfig:
     notes: list[str] = field(default_factory=list)
     sources: dict[str, list[str]] = field(default_factory=dict)
     rewrites: list[str] = field(default_factory=list)
+    first: str = ""
+    """The ``advisor fix`` command that builds the model ATC must take (AIPP took over its preprocessing), quoted."""
     assumptions: list[str] = field(default_factory=list)
     """Statements the command rests on that the report could not confirm (CANN release, chip, switch file)."""
 
@@ -95,6 +109,8 @@ class Target:
     cmdline: str
     graph_source: str | None
     context: str
+    options: dict[str, str] = field(default_factory=dict)
+    """The recorded command line's options that are plain ``--name=value`` (see :func:`_recorded_options`)."""
 
 
 def load_report(path: Path) -> dict[str, Any]:
@@ -128,17 +144,35 @@ def _release(version: object) -> tuple[int, int] | None:
     return cann_release(version)
 
 
-def _target(report: dict[str, Any]) -> Target:
+def _plain(value: object, what: str, notes: list[str] | None) -> str | None:
+    """``value`` when it is a string without line breaks, controls or bidi overrides; else None, with a note when
+    it was a string (such a value from a report is never a version, a chip, a path or a tensor name)."""
+    if not isinstance(value, str):
+        return None
+    if escaping.has_controls(value):
+        if notes is not None:
+            notes.append(f"{what} in the report holds a line break or control character; ignored "
+                         f"({escaping.terminal_line(value)[:80]})")
+        return None
+    return value
+
+
+def _target(report: dict[str, Any], notes: list[str] | None = None) -> Target:
     inp = report.get("input") if isinstance(report.get("input"), dict) else {}
     graph = report.get("graph") if isinstance(report.get("graph"), dict) else {}
     build = graph.get("build") if isinstance(graph.get("build"), dict) else {}  # type: ignore[union-attr]
     cmdline = build.get("atc_cmdline") if isinstance(build.get("atc_cmdline"), str) else ""
     dynamic = build.get("dynamic_shape") if isinstance(build.get("dynamic_shape"), bool) else None
-    chip = inp.get("chip") or build.get("soc_version")  # type: ignore[union-attr]
-    return Target(cann=inp.get("cann_version") if isinstance(inp.get("cann_version"), str) else None,  # type: ignore[union-attr]
-                  soc=_soc_version(chip), dynamic=dynamic, cmdline=cmdline or "",
-                  graph_source=graph.get("source") if isinstance(graph.get("source"), str) else None,  # type: ignore[union-attr]
-                  context=str(inp.get("context") or "unknown"))  # type: ignore[union-attr]
+    chip = _plain(inp.get("chip") or build.get("soc_version"), "the chip", notes)  # type: ignore[union-attr]
+    soc = _soc_version(chip)
+    if soc is None and chip and chip.strip() and not chip.strip().endswith("-class") and notes is not None:
+        notes.append(f"the chip in the report ({escaping.terminal_line(chip)[:60]!r}) is not a --soc_version name; "
+                     "ignored")
+    return Target(cann=_plain(inp.get("cann_version"), "the CANN version", notes),  # type: ignore[union-attr]
+                  soc=soc, dynamic=dynamic, cmdline=cmdline or "",
+                  graph_source=_plain(graph.get("source"), "the graph source", notes),  # type: ignore[union-attr]
+                  context=str(inp.get("context") or "unknown"),  # type: ignore[union-attr]
+                  options=_recorded_options(cmdline or "", notes))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -148,7 +182,10 @@ def build(report: dict[str, Any], out_dir: Path, model: str | None = None, merge
           ) -> AtcConfig:
     """Merge the report's ATC fixes into file texts and the atc command (nothing is written here)."""
     cfg = AtcConfig()
-    target = _target(report)
+    if escaping.has_controls(Path(out_dir).resolve()):
+        raise OutputError(out_dir, "holds a line break or control character: atc_command.txt could not name the "
+                                   "generated files on one line (choose another -o)")
+    target = _target(report, cfg.notes)
     switches: dict[str, dict[str, str]] = {s: {} for s in SECTIONS}
     owners: dict[tuple[str, str], str] = {}
     aipp_blocks: dict[str, str] = {}  # input key -> text
@@ -172,8 +209,8 @@ def build(report: dict[str, Any], out_dir: Path, model: str | None = None, merge
         elif kind == "atc-option":
             if _merge_flags(data, flags, rule, cfg.notes):
                 _add(cfg.sources, "flags", rule)
-        elif kind == "onnx-rewrite" and fix.get("command") and str(fix["command"]) not in cfg.rewrites:
-            cfg.rewrites.append(str(fix["command"]))
+        elif kind == "onnx-rewrite":
+            _add_rewrite(fix.get("command"), cfg, rule)
     out_dir = Path(out_dir)
     _check_passes(switches, target, cfg)
     replaced = _switch_origin(switches, target, merge_switch, cfg)
@@ -185,11 +222,29 @@ def build(report: dict[str, Any], out_dir: Path, model: str | None = None, merge
     checked = _check_flags(flags, target, cfg)
     if cfg.files or checked:
         cfg.command = atc_command(report, out_dir, model, cfg.files, checked, cfg.notes, target, model_inputs, cfg)
-        header = [f"# {line}" for line in [*replaced, *cfg.assumptions]]
-        if cfg.rewrites and model_inputs:
-            header.append("# first: " + next(r for r in cfg.rewrites if "aipp-preprocess" in r))
+        header = [_comment(line) for line in [*replaced, *cfg.assumptions]]
+        if cfg.first:
+            header.append(_comment(f"first: {cfg.first}"))
         cfg.files[COMMAND_FILE] = "\n".join([*header, cfg.command]) + "\n"
     return cfg
+
+
+def _comment(text: str) -> str:
+    """A ``#`` comment line of atc_command.txt: one line whatever the report held (controls made visible), so no
+    part of it can become a command of its own."""
+    return "# " + escaping.terminal_line(text)
+
+
+def _add_rewrite(command: object, cfg: AtcConfig, rule: str, first: bool = False) -> None:
+    """An ``advisor fix`` command the report suggests: shown to the user, never written into a file."""
+    if not isinstance(command, str) or not command:
+        return
+    if _plain(command, f"{rule}: the suggested rewrite command", cfg.notes) is None or command in cfg.rewrites:
+        return
+    if first:
+        cfg.rewrites.insert(0, command)
+    else:
+        cfg.rewrites.append(command)
 
 
 def _add(sources: dict[str, list[str]], key: str, rule: str) -> None:
@@ -219,8 +274,13 @@ def _merge_switch(data: dict[str, Any], switches: dict[str, dict[str, str]], own
             continue
         for name, value in passes.items():
             value = str(value).strip().lower()
+            if not _NAME.match(str(name)):
+                notes.append(f"{rule}: {section}.{escaping.terminal_line(name)[:80]} is not a fusion pass name; "
+                             "skipped")
+                continue
             if value not in ("on", "off"):
-                notes.append(f"{rule}: {section}.{name} = {value!r} is not on/off; skipped")
+                notes.append(f"{rule}: {section}.{name} = {escaping.terminal_line(value)[:40]!r} is not on/off; "
+                             "skipped")
                 continue
             have = switches[section].get(name)
             if have is not None and have != value:
@@ -307,13 +367,17 @@ def read_switch_file(path: Path) -> dict[str, dict[str, str]]:
 def _switch_origin(switches: dict[str, dict[str, str]], target: Target, merge_switch: Path | None,
                    cfg: AtcConfig) -> list[str]:
     """Merge with the user's switch file when given; otherwise say that ours replaces the build's own."""
-    recorded = _option(target.cmdline, "fusion_switch_file")
+    recorded = target.options.get("fusion_switch_file")
     if not any(switches.values()):
         return []
     if merge_switch is not None:
         user = read_switch_file(merge_switch)
         for section in SECTIONS:
             for name, value in user[section].items():
+                if not _NAME.match(name) or value not in ("on", "off"):
+                    cfg.notes.append(f"{merge_switch}: {section}.{escaping.terminal_line(name)[:80]} = "
+                                     f"{escaping.terminal_line(value)[:20]!r} is not a pass set to on/off; left out")
+                    continue
                 switches[section].setdefault(name, value)  # ours win where both set a pass
         return [f"fusion_switch.cfg = {merge_switch} merged with the advised passes: its settings are kept, the "
                 "advised passes are 'on' (a pass setting overrides \"ALL\": \"off\")"]
@@ -338,8 +402,8 @@ def _merge_flags(data: dict[str, Any], flags: dict[str, str], rule: str, notes: 
     for flag in raw:
         flag = str(flag).strip()
         m = re.match(r"^--([A-Za-z0-9_]+)(?:=(.*))?$", flag)
-        if not m:
-            notes.append(f"{rule}: '{flag}' is not an atc option (--name=value); skipped")
+        if not m or escaping.has_controls(flag):
+            notes.append(f"{rule}: '{escaping.terminal_line(flag)[:80]}' is not an atc option (--name=value); skipped")
             continue
         name = m.group(1)
         if name in ("fusion_switch_file", "insert_op_conf"):
@@ -365,7 +429,7 @@ def _check_flags(flags: dict[str, str], target: Target, cfg: AtcConfig) -> list[
     have = _release(target.cann)
     kept: list[str] = []
     assumed: list[str] = []
-    recorded = _options_in(target.cmdline)
+    recorded = target.options
     for name, flag in flags.items():
         spec = options.get(name)
         value = flag.partition("=")[2]
@@ -404,26 +468,64 @@ def _check_flags(flags: dict[str, str], target: Target, cfg: AtcConfig) -> list[
 # ---------------------------------------------------------------------------------------------------------
 def _merge_aipp(data: dict[str, Any], blocks: dict[str, str], rule: str, notes: list[str]) -> bool:
     """Add one ``aipp_op`` block (one per model input; the first block for an input wins), with the comments
-    (TODOs) of the finding's text kept above it."""
+    (TODOs) of the finding's text kept above it. A finding that gives only text has it parsed and rendered again
+    field by field: no line of the report's text reaches aipp.cfg as it stands."""
     params = data.get("aipp_op")
     text_in = data.get("text") if isinstance(data.get("text"), str) else ""
-    comments = [line for line in text_in.splitlines() if line.strip().startswith("#")]
+    comments = "".join(f"{escaping.terminal_line(line.strip())}\n" for line in text_in.splitlines()
+                       if line.strip().startswith("#"))
     if isinstance(params, dict) and params:
-        text = "".join(f"{c.strip()}\n" for c in comments) + render_aipp(params, rule, notes)
-        key = str(params.get("related_input_name", params.get("related_input_rank", 0)))
+        parsed = [params]
     elif "aipp_op" in text_in:
-        text = text_in.strip() + "\n"
-        m = re.search(r"related_input_(?:rank|name)\s*:\s*\"?([^\s\"]+)", text)
-        key = m.group(1) if m else "0"
+        parsed = parse_aipp_text(text_in, rule, notes)
     else:
         notes.append(f"{rule}: aipp-config fix has neither aipp_op parameters nor aipp_op text; skipped")
         return False
-    if key in blocks:
-        if blocks[key] != text:
-            notes.append(f"{rule}: a different AIPP config for input {key} came from a better-ranked finding; skipped")
-        return False
-    blocks[key] = text
-    return True
+    used = False
+    for block in parsed:
+        text = render_aipp(block, rule, notes)
+        key = _aipp_key(block)
+        if key in blocks:
+            if blocks[key] != comments + text:
+                notes.append(f"{rule}: a different AIPP config for input {escaping.terminal_line(key)[:60]} came "
+                             "from a better-ranked finding; skipped")
+            continue
+        blocks[key] = comments + text
+        comments = ""  # the finding's comments head its first block
+        used = True
+    return used
+
+
+def _aipp_key(params: dict[str, Any]) -> str:
+    """The model input an ``aipp_op`` block is for (its name, else its rank; rank 0 when it says neither)."""
+    value = params.get("related_input_name", params.get("related_input_rank", 0))
+    return str(value[0] if isinstance(value, list) and value else value)
+
+
+_AIPP_BLOCK = re.compile(r"aipp_op\s*\{([^{}]*)\}")
+_AIPP_FIELD = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)\s*:\s*("(?:[^"\\\n]|\\.)*"|[^\s"{}#]+)')
+_AIPP_COMMENT = re.compile(r"#[^\n]*")
+
+
+def parse_aipp_text(text: str, rule: str = "", notes: list[str] | None = None) -> list[dict[str, Any]]:
+    """The ``aipp_op { field : value ... }`` blocks of a protobuf text (``--insert_op_conf``), as field -> value
+    (a list for a repeated field). A quoted value is unquoted; anything else in a block is left out with a note."""
+    notes = notes if notes is not None else []
+    blocks = []
+    for m in _AIPP_BLOCK.finditer(text):
+        body = _AIPP_COMMENT.sub(" ", m.group(1))
+        params: dict[str, Any] = {}
+        for f in _AIPP_FIELD.finditer(body):
+            key, raw = f.group(1), f.group(2)
+            value: Any = raw[1:-1] if raw.startswith('"') else raw
+            params[key] = [*params[key], value] if isinstance(params.get(key), list) else (
+                [params[key], value] if key in params else value)
+        rest = _AIPP_FIELD.sub(" ", body).strip()
+        if rest:
+            notes.append(f"{rule}: aipp_op text not of the form 'field : value' left out: "
+                         f"{escaping.terminal_line(rest)[:60]!r}")
+        blocks.append(params)
+    return blocks
 
 
 def _aipp_rewrite(data: dict[str, Any], cfg: AtcConfig, model_inputs: dict[str, list[int]]) -> None:
@@ -431,11 +533,11 @@ def _aipp_rewrite(data: dict[str, Any], cfg: AtcConfig, model_inputs: dict[str, 
     rewrite = data.get("model_rewrite")
     if not isinstance(rewrite, dict):
         return
-    command = rewrite.get("command")
-    if isinstance(command, str) and command not in cfg.rewrites:
-        cfg.rewrites.insert(0, command)
+    _add_rewrite(rewrite.get("command"), cfg, "aipp-preprocess", first=True)
     name, shape = rewrite.get("input"), rewrite.get("input_shape")
-    if isinstance(name, str) and isinstance(shape, list) and all(isinstance(d, int) for d in shape):
+    if (isinstance(name, str) and _plain(name, "the AIPP input name", cfg.notes) is not None
+            and ":" not in name and ";" not in name and isinstance(shape, list)
+            and all(isinstance(d, int) and not isinstance(d, bool) for d in shape)):
         model_inputs[name] = shape
 
 
@@ -462,6 +564,7 @@ def render_aipp(params: dict[str, Any], rule: str = "", notes: list[str] | None 
 
 
 def _aipp_value(kind: str, key: str, v: Any) -> str | None:
+    """The value as protobuf text for a field of ``kind``, or None when it does not fit the field's grammar."""
     if kind == "bool":
         if isinstance(v, bool):
             return "true" if v else "false"
@@ -470,13 +573,23 @@ def _aipp_value(kind: str, key: str, v: Any) -> str | None:
     if kind == "enum":
         return str(v) if str(v) in _AIPP_ENUMS[key] else None
     if kind == "string":
-        return json.dumps(str(v))
+        # a tensor name: the quotes of the text format hold it as long as it holds no quote, backslash or control
+        text = str(v)
+        if not text or len(text) > 256 or '"' in text or "\\" in text or escaping.has_controls(text):
+            return None
+        return f'"{text}"'
+    if isinstance(v, str) and not re.fullmatch(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*", v):
+        return None  # "nan", "inf", "1_0", hex: not a protobuf text number
     try:
         num = float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if not math.isfinite(num):
         return None
     if kind == "int":
-        return str(int(num)) if num == int(num) else None
+        if num != int(num) or not _INT32[0] <= num <= _INT32[1]:
+            return None
+        return str(int(num))
     return repr(num) if num != int(num) else str(int(num))
 
 
@@ -504,8 +617,17 @@ def _options_in(cmdline: str) -> dict[str, str]:
     return out
 
 
-def _option(cmdline: str, name: str) -> str | None:
-    return _options_in(cmdline).get(name) if cmdline else None
+def _recorded_options(cmdline: str, notes: list[str] | None) -> dict[str, str]:
+    """The options of the OM's recorded atc command line that are plain ``--name=value``: a name of letters,
+    digits, ``_`` and ``-``, a value without line breaks or controls. Others are left out with a note."""
+    out: dict[str, str] = {}
+    for name, value in _options_in(cmdline).items():
+        if _NAME.match(name) and not escaping.has_controls(value):
+            out[name] = value
+        elif notes is not None:
+            notes.append(f"the recorded atc option {escaping.terminal_line(name)[:60]!r} is not a plain --name=value "
+                         "(odd name, line break or control character); left out of the command")
+    return out
 
 
 def _with_input_shapes(value: str, new: dict[str, list[int]]) -> str:
@@ -528,15 +650,12 @@ def atc_command(report: dict[str, Any], out_dir: Path, model: str | None, files:
                 cfg: AtcConfig | None = None) -> str:
     """``atc ...``: the recorded build (model, framework, input shapes, soc_version, its options) with the generated
     files and the checked flags; a template with placeholders when the OM recorded no command line."""
-    target = target or _target(report)
+    target = target or _target(report, notes)
     model_inputs = model_inputs or {}
-    recorded = _options_in(target.cmdline)
-    model_arg = model or recorded.get("model") or _model_from_report(report, target)
+    recorded = target.options
+    model_arg = _plain(model, "the model path", notes) or recorded.get("model") or _model_from_report(report, target)
     if model_arg and model_inputs:
-        rewritten = str(Path(model_arg).with_name(Path(model_arg).stem + ".aipp.onnx"))
-        notes.append(f"AIPP takes over the preprocessing ops: build {rewritten} (advisor fix {model_arg} --apply "
-                     "aipp-preprocess) instead of the original, and feed the OM uint8 NHWC images")
-        model_arg = rewritten
+        model_arg = _aipp_model(model_arg, notes, cfg)
     if not model_arg:
         notes.append("no model in the report or on the command line: replace <model.onnx> in the command")
     model_arg = model_arg or "<model.onnx>"
@@ -576,11 +695,22 @@ def atc_command(report: dict[str, Any], out_dir: Path, model: str | None, files:
     return " ".join(["atc", *(quote(f"--{k}={v}") if v != "" else quote(f"--{k}") for k, v in args.items())])
 
 
+def _aipp_model(model: str, notes: list[str], cfg: AtcConfig | None) -> str:
+    """The model ATC builds once AIPP took over the preprocessing ops, and the quoted command that makes it."""
+    rewritten = str(Path(model).with_name(Path(model).stem + ".aipp.onnx"))
+    first = escaping.shell_command(["advisor", "fix", model, "--apply", "aipp-preprocess", "-o", rewritten])
+    notes.append(f"AIPP takes over the preprocessing ops: build {rewritten} ({first}) instead of the original, "
+                 "and feed the OM uint8 NHWC images")
+    if cfg is not None:
+        cfg.first = first
+    return rewritten
+
+
 def _model_from_report(report: dict[str, Any], target: Target) -> str | None:
     inp = report.get("input") if isinstance(report.get("input"), dict) else {}
     meta = report.get("meta") if isinstance(report.get("meta"), dict) else {}
     for cand in (inp.get("model"), meta.get("model"), target.graph_source):  # type: ignore[union-attr]
-        if isinstance(cand, str) and Path(cand).suffix.lower() in FRAMEWORKS:
+        if isinstance(cand, str) and not escaping.has_controls(cand) and Path(cand).suffix.lower() in FRAMEWORKS:
             return cand
     return None
 
@@ -590,7 +720,7 @@ def _soc_version(chip: object) -> str | None:
     if not isinstance(chip, str) or not chip.strip():
         return None
     chip = chip.strip()
-    if chip.endswith("-class"):
+    if chip.endswith("-class") or not _SOC.match(chip):
         return None
     if re.match(r"^\d{3}", chip):
         return f"Ascend{chip}"

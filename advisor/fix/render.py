@@ -9,7 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from advisor.escaping import rich_text
+from advisor.escaping import rich_text, terminal_line
 from advisor.fix.atc_config import AtcConfig
 from advisor.fix.pipeline import KEPT, REJECTED, FixRun, StepReport
 from advisor.fix.rewrites import REWRITES
@@ -91,17 +91,22 @@ def atc_json(cfg: AtcConfig, out_dir: str, written: list[str]) -> str:
 
 
 def print_atc(cfg: AtcConfig, console: Console, written: list[str]) -> None:
+    """What was written and why; every line from the report is one line on the terminal (controls visible)."""
     if not written:
         console.print("no fusion-switch, aipp-config or atc-option fix in the report: nothing to write")
     for path in written:
         name = path.rsplit("/", 1)[-1]
         src = cfg.sources.get(name)
-        console.print(rich_text(f"wrote {path}" + (f"  (from {', '.join(src)})" if src else "")), highlight=False)
+        console.print(_line(f"wrote {path}" + (f"  (from {', '.join(src)})" if src else "")), highlight=False)
     if cfg.command:
-        console.print("\n" + rich_text(cfg.command), highlight=False, soft_wrap=True)
+        console.print("\n" + _line(cfg.command), highlight=False, soft_wrap=True)
     for cmd in cfg.rewrites:
-        console.print(f"ONNX rewrite suggested by the report: {rich_text(cmd)}", highlight=False, soft_wrap=True)
+        console.print(f"ONNX rewrite suggested by the report: {_line(cmd)}", highlight=False, soft_wrap=True)
     for a in cfg.assumptions:
-        console.print(f"assumption: {rich_text(a)}", highlight=False)
+        console.print(f"assumption: {_line(a)}", highlight=False)
     for n in cfg.notes:
-        console.print(f"note: {rich_text(n)}", highlight=False)
+        console.print(f"note: {_line(n)}", highlight=False)
+
+
+def _line(text: str) -> str:
+    return rich_text(terminal_line(text))

@@ -11,7 +11,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from advisor.escaping import deep, terminal
+from advisor.escaping import deep, json_text, terminal
 from advisor.report.common import fmt_us
 
 
@@ -84,7 +84,7 @@ def build_terminal(cmp: dict[str, Any], top: int = 10) -> Group:
 def render(cmp: dict[str, Any], fmt: str) -> str:
     """The comparison in ``fmt`` (json, markdown, terminal without colour)."""
     if fmt == "json":
-        return json.dumps(cmp, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        return json_text(json.dumps(cmp, indent=2, ensure_ascii=False, allow_nan=False)) + "\n"
     if fmt == "markdown":
         from advisor.report.markdown import render_comparison
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import jsonschema
 
-from advisor import safeload
+from advisor import escaping, safeload
 from advisor.errors import InputError
 
 SCHEMA_VERSION = "1"
@@ -28,7 +28,7 @@ def validate(report: dict[str, Any]) -> None:
 
 def render(report: dict[str, Any], **_: Any) -> str:
     validate(report)
-    return json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return escaping.json_text(json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False)) + "\n"
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -42,6 +42,7 @@ def load(path: Path) -> dict[str, Any]:
     try:
         validate(report)
     except jsonschema.ValidationError as e:
-        where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
-        raise InputError(path, f"not an advisor report: invalid at {where}: {e.message}") from None
+        where = "/".join(str(p) for p in e.absolute_path)[:200] or "(top level)"
+        message = e.message if len(e.message) <= 300 else e.message[:299] + "…"
+        raise InputError(path, f"not an advisor report: invalid at {where}: {message}") from None
     return report

@@ -160,7 +160,7 @@ def _fence(text: str, lang: str = "") -> str:
 
 def finding_details(index: int, f: Mapping[str, Any]) -> str:
     """One finding as a collapsible block: recommendation, evidence, fix, command."""
-    summary = escaping.html(f"{index}. {f['title']} — {fmt_us(f['estimated_saving_us'])}")  # inside raw HTML
+    summary = escaping.markdown_html(f"{index}. {f['title']} — {fmt_us(f['estimated_saving_us'])}")
     parts = [f"<details><summary>{SEVERITY_ICON[f['severity']]} {summary}</summary>", ""]
     parts.append(f"**Rule** {code(f['rule'], 80)} ({cell(f['kb'])}, {f['severity']}, confidence "
                  f"{float(f.get('confidence', 0.7)):.0%})")
@@ -252,7 +252,7 @@ def _input_notes(report: Mapping[str, Any], limit: int = 30) -> str:
 def _footer(report: Mapping[str, Any]) -> str:
     tool = report.get("tool", {})
     when = report.get("generated_at")
-    return (f"<sub>advisor {tool.get('version', '')}" + (f" · {when}" if when else "")
+    return (f"<sub>advisor {cell(tool.get('version', ''))}" + (f" · {cell(when)}" if when else "")
             + " · score = 100 × (1 − S/T), S = estimated recoverable time, T = the analyzed window of the time model</sub>")
 
 

@@ -31,7 +31,8 @@ def _score_style(score: float) -> str:
 
 
 def build(report: dict[str, Any], top: int = 20) -> Group:
-    # every string comes from the input or a plugin: controls made visible; cells are Text, never markup
+    # every string comes from the input or a plugin: controls made visible; cells, titles and captions are Text,
+    # never markup (``[link=...]`` in a str would become a terminal hyperlink)
     report = deep(report, terminal)
     parts: list[Any] = [_header(report)]
     time_table = _time_table(report.get("time"), report.get("platform"))
@@ -176,10 +177,10 @@ def _time_table(time: dict[str, Any] | None, platform: dict[str, Any] | None) ->
     t.add_column("share", justify="right", no_wrap=True)
     t.add_column("split", ratio=1, overflow="fold", style="dim")
     for label, us, share, detail in rows:
-        t.add_row(label, _us(us), f"{share * 100:.1f}%" if share is not None else "", detail)
+        t.add_row(Text(label), _us(us), f"{share * 100:.1f}%" if share is not None else "", Text(detail))
     sources = time_sources(time)
     if sources:
-        t.caption = "sources: " + "; ".join(sources)
+        t.caption = Text("sources: " + "; ".join(sources))
         t.caption_justify = "left"
     return t
 
@@ -197,7 +198,7 @@ def _model_summary_table(ms: dict[str, Any] | None) -> Table | None:
         cell.append(f"\n{row.source}", style="dim")
         t.add_row(Text(row.label), cell)
     if caption:
-        t.caption = caption
+        t.caption = Text(caption)
         t.caption_justify = "left"
     return t
 
