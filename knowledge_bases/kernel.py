@@ -636,9 +636,7 @@ def _m(v: KernelView, metric_set: str, column: str, value: Any, note: str = "") 
 
 
 def _hdr(v: KernelView, column: str) -> str:
-    from advisor.toolkit.kernels import header
-
-    return header(column, v.layout)
+    return v.header(column)
 
 
 def _finding(ctx: AnalysisContext, v: KernelView, rule_id: str, title: str, saving: float,

@@ -27,7 +27,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -246,10 +247,15 @@ class KernelView:
             return self.files.get(metric_set(column), self.files.get("PipeUtilization", ""))
         return self.files.get("op_summary", "")
 
+    def header(self, column: str) -> str:
+        """A normalized column's header as this run's file writes it (:func:`header`; op_summary's
+        PipelineExecuteUtilization spelling ``scalar_exe_ratio`` where the file has it)."""
+        return file_header(header(column, self.layout), self.file_of(column))
+
     def cite(self, column: str) -> str:
         """``PipeUtilization.csv aiv_scalar_ratio``: the file's name and the column's header."""
         path = self.file_of(column)
-        return f"{Path(path).name} {header(column, self.layout)}" if path else header(column, self.layout)
+        return f"{Path(path).name} {self.header(column)}" if path else self.header(column)
 
     def bound_text(self) -> str:
         """``vector core: vector`` / ``cube core: scalar`` -- the limiting side and its busiest pipe."""
@@ -383,6 +389,9 @@ def _view(name: str, rows: pd.DataFrame, blocks: pd.DataFrame | None, cores: Chi
     for s in sides:
         t = slowest[s.side]
         s.span_us = mean_dur * (t / longest if math.isfinite(t) and t > 0 and longest > 0 else 1.0)
+    summary = files.get("op_summary", "") if layout != "msprof-op" else ""
+    for s in sides:
+        s.units = [replace(u, column=file_header(u.column, summary)) for u in s.units]
     launch = [_launches(core, block_dim, mix_block_dim, option, bound_rules) for option in cores.options]
     nbytes = _kernel_bytes(rows)
     peak = float(platform.get("hbm_gbps") or 0.0)
@@ -608,6 +617,28 @@ def header(column: str, layout: str) -> str:
     return name
 
 
+_EXE = re.compile(r"^(vec|mac|scalar|mte1|mte2|mte3|fixpipe)_(ratio|time\(us\))$")
+
+
+def file_header(name: str, path: str) -> str:
+    """``name`` as the CSV at ``path`` spells it: op_summary's ``--aic-metrics PipelineExecuteUtilization`` (310B)
+    writes ``scalar_exe_ratio`` for ``scalar_ratio`` (advisor.ingest.columns.OPS_METRIC_RENAMES)."""
+    m = _EXE.match(name)
+    if not m or not path.lower().endswith(".csv"):
+        return name
+    exe = f"{m.group(1)}_exe_{m.group(2)}"
+    return exe if exe in _first_line(path) and name not in _first_line(path).split(",") else name
+
+
+@lru_cache(maxsize=64)
+def _first_line(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace") as fh:
+            return fh.readline().strip()
+    except OSError:
+        return ""
+
+
 def _files(profile: Profile) -> dict[str, str]:
     """Metric set -> the file of the run that holds it (msprof op CSVs; the op summary otherwise)."""
     out: dict[str, str] = {}
@@ -688,4 +719,4 @@ def kernel_table(views: Sequence[KernelView]) -> list[dict[str, Any]]:
 
 
 __all__ = ["SIDES", "SIDE_LABEL", "UNITS", "ChipCores", "KernelView", "Launch", "SideView", "Unit", "chip_cores",
-           "header", "kernel_table", "kernel_views", "metric_set"]
+           "file_header", "header", "kernel_table", "kernel_views", "metric_set"]
