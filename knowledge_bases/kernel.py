@@ -426,7 +426,7 @@ def _scalar(ctx: AnalysisContext, v: KernelView) -> Iterable[Finding]:
 def _icache(ctx: AnalysisContext, v: KernelView) -> Iterable[Finding]:
     cfg = ctx.rules["icache"]
     for s in v.sides:
-        if s.waits_for_other:
+        if s.waits_for_other or _units_at_roof(ctx, s):
             continue
         col = f"{'' if s.side == 'aicore' else s.side + '_'}scalar_wait_ib_time_us"
         if s.wait_ib_share is not None and s.wait_ib_share >= float(cfg["min_wait_share"]):
@@ -511,7 +511,7 @@ def _mte(ctx: AnalysisContext, v: KernelView) -> Iterable[Finding]:
 def _bank(ctx: AnalysisContext, v: KernelView) -> Iterable[Finding]:
     cfg = ctx.rules["bank_conflict"]
     for s in v.sides:
-        if s.side == "aic" or s.waits_for_other:
+        if s.side == "aic" or s.waits_for_other or _units_at_roof(ctx, s):
             continue
         hits = {c: r for c, r in s.conflicts.items() if "bank" in c and r >= float(cfg["min_ratio"])}
         if not hits:
@@ -586,6 +586,12 @@ def _cap(v: KernelView, saving: float) -> float:
 
 def _material(ctx: AnalysisContext, v: KernelView, saving: float) -> bool:
     return v.total_us > 0 and saving >= float(ctx.rules["min_kernel_share"]) * v.total_us
+
+
+def _units_at_roof(ctx: AnalysisContext, s: SideView) -> bool:
+    """The side's busiest unit pipe at the bound rules' near_roof share of its saturation: no tuning advice."""
+    top = s.busiest_unit
+    return top is not None and top.of_saturation >= float(rules_of(ctx)["near_roof"])
 
 
 def _vector_per_cube(v: KernelView, cfg: Mapping[str, Any]) -> int | None:

@@ -9,6 +9,7 @@ AscendC contest's FastGeluGrad and MseLossGrad before and after their rewrite (s
 
 from __future__ import annotations
 
+import shutil
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -241,3 +242,79 @@ def test_contest_kernel_after_its_rewrite_gets_no_finding(kernel: tuple[str, str
     rep = _report(path)
     assert not _findings(rep)
     assert rep["score"] == 100
+
+
+# ---------------------------------------------------------------------------------------------------------
+# rules the samples do not trigger, on copies of the real captures with one metric set to what the rule looks for
+# ---------------------------------------------------------------------------------------------------------
+def _edited(src: Path, dst: Path, csv: str, side: str, values: dict[str, float | str]) -> Path:
+    """A copy of the capture ``src`` whose ``csv`` has, on every row of ``side``, ``values`` (a float is a share of
+    the row's core time for ``*(us)`` columns, else the value itself)."""
+    if not src.exists():
+        pytest.skip(f"{src} not available")
+    if not dst.exists():
+        shutil.copytree(src, dst)
+    frame = pd.read_csv(dst / csv, keep_default_na=False, dtype=str)
+    rows = frame["sub_block_id"].str.startswith("vector" if side == "aiv" else "cube")
+    core = frame.loc[rows, f"{side}_time(us)"].astype(float)
+    for column, value in values.items():
+        frame.loc[rows, column] = (core * float(value)).map(str) if column.endswith("(us)") else str(value)
+    frame.columns = ["" if str(c).startswith("Unnamed") else c for c in frame.columns]
+    frame.to_csv(dst / csv, index=False)
+    return dst
+
+
+def test_mte_bound_side_gets_the_transfer_advice(tmp_path: Path) -> None:
+    path = _edited(_cummin("004"), tmp_path / "mte", "PipeUtilization.csv", "aiv",
+                   {"aiv_scalar_ratio": 0.1, "aiv_scalar_time(us)": 0.1, "aiv_mte2_ratio": 0.5,
+                    "aiv_mte2_time(us)": 0.5})
+    rep = run_analysis(path).report
+    (f,) = _findings(rep)
+    assert f["rule"] == "kernel.mte-bound"
+    duration = float(_basic(path)["Task Duration(us)"])
+    # the practical roof of a memory-bound side: its MTE2 pipe at saturation
+    assert f["estimated_saving_us"] == pytest.approx(duration * (1 - 0.5 / BOUND["pipe_saturation"]["mte2"]),
+                                                     rel=1e-3)
+    memory = _csv(path / "Memory.csv")
+    kb = memory["read_main_memory_datas(KB)"].astype(float).sum() + \
+        memory["write_main_memory_datas(KB)"].astype(float).sum()
+    assert f["evidence"]["achieved_gbps"] == pytest.approx(kb * 1024 / (duration * 1e3), rel=1e-3)
+    assert "DataCopy" in f["recommendation"] and "32-byte" in f["recommendation"]
+    _check_measured(f, path)
+
+
+def test_side_at_its_roof_gets_no_finding(tmp_path: Path) -> None:
+    path = _edited(_cummin("004"), tmp_path / "roof", "PipeUtilization.csv", "aiv",
+                   {"aiv_scalar_ratio": 0.1, "aiv_scalar_time(us)": 0.1, "aiv_mte2_ratio": 0.78,
+                    "aiv_mte2_time(us)": 0.78})
+    rep = run_analysis(path).report
+    assert not _findings(rep) and rep["score"] == 100
+
+
+def test_instruction_fetch_waits(tmp_path: Path) -> None:
+    path = _edited(_cummin("004"), tmp_path / "ib", "PipeUtilization.csv", "aiv",
+                   {"aiv_scalar_wait_ib_time(us)": 0.3})
+    rep = run_analysis(path).report
+    (f,) = _rule(rep, "kernel.icache")
+    assert f["evidence"]["wait_ib_share"] == pytest.approx(0.3, abs=1e-3)
+    duration = float(_basic(path)["Task Duration(us)"])
+    alone = f["evidence"].get("saving_alone_us", f["estimated_saving_us"])
+    assert alone == pytest.approx(duration * 0.3 * RULES["icache"]["realism"], rel=1e-3)
+    assert "ICachePreLoad" in f["recommendation"]
+    (s,) = _rule(rep, "kernel.scalar-bound")
+    assert "kernel.icache" in s["recommendation"]
+    # two fixes of one kernel: the smaller is sized on what the larger leaves
+    assert f["estimated_saving_us"] + s["estimated_saving_us"] < duration
+
+
+def test_ub_bank_conflicts(tmp_path: Path) -> None:
+    path = _edited(SAMPLES / MIX, tmp_path / "bank", "ResourceConflictRatio.csv", "aiv",
+                   {"aiv_vec_bankgroup_cflt_ratio": 0.1})
+    # the vector side at its roof would get no tuning advice: its vector pipe below it here
+    _edited(SAMPLES / MIX, path, "PipeUtilization.csv", "aiv", {"aiv_vec_ratio": 0.4, "aiv_vec_time(us)": 0.4})
+    rep = run_analysis(path).report
+    (f,) = _rule(rep, "kernel.bank-conflict")
+    assert f["evidence"]["conflicts"] == {"aiv_vec_bankgroup_cflt_ratio": pytest.approx(0.1)}
+    assert f["evidence"]["measured"][0]["file"] == "ResourceConflictRatio.csv"
+    assert "bank group" in f["recommendation"]
+    _check_measured(f, path)
