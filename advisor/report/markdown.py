@@ -370,6 +370,20 @@ def render_comparison(cmp: dict[str, Any], max_chars: int = MAX_CHARS, top: int 
         lines += ["", "### Rules", "", md_table(["rule", "findings", "base saving", "new saving", "delta"], rrows,
                                                 ["l", "r", "r", "r", "r"])]
 
+    kernels = (cmp.get("kernels") or [])[:top]
+    if kernels:
+        from advisor.report.comparison import kernel_moved_text, kernel_predicted_text
+
+        krows = [[_Raw(code(k["name"], 80)), fmt_us(k["base_us"]) if k["base_us"] is not None else "?",
+                  fmt_us(k["new_us"]) if k["new_us"] is not None else "?", _signed_us(k["delta_us"]),
+                  _signed_pct(k["delta_pct"]),
+                  (k["base_bound"] or "?") + (f" → {k['new_bound'] or '?'}" if k["new_bound"] != k["base_bound"]
+                                              else ""),
+                  kernel_moved_text(k), kernel_predicted_text(k)] for k in kernels]
+        lines += ["", "### Kernels (tuning rounds)", "",
+                  md_table(["kernel", "base", "new", "delta", "delta %", "bound", "moved", "estimated saving"],
+                           krows, ["l", "r", "r", "r", "r", "l", "l", "l"])]
+
     fnd = cmp["findings"]
     lines += ["", f"### Findings: {len(fnd['new'])} new, {len(fnd['fixed'])} fixed, {len(fnd['unchanged'])} "
               "still present"]
