@@ -120,7 +120,10 @@ class KernelKB(KnowledgeBase):
         what="A side (cube core, vector core, AI Core) whose scalar pipe is its busiest against saturation and at "
              "least the bound rules' scalar_bound_ratio busy (PipeUtilization *_scalar_ratio), not waiting for the "
              "other side of a MIX kernel, with at least {scalar.min_scalar_us} us of scalar time per launch (less is "
-             "the kernel's fixed setup).",
+             "the kernel's fixed setup) and, where the file splits it (*_scalar_single_time + *_scalar_dual_time), "
+             "instructions issued for at least scalar_bound_ratio of the side's time (else the pipe mostly stalls "
+             "on other pipes or flags). Kernels shorter than the bound rules' latency_max_us get no kernel advice "
+             "(launch, head and tail dominate them).",
         why="The scalar unit computes addresses, loop control and tiling, and issues every other pipe's "
             "instructions: while it is busy the units wait. Practical roof: the side's busiest unit pipe at "
             "saturation, or {scalar.kept_fraction} of the scalar work (what remains once tiling is host-side and "
@@ -248,6 +251,12 @@ class KernelKB(KnowledgeBase):
         views: list[KernelView] = []
         if rc.applies(ctx, ctx.rules["contexts"]):
             views = kernel_views(ctx.profile, ctx.platform, rules_of(ctx), ctx.rules)
+            short = float(rules_of(ctx)["latency_max_us"])
+            quick = [v.name for v in views if v.duration_us < short]
+            if quick:
+                ctx.note(f"kernel: {', '.join(quick[:5])} run(s) below {short:g} us per launch (bound rules' "
+                         "latency_max_us): launch, head and tail dominate them, no tuning advice is given")
+            views = [v for v in views if v.duration_us >= short]
         else:
             rc.skip_note(ctx, "kernel")
         self._views = (id(ctx.profile), views)
@@ -331,7 +340,7 @@ def _imbalance(ctx: AnalysisContext, v: KernelView) -> Finding | None:
                              _m(v, "PipeUtilization", _hdr(v, col), round(mean, 3), "mean of the blocks")]}
     return _finding(ctx, v, "kernel.block-imbalance", title, saving, evidence,
                     f"the {s.label}'s time x (1 - mean / max of its blocks' times = {spread:.3f}) x "
-                    f"{cfg['realism']:g} (realism), as the kernel's time beyond the other side",
+                    f"{cfg['realism']:g} (realism)" + _beyond(v),
                     text, Fix("code", "equal work per block in the host tiling", {"kernel": v.name, "side": s.side}),
                     float(cfg["confidence"]))
 
@@ -384,6 +393,8 @@ def _scalar(ctx: AnalysisContext, v: KernelView) -> Iterable[Finding]:
         if sc is None or top is None or top.unit != "scalar" or s.waits_for_other \
                 or sc.ratio < float(bound["scalar_bound_ratio"]):
             continue
+        if s.scalar_issue_share is not None and s.scalar_issue_share < float(bound["scalar_bound_ratio"]):
+            continue  # the scalar pipe mostly stalls (on other pipes, flags): not its own work
         scalar_us = sc.time_us if sc.time_us is not None else sc.ratio * s.core_time_us
         if math.isfinite(scalar_us) and scalar_us < float(cfg["min_scalar_us"]):
             continue  # the kernel's fixed setup
@@ -417,8 +428,7 @@ def _scalar(ctx: AnalysisContext, v: KernelView) -> Iterable[Finding]:
             ev.update(_mix_evidence(v, v.side("aic"), v.side("aiv")))
         yield _finding(ctx, v, "kernel.scalar-bound", title, saving, ev,
                        f"the {s.label}'s time down to max(busiest unit at saturation {unit_share:.3f}, scalar ratio "
-                       f"{sc.ratio:.3f} x kept_fraction {cfg['kept_fraction']:g}) of it, as the kernel's time beyond "
-                       "the other side", text,
+                       f"{sc.ratio:.3f} x kept_fraction {cfg['kept_fraction']:g}) of it" + _beyond(v), text,
                        Fix("code", "move scalar work to the host tiling and to vector instructions",
                            {"kernel": v.name, "side": s.side}), float(cfg["confidence"]))
 
@@ -576,6 +586,10 @@ def _side_saving(ctx: AnalysisContext, v: KernelView, s: SideView, new_span_us: 
     after = max([max(new_span_us, 0.0), *live])
     floor = float(rules_of(ctx)["min_kernel_us"])
     return _cap(v, min(max(0.0, before - after), v.duration_us - floor))
+
+
+def _beyond(v: KernelView) -> str:
+    return ", as the kernel's time beyond its other side's" if len(v.sides) > 1 else ""
 
 
 def _cap(v: KernelView, saving: float) -> float:
