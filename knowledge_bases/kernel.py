@@ -198,8 +198,9 @@ class KernelKB(KnowledgeBase):
     @rule(RuleDoc(
         id="kernel.cube-utilization",
         title="Cube far below its roof at a compute-bound intensity",
-        what="A cube side (AI Core / cube core) the shared classification calls compute bound (intensity at or "
-             "above the ridge) below its practical roof, with the cube pipe (aic_cube_ratio / aic_mac_ratio), "
+        what="A cube side (AI Core / cube core) at a compute-bound intensity (at or above the ridge of the shared "
+             "classification; called compute bound, or of no clear bound with every pipe unsaturated) below its "
+             "practical roof, with the cube pipe (aic_cube_ratio / aic_mac_ratio), "
              "MTE1 and scalar ratios as evidence.",
         why="At this intensity the cube can be the limit; a cube pipe well below saturation means the kernel feeds "
             "it too slowly (L1 -> L0 copies not overlapped, small base blocks, scalar issue). Saving = the shared "
@@ -547,7 +548,10 @@ def _cube(ctx: AnalysisContext, v: KernelView) -> Iterable[Finding]:
     cfg = ctx.rules["cube"]
     for s in v.sides:
         cube = s.unit("cube")
-        if s.side == "aiv" or cube is None or s.bound != "compute" or s.at_roof or s.recoverable_us <= 0 \
+        # compute bound by the shared classification, or far below the roof with no pipe saturated ("none") at
+        # an intensity above the ridge: either way the cube is the roof the kernel can reach
+        compute = s.bound == "compute" or (s.bound == "none" and s.roof_side == "compute")
+        if s.side == "aiv" or cube is None or not compute or s.at_roof or s.recoverable_us <= 0 \
                 or s.waits_for_other:
             continue
         saving = _side_saving(ctx, v, s, s.span_us - s.recoverable_us)

@@ -19,6 +19,9 @@ import pytest
 import yaml
 
 from advisor.analysis import AnalysisOptions, run_analysis
+from advisor.findings import Finding
+from advisor.knowledge_bases.kernel import KernelKB
+from advisor.testing import make_profile, run_kb
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT.parent / "shared" / "samples"
@@ -318,3 +321,35 @@ def test_ub_bank_conflicts(tmp_path: Path) -> None:
     assert f["evidence"]["measured"][0]["file"] == "ResourceConflictRatio.csv"
     assert "bank group" in f["recommendation"]
     _check_measured(f, path)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# kernel.cube-utilization: no shared sample has a custom matmul, so a single-kernel run as ingest leaves it
+# ---------------------------------------------------------------------------------------------------------
+def _matmul_run(mac: float, duration_us: float, blocks: int = 24) -> list[Finding]:
+    n = 1024
+    row = {"name": "MatmulCustom", "type": "MatmulCustom", "core": "AI_CORE", "duration_us": duration_us,
+           "aicore_time_us": duration_us * 0.95, "block_dim": blocks, "mac_ratio": mac, "scalar_ratio": 0.3,
+           "mte1_ratio": 0.2, "mte2_ratio": 0.25, "mte3_ratio": 0.0, "fixpipe_ratio": 0.05, "vec_ratio": 0.0,
+           "cube_fops": 2.0 * n ** 3, "input_shapes": f"{n},{n};{n},{n}", "input_dtypes": "FLOAT16;FLOAT16",
+           "output_shapes": f"{n},{n}", "output_dtypes": "FLOAT16"}
+    profile = make_profile([row], chip="Ascend910B2", context="kernel-dev")
+    found, _ = run_kb(KernelKB, profile, chip="Ascend910B2")
+    return found
+
+
+def test_cube_far_below_its_roof_at_a_compute_bound_intensity() -> None:
+    peak = float(PLATFORMS["chips"]["Ascend910B2"]["fp16_tflops"])
+    flops, nbytes = 2.0 * 1024 ** 3, 3 * 1024 * 1024 * 2
+    assert flops / nbytes > peak * 1e12 / (float(PLATFORMS["chips"]["Ascend910B2"]["hbm_gbps"]) * 1e9)  # the ridge
+    (f,) = _matmul_run(mac=0.31, duration_us=100.0)
+    assert f.rule == "kernel.cube-utilization"
+    share = max(0.31 / BOUND["pipe_saturation"]["mac"],
+                flops / 100e-6 / (peak * 1e12) / BOUND["target_fraction_of_roof"])
+    assert f.evidence["share_of_practical_roof"] == pytest.approx(share, abs=1e-3)
+    assert f.estimated_saving_us == pytest.approx(100.0 * (1 - share), rel=1e-3)
+    assert "baseM" in f.recommendation and "double-buffer" in f.recommendation
+
+
+def test_cube_at_its_roof_gets_no_finding() -> None:
+    assert not _matmul_run(mac=0.7, duration_us=100.0)
