@@ -42,7 +42,8 @@ class KernelKB(KnowledgeBase):
     version = "1.0.0"
     api_version = "1.4"
     requires = ("ops",)
-    ops_columns = None  # the per-side metric columns (aic_*/aiv_*) are read by name prefix
+    # the per-side pipe ratios and times, stall and conflict figures, cache rates, data volumes and FLOPs
+    ops_columns = ("*_ratio", "*_time_us", "*_rate", "*main_mem_*_bw", "*_datas_kb", "*_fops")
     events_read = EventSelection()
     rules_file = "kernel"
 
