@@ -296,10 +296,8 @@ def _block_dim(ctx: AnalysisContext, v: KernelView) -> Finding | None:
             f"{lead.fill:.0%} of the core slots hold a block. ")
     if few:
         text += "With so few blocks almost the whole chip idles: "
-    target = lead.cores * max(1, lead.waves if lead.last_wave_blocks == lead.cores else lead.waves - 1 or 1)
     text += (f"set blockDim to {lead.cores} (GetCoreNum{'Aiv' if lead.family == 'vector' else 'Aic'}()) or a multiple "
-             f"of it such as {target if target != lead.cores else 2 * lead.cores}, and give each block an equal "
-             "share of the data from GetBlockIdx().")
+             "of it, and give each block an equal share of the data from GetBlockIdx().")
     conf = float(cfg["confidence"][v.cores.source if v.cores.source in cfg["confidence"] else "family"])
     evidence = {**_base(v), "blocks": lead.blocks, "cores": lead.cores, "core_family": lead.family,
                 "waves": lead.waves, "last_wave_blocks": lead.last_wave_blocks, "fill": round(lead.fill, 4),
