@@ -28,6 +28,7 @@ import ijson
 import pandas as pd
 
 from advisor import provenance
+from advisor.compare_kernels import kernel_deltas
 from advisor.errors import InputError, UsageError
 from advisor.report.json_report import load as load_saved_report
 
@@ -318,5 +319,6 @@ def compare(base: Side, new: Side, max_regression_pct: float = 2.0, max_score_dr
         "findings": match_findings(base.report["findings"], new.report["findings"]),
         "regression": regression(time, score_delta, max_regression_pct, max_score_drop),
         "notes": _notes(base, new),
+        "kernels": kernel_deltas(base.report, new.report),
     }
 

@@ -47,6 +47,9 @@ class RankSummary:
     groups: dict[str, Any] = field(default_factory=dict)
     comm_op_names: set[str] | None = None
     """The names savings of the rank's uncovered communication go to (``advisor.toolkit.time.comm_op_names``)."""
+    kernels: list[dict[str, Any]] | None = None
+    """The report's ``kernels`` of a kernel-development run (advisor.toolkit.kernels: speed of light per side,
+    launch against the cores, memory workload); None for other runs."""
 
     def rank_data(self) -> RankData:
         return RankData(self.meta.rank, self.meta, self.steps, self.comm, self.communication_matrix, self.busy_us,
@@ -73,7 +76,7 @@ class RankSummary:
                    _model_summary(profile, platform, rules, busy),
                    step_time=cluster_data.step_time(profile), transports=cluster_data.transports(profile.comm),
                    groups=cluster_data.parallel_groups(metadata, profile.meta.rank),
-                   comm_op_names=comm_op_names(profile))
+                   comm_op_names=comm_op_names(profile), kernels=_kernels(profile, platform, rules))
 
     def limits(self) -> score.Limits:
         """What a finding on this rank may claim (see :func:`advisor.score.bound_savings`)."""
@@ -96,3 +99,17 @@ def _model_summary(profile: Profile, platform: dict[str, Any] | None, rules: Eff
 
     return summarize(profile, platform, rules, busy_us=busy_us)
 
+
+def _kernels(profile: Profile, platform: dict[str, Any] | None, rules: EffectiveRules | None
+             ) -> list[dict[str, Any]] | None:
+    """The kernels section, for the runs the kernel rules apply to (rules/kernel.yaml ``contexts``)."""
+    if platform is None or rules is None:
+        return None
+    kernel_rules = rules.for_kb("kernel")
+    if not kernel_rules or str(profile.meta.context or "unknown") not in set(kernel_rules.get("contexts") or ()):
+        return None
+    from advisor.toolkit.bound import builtin_rules
+    from advisor.toolkit.kernels import kernel_table, kernel_views
+
+    bound = rules.for_kb("bound") or builtin_rules()
+    return kernel_table(kernel_views(profile, platform, bound, kernel_rules)) or None

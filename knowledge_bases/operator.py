@@ -105,6 +105,10 @@ class OperatorKB(KnowledgeBase):
         example="MatMulV2 with Block Dim 20 on a 24-core Ascend910B2: 4 cores idle for its 120 us."))
     def block_dim(self, ctx: AnalysisContext) -> Iterable[Finding]:
         ops, r = ctx.profile.ops, ctx.rules
+        if advice.context_of(ctx) == "kernel-dev":
+            ctx.note("operator.block-dim: a kernel-development run's launch is kernel.block-dim's (waves and the "
+                     "last wave's fill per kernel)")
+            return
         cfg, families = r["block_dim"], rules_of(ctx)
         counts = core_counts(ctx.profile, ctx.platform, families["cube_cores"], families["vector_cores"])
         aic, aiv = counts.cube, counts.vector

@@ -141,7 +141,18 @@ def build_report(path: Path, ranks: list[RankSummary], graph: ModelGraph | None,
         "waived": [w.to_dict() for w in waived],
         "cluster": cluster,
         "model_summary": _model_summaries(ranks),
+        "kernels": _kernels(ranks),
     }
+
+
+def _kernels(ranks: list[RankSummary]) -> list[dict[str, Any]] | None:
+    """The kernels of a kernel-development run (advisor.toolkit.kernels); each names its rank on multi-rank input."""
+    have = [r for r in ranks if r.kernels]
+    if not have:
+        return None
+    if len(ranks) == 1:
+        return list(have[0].kernels or [])
+    return [{"rank": r.meta.rank, **k} for r in have for k in (r.kernels or [])]
 
 
 def _model_summaries(ranks: list[RankSummary]) -> dict[str, Any] | None:

@@ -69,6 +69,9 @@ def build_terminal(cmp: dict[str, Any], top: int = 10) -> Group:
             rt.add_row(Text(str(r["rule"])), f"{r['base_findings']} → {r['new_findings']}", fmt_us(r["base_saving_us"]),
                        fmt_us(r["new_saving_us"]), _delta_text(r["saving_delta_us"]))
         parts.append(rt)
+    kernel_table = _kernels_table(cmp.get("kernels") or [], top)
+    if kernel_table is not None:
+        parts.append(kernel_table)
     f = cmp["findings"]
     parts.append(Text(f"findings: {len(f['new'])} new, {len(f['fixed'])} fixed, {len(f['unchanged'])} still present",
                       style="bold"))
@@ -79,6 +82,38 @@ def build_terminal(cmp: dict[str, Any], top: int = 10) -> Group:
     for n in cmp.get("notes", []):
         parts.append(Text(f"note: {n}", style="yellow"))
     return Group(*parts)
+
+
+def kernel_moved_text(k: dict[str, Any], limit: int = 3) -> str:
+    """``aiv mte3 0.36 -> 0.05; aiv scalar 0.63 -> 0.93``: the metrics of a kernel that moved most."""
+    return "; ".join(f"{m['side']} {m['unit']} {m['base']:.2f} → {m['new']:.2f}" for m in k["moved"][:limit])
+
+
+def kernel_predicted_text(k: dict[str, Any]) -> str:
+    """``predicted 15.50 ms, measured 16.53 ms (107 %): realized``."""
+    p = k["predicted"]
+    if p["verdict"] in ("unknown", "no prediction"):
+        return p["verdict"]
+    share = f" ({p['realized_share']:.0%})" if p.get("realized_share") is not None else ""
+    return f"predicted {fmt_us(p['saving_us'])}, measured {fmt_us(p['realized_us'])}{share}: {p['verdict']}"
+
+
+def _kernels_table(kernels: list[dict[str, Any]], top: int) -> Table | None:
+    """Per kernel: time, bound, the metrics that moved, the base report's estimated saving against the measured."""
+    if not kernels:
+        return None
+    t = Table(box=box.SIMPLE_HEAD, title="Kernels (tuning rounds)", title_justify="left", expand=True)
+    for c, j in (("kernel", "left"), ("base", "right"), ("new", "right"), ("delta", "right"), ("bound", "left"),
+                 ("moved", "left"), ("estimated saving", "left")):
+        t.add_column(c, justify=j, overflow="fold")  # type: ignore[arg-type]
+    for k in kernels[:top]:
+        bound = k["base_bound"] or "?"
+        if k["new_bound"] != k["base_bound"]:
+            bound += f" → {k['new_bound'] or '?'}"
+        t.add_row(Text(k["name"]), fmt_us(k["base_us"]) if k["base_us"] is not None else "?",
+                  fmt_us(k["new_us"]) if k["new_us"] is not None else "?", _delta_text(k["delta_us"], k["delta_pct"]),
+                  Text(bound), Text(kernel_moved_text(k)), Text(kernel_predicted_text(k)))
+    return t
 
 
 def render(cmp: dict[str, Any], fmt: str) -> str:

@@ -34,6 +34,7 @@ from advisor.report.common import (
     time_rows,
     time_sources,
 )
+from advisor.report.kernel_rows import kernel_sections
 from advisor.report.summary_rows import model_summary_rows
 
 MAX_DETAILED = 200
@@ -109,6 +110,7 @@ def render(report: dict[str, Any], **_: Any) -> str:
         "time_svg": Markup(charts.time_chart(report["time"], platform=report.get("platform"))) if (report.get("time") or {}).get("window_us") else None,
         "roofline_points": len(points),
         "model_summary": model_summary_rows(report.get("model_summary")),
+        "kernels": kernel_sections(report.get("kernels")),
         "platform": platform,
         "findings": findings,
         "views": _finding_views(findings),

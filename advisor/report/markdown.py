@@ -25,6 +25,7 @@ from advisor.report.common import (
     time_rows,
     time_sources,
 )
+from advisor.report.kernel_rows import kernel_sections
 from advisor.report.summary_rows import model_summary_rows
 
 MAX_CHARS = 60_000
@@ -117,6 +118,22 @@ def _model_summary_section(report: Mapping[str, Any]) -> str:
         return ""
     table = md_table(["", "value", "source"], [[r.label, _Raw(cell(r.value, 400)), _Raw(cell(r.source, 300))] for r in rows])
     return "### Model summary\n\n" + table + (f"\n\n_{cell(caption, 400)}_" if caption else "")
+
+
+def _kernels_section(report: Mapping[str, Any]) -> str:
+    """Speed of light per kernel: each pipe of each side, busy share against saturation (kernel-dev runs)."""
+    parts = []
+    for k in kernel_sections(report.get("kernels")):
+        table = md_table(["side", "unit", "busy", "of saturation", "blocks", "column"],
+                         [[r.side, r.unit, f"{r.ratio:.1%}", f"{_bar(r.of_saturation)} {r.of_saturation:.0%}", r.blocks,
+                           r.column] for r in k.rows], ["l", "l", "r", "l", "l", "l"])
+        parts.append(f"**{cell(k.title, 300)}** — {cell(k.detail, 600)}\n\n{table}")
+    return "### Kernels: speed of light\n\n" + "\n\n".join(parts) if parts else ""
+
+
+def _bar(share: float, width: int = 10) -> str:
+    full = max(0, min(width, round(share * width)))
+    return "█" * full + "░" * (width - full)
 
 
 def _severity_counts(findings: Sequence[Mapping[str, Any]]) -> dict[str, int]:
@@ -260,7 +277,7 @@ def render(report: dict[str, Any], max_chars: int = MAX_CHARS, top: int = 25, **
     """The report as Markdown, strictly shorter than ``max_chars``."""
     findings = report["findings"]
     head = "\n\n".join(p for p in [_score_line(report), _key_numbers(report), _time_section(report),
-                                       _model_summary_section(report)] if p)
+                                       _model_summary_section(report), _kernels_section(report)] if p)
     if findings:
         table = "### Top findings\n\n" + _findings_table(findings, top)
     else:
@@ -352,6 +369,20 @@ def render_comparison(cmp: dict[str, Any], max_chars: int = MAX_CHARS, top: int 
                  for r in rules]
         lines += ["", "### Rules", "", md_table(["rule", "findings", "base saving", "new saving", "delta"], rrows,
                                                 ["l", "r", "r", "r", "r"])]
+
+    kernels = (cmp.get("kernels") or [])[:top]
+    if kernels:
+        from advisor.report.comparison import kernel_moved_text, kernel_predicted_text
+
+        krows = [[_Raw(code(k["name"], 80)), fmt_us(k["base_us"]) if k["base_us"] is not None else "?",
+                  fmt_us(k["new_us"]) if k["new_us"] is not None else "?", _signed_us(k["delta_us"]),
+                  _signed_pct(k["delta_pct"]),
+                  (k["base_bound"] or "?") + (f" → {k['new_bound'] or '?'}" if k["new_bound"] != k["base_bound"]
+                                              else ""),
+                  kernel_moved_text(k), kernel_predicted_text(k)] for k in kernels]
+        lines += ["", "### Kernels (tuning rounds)", "",
+                  md_table(["kernel", "base", "new", "delta", "delta %", "bound", "moved", "estimated saving"],
+                           krows, ["l", "r", "r", "r", "r", "l", "l", "l"])]
 
     fnd = cmp["findings"]
     lines += ["", f"### Findings: {len(fnd['new'])} new, {len(fnd['fixed'])} fixed, {len(fnd['unchanged'])} "

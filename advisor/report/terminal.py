@@ -13,6 +13,7 @@ from rich.text import Text
 
 from advisor.escaping import deep, terminal
 from advisor.report.common import ADVICE_NOTES_HEADING, advice_notes, symptom_lines, time_rows, time_sources
+from advisor.report.kernel_rows import kernel_sections
 from advisor.report.summary_rows import model_summary_rows
 
 _SEVERITY_STYLE = {"critical": "bold red", "major": "red", "minor": "yellow", "info": "cyan"}
@@ -41,6 +42,7 @@ def build(report: dict[str, Any], top: int = 20) -> Group:
     summary_table = _model_summary_table(report.get("model_summary"))
     if summary_table is not None:
         parts.append(summary_table)
+    parts.extend(_kernel_tables(report.get("kernels")))
     findings = report["findings"]
     if findings:
         parts.append(_findings_table(findings, top))
@@ -183,6 +185,32 @@ def _time_table(time: dict[str, Any] | None, platform: dict[str, Any] | None) ->
         t.caption = Text("sources: " + "; ".join(sources))
         t.caption_justify = "left"
     return t
+
+
+def _kernel_tables(kernels: list[dict[str, Any]] | None) -> list[Table]:
+    """Speed of light per kernel (kernel-dev runs): each pipe of each side, busy share and a bar against saturation
+    (the columns the figures come from are in the JSON and Markdown reports)."""
+    out = []
+    for k in kernel_sections(kernels):
+        t = Table(box=box.SIMPLE_HEAD, title=f"Speed of light: {k.title}", title_justify="left", expand=True)
+        t.add_column("side", overflow="fold")
+        t.add_column("unit", no_wrap=True)
+        t.add_column("busy", justify="right", no_wrap=True)
+        t.add_column("of saturation", no_wrap=True)
+        t.add_column("blocks", style="dim", no_wrap=True)
+        last = None
+        for r in k.rows:
+            full = max(0, min(12, round(r.of_saturation * 12)))
+            bar = Text("\u2588" * full, style="red" if r.of_saturation >= 1 else "cyan")
+            bar.append("\u2591" * (12 - full), style="dim")
+            bar.append(f" {r.of_saturation:.0%}")
+            t.add_row(Text(r.side if r.side != last else ""), Text(r.unit), Text(f"{r.ratio:.1%}"), bar,
+                      Text(r.blocks))
+            last = r.side
+        t.caption = k.detail
+        t.caption_justify = "left"
+        out.append(t)
+    return out
 
 
 def _model_summary_table(ms: dict[str, Any] | None) -> Table | None:
