@@ -294,7 +294,7 @@ def _side_dict(s: SideView, k: KernelView) -> dict[str, Any]:
     return {
         "side": s.side, "label": s.label, "core_time_us": _r(s.core_time_us), "span_us": _r(s.span_us),
         "time_column": k.cite(s.time_column), "blocks": s.blocks, "spread": _r(s.spread, 4),
-        "units": [{"unit": u.unit, "ratio": _r(u.ratio, 6), "of_saturation": _r(u.of_saturation, 4),
+        "units": [{"unit": u.unit, "ratio": _r(u.ratio, 6), "of_saturation": _r(min(u.of_saturation, 1.0), 4),  # saturated is 100 %
                    "saturation": u.saturation, "time_us": _r(u.time_us), "column": u.column,
                    "file": Path(k.file_of(_canonical_of(s.side, u))).name or None,
                    "low": _r(u.low, 6), "high": _r(u.high, 6)} for u in s.units],
