@@ -28,6 +28,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from advisor.units import fmt_us
+
 _BOOL_SET = re.compile(r"\b([A-Za-z_][A-Za-z0-9_.]*)\s*[=:]\s*(True|False|true|false)\b")
 _PCT = re.compile(r"(\d+(?:\.\d+)?)\s*%")
 _INTERNAL = re.compile(r"\b(DOMAIN|FORMATS|DESIGN|PEER)\.md\b")
@@ -66,11 +68,11 @@ def _over_the_window(everything: list[Mapping[str, Any]], detail: Mapping[str, A
     """No saving, and not the recoverable total, exceeds the analyzed window."""
     if window <= 0:
         return []
-    out = [f"{f.get('rule')}: saving {s:.1f} us exceeds the analyzed window {window:.1f} us"
+    out = [f"{f.get('rule')}: saving {fmt_us(s)} exceeds the analyzed window {fmt_us(window)}"
            for f in everything if (s := float(f.get("estimated_saving_us") or 0.0)) > window * 1.001]
     rec = float(detail.get("recoverable_us") or 0.0)
     if rec > window * 1.001:
-        out.append(f"recoverable {rec:.1f} us exceeds the analyzed window {window:.1f} us")
+        out.append(f"recoverable {fmt_us(rec)} exceeds the analyzed window {fmt_us(window)}")
     return out
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.model import canonical_dtype, canonical_format, dtype_bytes
+from advisor.units import fmt_us
 
 if TYPE_CHECKING:
     from advisor.graph.model import ModelGraph
@@ -242,7 +243,7 @@ def _beyond_limits(shapes: Sequence[tuple[int, ...] | None], dtypes: Sequence[st
         if n is not None and n * size > limit:
             return f"a tensor of {n * size:.3g} bytes"
     if not np.isfinite(dur) or dur > float(rules.get("max_op_us", 8.64e10)):
-        return f"an estimated time of {dur:.3g} us"
+        return f"an estimated time of {fmt_us(dur)}"
     return None
 
 
@@ -310,7 +311,7 @@ def basis(platform: Mapping[str, Any], rules: Mapping[str, Any], graph_format: s
             f"tensor shapes against {platform.get('fp16_tflops')} TFLOPS fp16 cube / "
             f"{platform.get('fp32_vector_tflops')} TFLOPS fp32 vector / {platform.get('hbm_gbps')} GB/s at "
             f"{eff['cube']:.0%}/{eff['vector']:.0%}/{eff['bandwidth']:.0%} efficiency plus "
-            f"{float(rules['launch_overhead_us']):g} us per kernel")
+            f"{fmt_us(float(rules['launch_overhead_us']))} per kernel")
     if graph_format == "onnx":
         text += (f"; fp32 ops assumed to run as {rules['precision']['onnx_runs_as']} (ATC's default "
                  "--precision_mode=force_fp16)")

@@ -118,6 +118,15 @@ def html(text: object) -> str:
     return _html.escape(_CONTROL.sub(_visible, str(text)), quote=True)
 
 
+_HTML_CODE_SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+
+
+def html_code_spans(text: object) -> str:
+    """:func:`html`, then each ``code span`` of the text (a recommendation's ``--fusion_switch_file``) as
+    ``<code>``: the span's content is already escaped, so the only markup added is the element itself."""
+    return _HTML_CODE_SPAN.sub(r"<code>\1</code>", html(text))
+
+
 def markdown_html(text: object) -> str:
     """Text inside raw HTML of a Markdown document (``<summary>``): HTML-escaped and on one line, since a blank
     line ends the HTML block and whatever follows it is read as Markdown again (links, images)."""

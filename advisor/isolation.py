@@ -479,7 +479,7 @@ def _number(value: Any, what: str, limit: float | None = None) -> float:
     if f < 0:
         raise ValueError(f"{what} is negative ({f:g})")
     if limit is not None and f > limit * (1 + 1e-9) + 1e-6:
-        raise ValueError(f"{what} {f:g} us is more than the analyzed time ({limit:g} us)")
+        raise ValueError(f"{what} {f:g} µs is more than the analyzed time ({limit:g} µs)")
     return f
 
 

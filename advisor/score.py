@@ -27,6 +27,7 @@ from typing import Any
 
 from advisor.findings import Finding
 from advisor.rules import Waiver
+from advisor.units import fmt_us
 
 FORMULA = __doc__ or ""
 
@@ -159,7 +160,7 @@ def bound_savings(findings: list[Finding], limits: Mapping[int | None, Limits]) 
             out.append(replace(
                 f, estimated_saving_us=total,
                 saving_by_op={op: v for op, v in capped_split.items()} if f.saving_by_op else {},
-                basis=f"{f.basis}; capped at {total:.1f} us, the time its ops / bucket take in the analyzed window"))
+                basis=f"{f.basis}; capped at {fmt_us(total)}, the time its ops / bucket take in the analyzed window"))
         else:
             out.append(f)
     return out

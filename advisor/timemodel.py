@@ -53,6 +53,7 @@ import pandas as pd
 
 from advisor.intervals import complement, overlap, union
 from advisor.model import EventSelection, Profile, label_mask
+from advisor.units import fmt_us
 
 COMPUTE_KEYS: tuple[str, ...] = ("cube", "vector", "mix", "ai_cpu", "other")
 UNCOVERED_KEYS: tuple[str, ...] = ("wait", "transmit", "idle")
@@ -1221,7 +1222,7 @@ def _split(profile: Profile, iv: _Intervals, sources: dict[str, str], notes: lis
         out.add(_derived_step(iv, None, *span), *span)
         untimed = sum(iv.untimed_compute.values())
         if untimed > 0:
-            notes.append(f"{untimed:.1f} us of tasks without start times are not in the window")
+            notes.append(f"{fmt_us(untimed)} of tasks without start times are not in the window")
     if not out.steps and (untimed_steps := _untimed_step(iv)):
         sources["window"] = sources["split"] = f"{sources.get('compute', 'device tasks')}: task time (no time stamps)"
         out.steps, out.spans, out.recorded = untimed_steps, [(-np.inf, np.inf)], True
@@ -1284,13 +1285,13 @@ def _note_phases(sources: dict[str, str], notes: list[str], steps_source: str, p
                  ctx: _PhaseContext, with_tasks: bool) -> None:
     if with_tasks:
         notes.append(f"{len(phases)} recorded step(s) hold no device task of this capture: split from the step "
-                     f"trace's phases ({steps_source}), compute capped at {ctx.compute_per_step or 0:.1f} us per "
+                     f"trace's phases ({steps_source}), compute capped at {fmt_us(ctx.compute_per_step or 0)} per "
                      f"step as measured on {ctx.source}")
         return
     sources["window"] = sources["split"] = f"{steps_source}: step phases (no device task times)"
     sources.pop("uncovered_by_kind", None)
     if ctx.compute_per_step is not None:
-        notes.append(f"compute of each step capped at {ctx.compute_per_step:.1f} us, what {ctx.source} measure per "
+        notes.append(f"compute of each step capped at {fmt_us(ctx.compute_per_step)}, what {ctx.source} measure per "
                      "step: the step trace's forward-backward phase is an interval on the device, not busy time")
 
 
@@ -1388,8 +1389,8 @@ def build(profile: Profile) -> TimeModel:
                       link_waits=_collect_link_waits(iv), idle=_idle_blocks(split, steps, busy, skip),
                       report_max_steps=int((rules.get("report") or {}).get("max_steps", 1000)))
     if capture is not None and model.window_us > 0 and model.outside_window_us > 0.05 * capture:
-        notes.append(f"the capture holds {model.window_us:.1f} us of analyzed device time in {capture:.1f} us; "
-                     f"{model.outside_window_us:.1f} us lie outside the analyzed window (warm-up steps, pauses, an "
+        notes.append(f"the capture holds {fmt_us(model.window_us)} of analyzed device time in {fmt_us(capture)}; "
+                     f"{fmt_us(model.outside_window_us)} lie outside the analyzed window (warm-up steps, pauses, an "
                      "idle head or tail: see time.excluded; profile more steps, or start the capture closer to the "
                      "work)")
     return model

@@ -280,7 +280,7 @@ class AicpuKB(KnowledgeBase):
             queue = [op for op in found if op.type in by_design]
             if queue:
                 ctx.note(f"aicpu: {', '.join(dict.fromkeys(op.name for op in queue))} "
-                         f"({sum(op.total_us for op in queue):.1f} us) are device data-queue ops that run on the AI "
+                         f"({sum(op.total_us for op in queue):.1f} µs) are device data-queue ops that run on the AI "
                          "CPU by design, waiting for the host's data pipeline: not counted as AI CPU fallbacks")
             found = [op for op in found if op.type not in by_design]
             ref = AicoreReference(ops, rules["ai_core_cores"], rules["estimate"])
@@ -302,7 +302,7 @@ class AicpuKB(KnowledgeBase):
         },
         title="Ops running on the AI CPU",
         what="Lists ops that run on the AI CPU (profile task type AI_CPU; graph engine AI_CPU from "
-             "_ge_attr_op_kernel_lib_name) whose longest task exceeds {min_duration_us} us, with their share of "
+             "_ge_attr_op_kernel_lib_name) whose longest task exceeds {min_duration_us} µs, with their share of "
              "the analyzed time and the reason: op type without an AI Core kernel (aicpu_op_types, each marked "
              "confirmed or empirical), double precision, 64-bit integers, fp32 kept by --precision_mode, a dtype "
              "outside the AI Core kernel's list (aicore_dtypes), or dynamic shape. One finding per reason (per op "

@@ -353,7 +353,7 @@ class CommunicationKB(KnowledgeBase):
                       "table": table(["op", "task", "size_bytes", "link_type", "duration_us"], rows)},
             estimated_saving_us=saving,
             basis=f"{penalty:g} of the misaligned transfers' wall time ({wall / 1000:.2f} ms; misaligned_penalty, "
-                  f"an assumption), at most {float(ba['max_saving_per_transfer_us']):g} us per transfer (the odd "
+                  f"an assumption), at most {float(ba['max_saving_per_transfer_us']):g} µs per transfer (the odd "
                   "tail's extra transfer: max_saving_per_transfer_us), times the exposed share of communication, at "
                   "most that share of the uncovered transfer time",
             recommendation=rc.unknown_context(ctx) + rec, fix=fix,

@@ -67,7 +67,7 @@ class HostInferenceKB(KnowledgeBase):
         title="Synchronous host-device copies in the inference loop",
         what="Sums the synchronous copy APIs in the API statistics (sync_copy_apis: aclrtMemcpy, else the runtime's "
              "rtMemcpy / MemCopySync -- the outermost layer present, so one copy is counted once) and reports them "
-             "from {min_api_us} us on, with the calls per execute and the per-call cost. Saving: "
+             "from {min_api_us} µs on, with the calls per execute and the per-call cost. Saving: "
              "{sync_copy.recoverable_fraction} of the synchronous copy time, never more than the device busy time "
              "it can hide behind, attributed to the (free time) pseudo-op.",
         why="aclrtMemcpy is blocking: while it runs the host submits nothing and the device waits for the input. "
@@ -116,7 +116,7 @@ class HostInferenceKB(KnowledgeBase):
         },
         title="Model loaded more than once",
         what="Counts the model-load APIs (load_apis: aclmdlLoadFromFile*, aclmdlLoadFromMem*) in the API statistics; "
-             "more than {max_loads} load(s) with at least {min_api_us} us of load time is reported. Saving: every "
+             "more than {max_loads} load(s) with at least {min_api_us} µs of load time is reported. Saving: every "
              "load but the first, attributed to the (free time) pseudo-op.",
         why="Loading parses the OM, allocates memory and copies weights: hundreds of milliseconds. Loading inside the "
             "loop repeats that per frame or per request.",
@@ -137,7 +137,7 @@ class HostInferenceKB(KnowledgeBase):
         title="Host-only time in the application's msproftx ranges",
         what="For each msproftx range name (leaf ranges: those containing no other range), the range time minus the "
              "device busy time inside it is host-only time. Ranges whose host-only time reaches {tx.min_share} of "
-             "the analyzed window (and {tx.min_host_us} us) are reported, classed by name (tx.kinds) as idle "
+             "the analyzed window (and {tx.min_host_us} µs) are reported, classed by name (tx.kinds) as idle "
              "(sleep, wait), pre-processing or post-processing. Saving: the kind's share of the host-only time "
              "(tx.recoverable_fraction), attributed to the (free time) pseudo-op.",
         why="While the host sleeps, decodes or post-processes in the inference thread the device waits. A sleep or a "
@@ -258,7 +258,7 @@ def _sync_copy(ctx: AnalysisContext, api: pd.DataFrame) -> Finding | None:
         basis=(f"{frac:.0%} (sync_copy.recoverable_fraction) of the {name} time, which async copies on a copy "
                "stream overlap with device work; at most the device busy time"),
         recommendation=(
-            f"{name} runs {int(count)} times ({total / max(count, 1.0):.1f} us per call"
+            f"{name} runs {int(count)} times ({total / max(count, 1.0):.1f} µs per call"
             + (f", {per_exec:g} per {exec_api} call" if per_exec else "")
             + "), blocking the host while the device waits. Allocate input/output buffers once with "
               "aclrtMallocHost (pinned), copy with aclrtMemcpyAsync on a separate stream and synchronize just "
@@ -297,8 +297,8 @@ def _execute_gap(ctx: AnalysisContext, api: pd.DataFrame) -> Finding | None:
         basis=(f"{frac:.0%} (execute_gap.recoverable_fraction) of the {name} time not covered by device tasks "
                "(execute time minus device busy time), which overlapping calls and batching hide"),
         recommendation=(
-            f"Each {name} call takes {total / max(count, 1.0):.1f} us on the host for "
-            f"{busy / max(count, 1.0):.1f} us of device work: the rest is per-call submission, synchronization "
+            f"Each {name} call takes {total / max(count, 1.0):.1f} µs on the host for "
+            f"{busy / max(count, 1.0):.1f} µs of device work: the rest is per-call submission, synchronization "
             "and input/output handling, and the device idles in between. Run aclmdlExecuteAsync on two or more "
             "streams (one loaded model instance per concurrent stream) with pre/post-processing in other threads, "
             f"batch frames ({_batching(ctx)}), and pass device buffers the model reads directly{_svp_note(family)}."),
@@ -324,7 +324,7 @@ def _model_load(ctx: AnalysisContext, api: pd.DataFrame) -> Finding | None:
                   "table": table(["api", "calls", "total_us"], rows)},
         estimated_saving_us=min(total * (count - 1) / count, window),
         basis="every load but the first: load time x (loads - 1) / loads",
-        recommendation=(f"The model is loaded {int(count)} times ({total / count:.1f} us each). Load it once at "
+        recommendation=(f"The model is loaded {int(count)} times ({total / count:.1f} µs each). Load it once at "
                         "start-up, keep the model id and its input/output datasets, and reuse them for every "
                         f"inference{_svp_note(_calls(api, present))}."),
         fix=Fix("code", "load the model once and reuse the model id",

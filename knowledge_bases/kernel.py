@@ -120,7 +120,7 @@ class KernelKB(KnowledgeBase):
         title="Kernel side limited by its scalar pipe",
         what="A side (cube core, vector core, AI Core) whose scalar pipe is its busiest against saturation and at "
              "least the bound rules' scalar_bound_ratio busy (PipeUtilization *_scalar_ratio), not waiting for the "
-             "other side of a MIX kernel, with at least {scalar.min_scalar_us} us of scalar time per launch (less is "
+             "other side of a MIX kernel, with at least {scalar.min_scalar_us} µs of scalar time per launch (less is "
              "the kernel's fixed setup) and, where the file splits it (*_scalar_single_time + *_scalar_dual_time), "
              "instructions issued for at least scalar_bound_ratio of the side's time (else the pipe mostly stalls "
              "on other pipes or flags). Kernels shorter than the bound rules' latency_max_us get no kernel advice "
@@ -256,7 +256,7 @@ class KernelKB(KnowledgeBase):
             short = float(rules_of(ctx)["latency_max_us"])
             quick = [v.name for v in views if v.duration_us < short]
             if quick:
-                ctx.note(f"kernel: {', '.join(quick[:5])} run(s) below {short:g} us per launch (bound rules' "
+                ctx.note(f"kernel: {', '.join(quick[:5])} run(s) below {short:g} µs per launch (bound rules' "
                          "latency_max_us): launch, head and tail dominate them, no tuning advice is given")
             views = [v for v in views if v.duration_us >= short]
         else:

@@ -90,7 +90,7 @@ class MemoryKB(KnowledgeBase):
         what="Sums the time of device-memory allocator calls (timeline events matching event_patterns -- "
              "AscendCL@aclMallocMemInner, AscendCL@aclrtMalloc*, AscendCL@aclrtFree*, Runtime@DevMalloc/DevFree... "
              "-- else the same APIs in api_statistic.csv, api_patterns; nested calls counted once) and fires from "
-             "{min_total_us} us on. Saving: {recoverable_fraction} of that time, at most the device's free time "
+             "{min_total_us} µs on. Saving: {recoverable_fraction} of that time, at most the device's free time "
              "(allocation is host work that stalls op dispatch), attributed to the (free time) pseudo-op. Not "
              "assessed for kernel-development captures (contexts: {contexts}).",
         why="A working memory pool serves every step from memory it holds; runtime allocations on the hot path cost "

@@ -57,7 +57,7 @@ class MemoryBoundKB(KnowledgeBase):
              "the bound rules' memory_bound_ratio (the SoC guide's max(Dstr, DLD, WLD) / max(Mac Busy, Vec Ppen) "
              "for SS928/SS927 JOB summaries, msprof's mte2_ratio / max(mac_ratio, vec_ratio) elsewhere) -- with "
              "their share of the compute time (the model summary's memory_bound figure) and, on the SoC, the "
-             "transfer that dominates them; reported when they can save {min_saving_us} us in all. Not assessed "
+             "transfer that dominates them; reported when they can save {min_saving_us} µs in all. Not assessed "
              "for kernel-development captures (contexts: {contexts}): a single kernel's bound is the roofline "
              "finding's.",
         why="A layer above 1 spends more time moving data between DDR/HBM and the core than computing: the compute "

@@ -87,7 +87,7 @@ class OperatorKB(KnowledgeBase):
              "info.json, else rules/platforms.yaml for a chip identified by name, else the block dim most of the "
              "profile's multi-core time uses). An op whose blocks fill only part of its last wave (used / (waves x "
              "cores) < 1; mix ops: the better of the cube and vector parts) is reported when a task lasts at least "
-             "{block_dim.min_duration_us} us and its first output is large enough to split over every core "
+             "{block_dim.min_duration_us} µs and its first output is large enough to split over every core "
              "({block_dim.min_elements_per_core} elements per core); an op without an output shape only when its "
              "blocks fill at least {block_dim.min_used_without_shapes} of its last wave (its parallelism is "
              "unknown: few blocks usually mean a small op, not a bad tiling).",

@@ -64,7 +64,7 @@ class PrecisionKB(KnowledgeBase):
              "(fp32_dtypes): in the profile (Input Data Types) or, without one, in a compiled model graph (OM JSON / "
              "GE dump; an ONNX model is cast by ATC's default force_fp16). The gain per op is its time x (1 - t16 / "
              "t32), t = max(FLOPs / cube peak, bytes / bandwidth) in fp16 and in fp32 (the cube's fp32 rate where "
-             "it has one, else the vector unit's); reported from {min_saving_us} us on. Contexts: "
+             "it has one, else the vector unit's); reported from {min_saving_us} µs on. Contexts: "
              "{contexts.fp32}.",
         why="The cube computes fp16 at its full rate; fp32 runs at a fraction of it (or falls back to the vector unit "
             "or AI CPU on cubes without fp32) and moves twice the bytes.",

@@ -34,8 +34,8 @@ _WHAT = (
     "Reads the shared op classification (rules file bound: FLOPs and bytes from cube_fops/vector_fops and "
     "main-memory bandwidth metrics where the profile has them, else from shapes and dtypes; the roof at an op's "
     "intensity is min(peak of its unit and dtype, intensity x hbm_gbps)) for the heavy ops -- the op names "
-    "covering {heavy_coverage} of compute time, at most {max_heavy_ops}, each above {min_op_total_us} us -- and "
-    "reports each op type and bound whose ops can recover at least {min_saving_us} us. "
+    "covering {heavy_coverage} of compute time, at most {max_heavy_ops}, each above {min_op_total_us} µs -- and "
+    "reports each op type and bound whose ops can recover at least {min_saving_us} µs. "
 )
 _WHY = (
     " Recoverable time = the ops' time x (1 - the share of the practical roof they reach), the share being the "
@@ -242,7 +242,7 @@ def _title(op_type: str, bound: str, group: pd.DataFrame, pct: float | None) -> 
         return f"{op_type}: {n} op(s) with no clear bound {at}, busiest pipe {top['pipe']} {top['pipe_ratio']:.2f}"
     if bound == "latency":
         per_call = float(group["total_us"].sum() / group["calls"].sum())
-        return f"{op_type}: {n} latency-bound op(s), {per_call:.1f} us per call {at}"
+        return f"{op_type}: {n} latency-bound op(s), {per_call:.1f} µs per call {at}"
     if bound == "scalar":
         top = group.iloc[0]
         return f"{op_type}: {n} scalar-bound op(s), scalar pipe {top['pipe_ratio']:.2f} {at}"
@@ -283,7 +283,7 @@ def _advice(ctx: AnalysisContext, op_type: str, bound: str, group: pd.DataFrame,
         return text + tune, aoe.fix if aoe else None
     if bound == "latency":
         per_call = float(group["total_us"].sum() / group["calls"].sum())
-        text = (f"{n} {op_type} op(s) take {per_call:.1f} us per call at {where}: fixed per-kernel "
+        text = (f"{n} {op_type} op(s) take {per_call:.1f} µs per call at {where}: fixed per-kernel "
                 f"costs (launch, scheduling, head and tail) dominate. Give each kernel more work: "
                 f"{tuning.more_work_per_kernel(ctx)}.")
         return text, Fix("code", "more work per kernel launch", {"ops": names[:tuning.MAX_FIX_OPS],

@@ -365,8 +365,8 @@ class ScheduleKB(KnowledgeBase):
         },
         title="Slow DataLoader iterations",
         what="Reports PyTorch DataLoader iteration events (name containing dataloader.name_contains, from the trace "
-             "or operator_details.csv) lasting {dataloader.min_duration_us} us or more. Saving: per iteration its "
-             "time beyond {dataloader.expected_us} us (what a prefetching loader takes)." + _CAP,
+             "or operator_details.csv) lasting {dataloader.min_duration_us} µs or more. Saving: per iteration its "
+             "time beyond {dataloader.expected_us} µs (what a prefetching loader takes)." + _CAP,
         why="While __next__ runs, no step work is dispatched: the device idles.",
         how_to_fix="Load in background workers: DataLoader(num_workers>0, pin_memory=True, persistent_workers=True, "
                    "prefetch_factor>=2); move decoding and augmentation off the main process; read from local disk.",
@@ -414,7 +414,7 @@ class ScheduleKB(KnowledgeBase):
         return [_host_finding(
             ctx, "schedule.dataloader",
             f"{plural(len(durs), 'slow DataLoader iteration')} (longest {durs.max() / 1000:.1f} ms)",
-            saving, f"per iteration: duration - {expected:g} us (dataloader.expected_us, what a prefetching loader "
+            saving, f"per iteration: duration - {expected:g} µs (dataloader.expected_us, what a prefetching loader "
                     "takes)", advice,
             {"iterations": len(durs), "time_us": float(durs.sum()), "max_us": float(durs.max()),
              "threshold_us": limit, "source": source, "events": sorted(set(names))[:5]},
@@ -429,7 +429,7 @@ class ScheduleKB(KnowledgeBase):
         },
         title="Python garbage-collection pauses",
         what="Reports GC events (category gc.categories, recorded with torch_npu's gc_detect_threshold) of "
-             "{gc.min_duration_us} us or more. Saving: {gc.saving_fraction} of the pauses." + _CAP,
+             "{gc.min_duration_us} µs or more. Saving: {gc.saving_fraction} of the pauses." + _CAP,
         why="A full GC pass walks every Python object: tens of milliseconds during which nothing is dispatched.",
         how_to_fix="Call gc.freeze() once the model, optimizer and data loader are built, or gc.disable() and "
                    "gc.collect() between steps at a time you choose.",
@@ -470,7 +470,7 @@ class ScheduleKB(KnowledgeBase):
             "overall.free-time": "the device idles while the host is silent (a GC pass or another stall): removing the stall removes the gap",
         },
         title="Long device-idle gaps with no host activity",
-        what="Finds gaps between device tasks (and Overlap Analysis Free events) of {conjectured_gc.min_gap_us} us "
+        what="Finds gaps between device tasks (and Overlap Analysis Free events) of {conjectured_gc.min_gap_us} µs "
              "or more in which the host issued almost no API calls (busy ratio below "
              "{conjectured_gc.max_busy_ratio}, event rate below {conjectured_gc.max_events_per_us} per us) and "
              "which recorded GC or DataLoader events do not explain. Runs whether or not GC events were recorded. "
@@ -545,7 +545,7 @@ class ScheduleKB(KnowledgeBase):
             "The device idled and the host made almost no API calls: typically a Python GC pass or a blocking host "
             "operation. " + ("Some GC pauses were recorded, but not in these gaps. " if recorded else "") + how,
             {"gaps": int(sel.sum()), "gap_time_us": gap_time, "gc_events_recorded": recorded,
-             "events": [f"device idle {r[1] / 1000:.1f} ms from {r[0]} us" for r in rows],
+             "events": [f"device idle {r[1] / 1000:.1f} ms from {r[0]} µs" for r in rows],
              "table": table(["start us", "gap us", "host busy us", "host events"], rows)},
             Fix("code", "freeze long-lived objects out of the GC",
                 {"snippet": record + "import gc; gc.freeze()  # after building the model and data loader"}),
@@ -621,7 +621,7 @@ class ScheduleKB(KnowledgeBase):
         what="Hashes every op-type sequence (type and shapes) of {fusible.min_length} to {fusible.max_length} "
              "consecutive compute tasks (a communication or runtime task -- an HCCL op, a notify wait or record, "
              "an event --, tasks on fusible.break_cores, kernels of fusible.no_saving_types and idle gaps over "
-             "{fusible.max_launch_gap_us} us break sequences) and keeps those occurring more than "
+             "{fusible.max_launch_gap_us} µs break sequences) and keeps those occurring more than "
              "{fusible.min_occurrences} times without overlap that cover more than {fusible.min_step_share} of the "
              "analyzed window or are MTE bound, and that are host bound (kernel time / wall span below "
              "{fusible.host_bound_ratio}) or MTE bound ((MTE2 + MTE3/fixpipe time) / AI Core time above "

@@ -1070,7 +1070,7 @@ class TransDataKB(KnowledgeBase):
                       "table": table(["op", "conversion", "category", "forced by", "tasks", "total_us"], rows)},
             estimated_saving_us=0.0,
             basis="a count, not a saving: the site and round-trip findings on these conversions carry the time "
-                  f"their fixes recover ({avoidable_us:.1f} us in all, each conversion counted once); "
+                  f"their fixes recover ({avoidable_us:.1f} µs in all, each conversion counted once); "
                   "Other_Transform conversions count as unavoidable",
             recommendation=f"Conversions by category: {summary}. The site and round-trip findings name what forces "
                            "the avoidable ones; conversions of the model input/output and of weights are expected.",

@@ -110,7 +110,7 @@ class UbFusionKB(KnowledgeBase):
             "Each unfused op is its own kernel: its input is written to global memory by the previous op and read "
             "back (shape x dtype size x 2 bytes per intermediate tensor), plus a kernel launch. UB fusion keeps "
             "the intermediate in the Unified Buffer; graph fusion folds BN/Scale/BiasAdd into the weights. The "
-            "saving is estimated as the removed round trip at the chip bandwidth plus {launch_overhead_us} us of "
+            "saving is estimated as the removed round trip at the chip bandwidth plus {launch_overhead_us} µs of "
             "launch overhead per absorbed op, capped by the absorbed ops' measured time (folded "
             "{folded_groups}: their whole time)."
         ),
@@ -517,7 +517,7 @@ def _emit(ctx: AnalysisContext, rule_id: str, groups: list[tuple[Pattern, list[_
     )
     basis = (
         "per absorbed op: intermediate tensor bytes x 2 (written, then read back) / "
-        f"{bw:g} GB/s (platform hbm_gbps) + {float(r['launch_overhead_us']):g} us launch overhead, capped by the "
+        f"{bw:g} GB/s (platform hbm_gbps) + {float(r['launch_overhead_us']):g} µs launch overhead, capped by the "
         "op's measured time; folded BN/Scale/BiasAdd: their whole time"
     )
     if not all(c.measured for c in chains):

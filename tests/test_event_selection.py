@@ -97,7 +97,7 @@ def test_counted_times_pass_the_sanitizer_like_kept_ones() -> None:
     counter.add(["CANN"] * 3, ["x"] * 3, np.array([1.0, 2.0, 3.0]), np.array([1.0, 9e307, -4.0]))
     row = counter.frame().iloc[0]
     assert row["count"] == 3 and row["total_us"] == 1.0 and row["last_end_us"] == 3.0
-    assert counter.problems == {"duration_us": {"negative": 1, "longer than 1e+11 us": 1}}
+    assert counter.problems == {"duration_us": {"negative": 1, "longer than 1e+11 µs": 1}}
 
 
 def _keeps(selection: EventSelection, process: object, name: object, category: object) -> bool:

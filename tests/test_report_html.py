@@ -102,12 +102,21 @@ def test_roofline_has_roofs_and_points_by_bound(report_html: tuple[dict, str]) -
         assert label in chart, label
 
 
-def test_roofline_drawn_without_points() -> None:
+def test_no_roofline_section_without_points() -> None:
+    """A roofline with no op on it (a graph-only audit, no roofline finding) is an empty card: not shown."""
     report = sample_report()
     report["findings"] = [f for f in report["findings"] if f["kb"] != "roofline"]
     html = render(report, "html")
-    chart = html[html.index('id="roofline-chart"'):html.index('id="findings-table"')]
-    assert "HBM 204 GB/s" in chart and "FP16 cube 69.47 TFLOPS" in chart and "no per-op points" in chart
+    assert 'id="roofline-chart"' not in html and "<h2>Roofline</h2>" not in html
+    assert "op-type-chart" in html  # the other charts stay
+
+
+def test_no_empty_chart_cards() -> None:
+    report = sample_report()
+    report["summary"]["top_op_types"] = []
+    report["summary"]["by_core"] = {}
+    html = render(report, "html")
+    assert "Where the device time goes" not in html and "No op time in this input" not in html
 
 
 def test_roofline_without_platform_peaks() -> None:

@@ -50,15 +50,15 @@ def test_findings_table_in_rank_order_with_details_per_finding() -> None:
     # the top finding's block holds its recommendation, evidence and fix
     block = md[md.index("<details>"):md.index("</details>")]
     assert "NonMaxSuppressionV3 runs on AI CPU" in block and "**Fix** (code)" in block
-    assert "duration_us = **410**" in block
+    assert "duration: **410.0 µs**" in block and "duration_us" not in block
 
 
 def test_evidence_table_fix_data_and_command() -> None:
     md = render(sample_report(), "markdown")
-    assert "| trans_TransData_3 | NCHW | NC1HWC0 | 35 |" in md
+    assert "| trans_TransData_3 | NCHW | NC1HWC0 | 35.0 µs |" in md
     assert "```sh\natc --model=ssd.onnx --framework=5 --input_format=NC1HWC0 --soc_version=Ascend310P3\n```" in md
     assert '"TbeConvElemwiseFusionPass": "on"' in md
-    assert "| conv3/Conv2D | Conv2D | 240 | 21 | compute |" in md  # roofline points as a table
+    assert "| conv3/Conv2D | Conv2D | 240 FLOP/byte | 21 TFLOPS | compute |" in md  # roofline points as a table
 
 
 def test_statuses_skipped_files_and_notes() -> None:

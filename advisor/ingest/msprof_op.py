@@ -73,6 +73,7 @@ from advisor.ingest import msprof_op_jsonl as J
 from advisor.ingest.csvread import read_table
 from advisor.ingest.normalize import finalize_ops
 from advisor.model import KERNEL_BLOCK_KEY_COLUMNS, KERNEL_BLOCKS_EXTRA, Meta, Profile
+from advisor.units import fmt_us
 from advisor.util import is_ascii_digits
 
 METRIC_SETS = ("PipeUtilization", "ArithmeticUtilization", "Memory", "MemoryL0", "MemoryUB", "L2Cache",
@@ -314,7 +315,7 @@ def _complete_from_blocks(row: dict[str, object], blocks: pd.DataFrame | None, l
                                     "is unknown")
         row["duration_us"] = longest
         meta.notes.append(f"{where}: Task Duration(us) is null (no valid task interval): the longest core time, "
-                          f"{longest:g} us, stands for it")
+                          f"{fmt_us(longest)}, stands for it")
 
 
 def _read_blocks(launch: Path, meta: Meta, metric_sets: set[str]) -> pd.DataFrame | None:

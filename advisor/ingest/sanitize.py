@@ -98,7 +98,7 @@ def out_of_range(arr: np.ndarray, col: str) -> tuple[np.ndarray, dict[str, int]]
     if _is_timestamp(col):
         absurd = np.abs(np.nan_to_num(arr, nan=0.0, posinf=0.0, neginf=0.0)) > MAX_TIMESTAMP_US
         if absurd.any():
-            kinds[f"beyond {MAX_TIMESTAMP_US:.0e} us"] = int(absurd.sum())
+            kinds[f"beyond {MAX_TIMESTAMP_US:.0e} µs"] = int(absurd.sum())
             bad |= absurd
         return bad, kinds
     with np.errstate(invalid="ignore"):
@@ -108,7 +108,7 @@ def out_of_range(arr: np.ndarray, col: str) -> tuple[np.ndarray, dict[str, int]]
         kinds["negative"] = int(negative.sum())
         bad |= negative
     if absurd.any():
-        kinds[f"longer than {MAX_DURATION_US:.0e} us"] = int(absurd.sum())
+        kinds[f"longer than {MAX_DURATION_US:.0e} µs"] = int(absurd.sum())
         bad |= absurd
     return bad, kinds
 

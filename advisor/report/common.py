@@ -83,7 +83,7 @@ def split_evidence(evidence: Mapping[str, Any] | None) -> Evidence:
     for key, value in (evidence or {}).items():
         if key == "subgraph":
             nodes = value.get("nodes", []) if isinstance(value, Mapping) else []
-            out.other.append((key, f"{len(nodes)} nodes (drawn in the HTML report)"))
+            out.other.append((key, f"{len(nodes)} nodes"))
         elif is_table(value):
             out.tables.append((key, dict(value)))
         elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
@@ -274,6 +274,12 @@ def finding_subgraph(f: Mapping[str, Any], max_nodes: int = 24, max_chain: int =
     if len(ops) < 2:
         return None
     return Subgraph(ops, list(zip(ops[:-1], ops[1:], strict=True)), {}, "ops")
+
+
+def chip_name(report: Mapping[str, Any]) -> str:
+    """The one chip name a report shows: the chip the figures were computed for (``platform.soc``, e.g.
+    Ascend910B2), else the profile's own name (which may be a family, ``Ascend910B-class``), else "?"."""
+    return str((report.get("platform") or {}).get("soc") or report.get("input", {}).get("chip") or "?")
 
 
 ADVICE_NOTES_HEADING = "Advice not ranked (no measured saving, or below materiality)"

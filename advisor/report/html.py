@@ -15,6 +15,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from advisor import escaping
 from advisor.escaping import controls, deep
 from advisor.report import charts
 from advisor.report.common import (
@@ -22,6 +23,7 @@ from advisor.report.common import (
     POINT_KEYS,
     SEVERITY_RANK,
     advice_notes,
+    chip_name,
     finding_subgraph,
     fmt_pct,
     fmt_us,
@@ -34,6 +36,7 @@ from advisor.report.common import (
     time_rows,
     time_sources,
 )
+from advisor.report.evidence_format import evidence_items, evidence_label, evidence_table
 from advisor.report.kernel_rows import kernel_sections
 from advisor.report.summary_rows import model_summary_rows
 
@@ -47,7 +50,8 @@ def _template() -> jinja2.Template:
     text = resources.files("advisor").joinpath("templates/report.html.j2").read_text("utf-8")
     env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined)
-    env.filters.update(us=fmt_us, pct=fmt_pct, value=fmt_value)
+    env.filters.update(us=fmt_us, pct=fmt_pct, value=fmt_value,
+                       prose=lambda text: Markup(escaping.html_code_spans(text)))
     return env.from_string(text)
 
 
@@ -72,8 +76,9 @@ def _finding_views(findings: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 drawings += 1
                 source = sg.source
         views.append({
-            "index": i, "f": f, "anchor": f"finding-{i}", "scalars": ev.scalars, "tables": ev.tables,
-            "other": ev.other, "fix": _fix_view(f.get("fix")), "subgraph_svg": svg,
+            "index": i, "f": f, "anchor": f"finding-{i}", "scalars": evidence_items(ev.scalars),
+            "tables": [(n, evidence_label(n), evidence_table(t)) for n, t in ev.tables],
+            "other": [(evidence_label(k), v) for k, v in ev.other], "fix": _fix_view(f.get("fix")), "subgraph_svg": svg,
             "subgraph_source": source,
             "ops_shown": f["ops"][:40], "ops_more": max(0, len(f["ops"]) - 40),
             "symptoms": symptom_lines(f, limit=20),
@@ -95,6 +100,7 @@ def render(report: dict[str, Any], **_: Any) -> str:
     context = {
         "r": report,
         "inp": report["input"],
+        "chip": chip_name(report),
         "summary": summary,
         "detail": report.get("score_detail") or {},
         "score": float(report["score"]),
@@ -103,7 +109,7 @@ def render(report: dict[str, Any], **_: Any) -> str:
         "op_type_svg": Markup(charts.op_type_chart(summary.get("top_op_types", []), total))
         if summary.get("top_op_types") else None,
         "core_svg": Markup(charts.core_chart(summary["by_core"], total)) if summary.get("by_core") else None,
-        "roofline_svg": Markup(charts.roofline_chart(platform, points)),
+        "roofline_svg": Markup(charts.roofline_chart(platform, points)) if points else None,
         "time": report.get("time") or {},
         "time_rows": time_rows(report.get("time"), report.get("platform")),
         "time_sources": time_sources(report.get("time")),

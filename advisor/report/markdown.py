@@ -16,6 +16,7 @@ from advisor.report.common import (
     ADVICE_NOTES_HEADING,
     POINT_KEYS,
     advice_notes,
+    chip_name,
     fmt_pct,
     fmt_us,
     fmt_value,
@@ -25,6 +26,7 @@ from advisor.report.common import (
     time_rows,
     time_sources,
 )
+from advisor.report.evidence_format import evidence_items, evidence_label, evidence_table
 from advisor.report.kernel_rows import kernel_sections
 from advisor.report.summary_rows import model_summary_rows
 
@@ -83,7 +85,7 @@ def _key_numbers(report: Mapping[str, Any]) -> str:
     sev = _severity_counts(report["findings"])
     rows.append(["Findings", ", ".join(f"{n} {s}" for s, n in sev.items() if n) or "none"])
     rows.append(["Input", _Raw(code(inp["path"], 120) + " " + cell(
-        f"({inp['layout']}, chip {inp.get('chip') or '?'}, CANN {inp.get('cann_version') or '?'}, context "
+        f"({inp['layout']}, chip {chip_name(report)}, CANN {inp.get('cann_version') or '?'}, context "
         f"{inp.get('context') or 'unknown'})"))])
     graph = report.get("graph")
     if graph:
@@ -158,14 +160,11 @@ def _findings_table(findings: Sequence[Mapping[str, Any]], top: int) -> str:
 
 def _evidence_table(name: str, table: Mapping[str, Any], limit: int = 10) -> str:
     """At most ``limit`` rows: a comment is for deciding, the HTML and JSON reports have the rest."""
-    cols = [str(c) for c in table["columns"]]
-    rows = [[fmt_value(v) for v in r] for r in table["rows"][:limit]]
     more = int(table.get("more_rows", 0)) + max(0, len(table["rows"]) - limit)
-    first = list(table["rows"][0]) if table["rows"] else []
-    align = ["r" if i < len(first) and isinstance(first[i], (int, float)) and not isinstance(first[i], bool)
-             else "l" for i in range(len(cols))]
-    text = md_table(cols, rows, align)
-    title = "" if name == "table" else f"**{cell(name)}**\n\n"
+    view = evidence_table({"columns": table["columns"], "rows": table["rows"][:limit]})
+    align = ["r" if n else "l" for n in view["numeric"]]
+    text = md_table(view["columns"], view["rows"], align)
+    title = "" if name == "table" else f"**{cell(evidence_label(name))}**\n\n"
     return title + text + (f"\n\n_{more} more rows not shown._" if more else "")
 
 
@@ -195,8 +194,9 @@ def finding_details(index: int, f: Mapping[str, Any]) -> str:
         parts += [f"- {cell(line, 400)}" for line in symptoms]
     ev = split_evidence(f.get("evidence"))
     if ev.scalars or ev.other:
-        items = [f"{cell(k, 60)} = **{cell(v, 200)}**" for k, v in ev.scalars[:20]]
-        items += [f"{cell(k, 60)}: {cell(v, 200)}" for k, v in ev.other[:10]]
+        items = [f"{cell(k, 60)}: **{cell(v, 200)}**" for k, v in evidence_items(ev.scalars[:20])]
+        items += [f"{cell(evidence_label(k), 60)}: {cell(v, 200)}"
+                  + (" (drawn in the HTML report)" if k == "subgraph" else "") for k, v in ev.other[:10]]
         parts += ["", "**Evidence**: " + " · ".join(items)]
     tables = ev.tables
     if len(tables) > 1:  # roofline points repeat the main table; they are for the HTML chart

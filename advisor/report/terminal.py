@@ -12,19 +12,16 @@ from rich.table import Table
 from rich.text import Text
 
 from advisor.escaping import deep, terminal
-from advisor.report.common import ADVICE_NOTES_HEADING, advice_notes, symptom_lines, time_rows, time_sources
+from advisor.report.common import ADVICE_NOTES_HEADING, advice_notes, chip_name, symptom_lines, time_rows, time_sources
 from advisor.report.kernel_rows import kernel_sections
 from advisor.report.summary_rows import model_summary_rows
+from advisor.units import fmt_us
 
 _SEVERITY_STYLE = {"critical": "bold red", "major": "red", "minor": "yellow", "info": "cyan"}
 
 
 def _us(value: float) -> str:
-    if value >= 1_000_000:
-        return f"{value / 1_000_000:.2f} s"
-    if value >= 1000:
-        return f"{value / 1000:.2f} ms"
-    return f"{value:.1f} us"
+    return fmt_us(value)
 
 
 def _score_style(score: float) -> str:
@@ -85,7 +82,7 @@ def _header(report: dict[str, Any]) -> Panel:
         window = detail.get("window_us", detail.get("device_busy_us", 0))
         head.append(f"   recoverable {_us(detail.get('recoverable_us', 0))} of {_us(window)} analyzed", style="dim")
     lines = [head,
-             Text(f"{inp['path']}  ·  layout {inp['layout']}  ·  chip {inp.get('chip') or '?'}"
+             Text(f"{inp['path']}  ·  layout {inp['layout']}  ·  chip {chip_name(report)}"
                   f"  ·  CANN {inp.get('cann_version') or '?'}  ·  context {inp.get('context') or 'unknown'}",
                   style="dim"),
              Text(f"{summ['ops']:,} ops · {summ['op_types']} op types · {_device_time(summ)}"

@@ -15,6 +15,7 @@ from dataclasses import replace
 from advisor.findings import Finding
 from advisor.toolkit.common import severity_for
 from advisor.toolkit.time import FREE_TIME_KEY
+from advisor.units import fmt_us
 
 
 def free_part(f: Finding) -> float:
@@ -31,7 +32,7 @@ def within_free_time(findings: Sequence[Finding], free_us: float, window_us: flo
         return list(findings)
     scale = max(0.0, free_us) / claimed
     note = (f"; the free-time savings of this knowledge base scaled by {scale:.3g} so that together they do not "
-            f"exceed the device's free time ({free_us:.0f} us)")
+            f"exceed the device's free time ({fmt_us(free_us)})")
     out = []
     for f in findings:
         part = free_part(f)
