@@ -11,6 +11,7 @@ from rich.console import Console
 
 from advisor import gate
 from advisor.analysis import AnalysisOptions, run_analysis
+from advisor.cli.console import make_console
 from advisor.errors import UsageError
 from advisor.escaping import terminal_line
 from advisor.output import check_output, check_outside_inputs, output_target, write_atomic
@@ -166,7 +167,7 @@ def emit(report: dict, fmt: str, target: Path | None, fail_on: str, fail_under: 
         if fmt == "terminal" and target is None:
             from advisor.report.terminal import print_report
 
-            print_report(report, Console())
+            print_report(report, make_console())
             return
         text = (render(report, fmt, fail_on=fail_on, fail_under=fail_under) if fmt == "junit"
                 else render(report, fmt))

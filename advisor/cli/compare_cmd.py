@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from advisor import gate, provenance
 from advisor.analysis import AnalysisOptions
+from advisor.cli.console import make_console
 from advisor.compare import compare, load_side
 from advisor.escaping import terminal_line
 from advisor.output import check_output, output_target, write_atomic
@@ -62,7 +62,7 @@ def command(base: Path, new: Path, graph_base: Path | None, graph_new: Path | No
         click.echo(terminal_line(f"advisor: warning: the two reports were produced differently: {difference}"),
                    err=True)
     if fmt == "terminal" and out is None:
-        Console().print(build_terminal(cmp))
+        make_console().print(build_terminal(cmp))
     else:
         text = render_junit(cmp) if fmt == "junit" else render(cmp, fmt)
         if target is None:

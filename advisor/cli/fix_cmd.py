@@ -4,7 +4,6 @@ from a report's fusion-switch / AIPP / atc-option fixes."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
@@ -12,6 +11,7 @@ import onnx
 from onnx.external_data_helper import load_external_data_for_model, uses_external_data
 from rich.console import Console
 
+from advisor.cli.console import make_console
 from advisor.errors import InputError, OutputError, UsageError
 from advisor.fix import atc_config
 from advisor.fix.pipeline import FixOptions, run_fix, scan
@@ -64,7 +64,7 @@ def command(model: Path | None, apply_: tuple[str, ...], out: Path | None, param
             report_path: Path | None, merge_switch: Path | None, fmt: str) -> None:
     """Apply mechanical fixes: rewrite an ONNX MODEL (--apply, checked, optionally --verify'd), or turn a
     report's ATC fixes into config files (--atc-config). Without either, list what would match in MODEL."""
-    console = Console(width=None if sys.stdout.isatty() else 160, highlight=False)
+    console = make_console()
     if report_path is not None:
         if apply_:
             raise UsageError("--atc-config and --apply are separate modes; run them one at a time")

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from advisor.cli.console import make_console
 from advisor.escaping import deep, rich_text
 from advisor.graph.load import load_graph
 from advisor.graph.summary import summarize
@@ -53,11 +54,10 @@ def _table(title: str, counts: dict[str, int], label: str, total: int | None = N
 
 def render(s: dict[str, Any]) -> None:
     """Print the summary as rich tables."""
-    from rich.console import Console
     from rich.table import Table
 
     s = deep(s, rich_text)  # node and op type names come from the file: no controls, no markup
-    console = Console()
+    console = make_console()
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
 from advisor import engine
+from advisor.cli.console import make_console
 from advisor.errors import RulesError, UsageError
 from advisor.escaping import rich_text
 from advisor.rules import RULES_SUFFIX, builtin_rules_dir, load_rules_file, rules_name
@@ -81,7 +81,6 @@ def list_command(fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps({"knowledge_bases": rows}, indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(show_lines=False, pad_edge=False, box=None, header_style="bold")
@@ -92,7 +91,7 @@ def list_command(fmt: str) -> None:
         requires = _requires(r["requires"], r["requires_any"])
         status = r["status"] if r["status"] == "ok" else f"[red]{rich_text(r['status'])}[/red]"
         table.add_row(*(rich_text(c) for c in (r["id"], r["version"] or "-", package, requires or "-")), status)
-    console = Console(width=None if sys.stdout.isatty() else 200, highlight=False)
+    console = make_console()
     if not rows:
         console.print("no knowledge bases installed (plugins register in the entry-point group "
                       f"'{engine.ENTRY_POINT_GROUP}')")

@@ -24,23 +24,37 @@ def fix_json(run: FixRun, meta: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
 
 
+WHY_COLUMN_WIDTH = 140
+"""Below this console width a verified run's reasons go under the table (beside five numeric columns they would
+be folded one word per line)."""
+
+
 def print_fix(run: FixRun, console: Console, title: str, verified: bool) -> None:
-    """One row per rewrite: matches, difference, latency, kept or rejected and why."""
+    """One row per rewrite: matches, difference, latency, kept or rejected and why. Numbers are never wrapped."""
     t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-    t.add_column("rewrite")
-    t.add_column("matches", justify="right")
+    t.add_column("rewrite", no_wrap=True)
+    t.add_column("matches", justify="right", no_wrap=True)
     if verified:
         for col in ("max abs diff", "max rel diff", "before ms", "after ms", "gain"):
-            t.add_column(col, justify="right")
-    t.add_column("result")
-    t.add_column("why", overflow="fold")
-    for s in [*run.steps, *([run.total] if run.total else [])]:
+            t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("result", no_wrap=True)
+    why_below = verified and console.width < WHY_COLUMN_WIDTH
+    if not why_below:
+        t.add_column("why", overflow="fold", ratio=1, min_width=20)
+    steps = [*run.steps, *([run.total] if run.total else [])]
+    for s in steps:
         row = [s.rule if s is not run.total else "[bold]all kept[/bold]", str(len(s.matches)) if s.rule != "total" else ""]
         if verified:
             row += _measured(s)
-        row += [f"[{_STYLE.get(s.status, 'dim')}]{s.status}[/]", rich_text(_why(s))]
+        row += [f"[{_STYLE.get(s.status, 'dim')}]{s.status}[/]"]
+        if not why_below:
+            row += [rich_text(_why(s))]
         t.add_row(*row)
     console.print(t)
+    if why_below:
+        for s in steps:
+            if _why(s):
+                console.print(f"  {s.rule if s is not run.total else 'all kept'}: {rich_text(_why(s))}", highlight=False)
     for s in run.steps:
         if s.matches:
             shown = ", ".join(s.matches[:6]) + (f", … (+{len(s.matches) - 6})" if len(s.matches) > 6 else "")
@@ -71,16 +85,17 @@ def _why(s: StepReport) -> str:
 
 
 def print_rewrites(console: Console) -> None:
-    """The registry, for ``advisor fix`` without a model."""
+    """The registry, for ``advisor fix`` without a model: each rewrite's description with its parameters under it
+    (one text column, so it stays readable at 80 columns)."""
     t = Table(title="ONNX rewrites (advisor fix MODEL --apply RULE[,RULE] -o OUT)", box=box.SIMPLE_HEAD,
               title_justify="left")
-    t.add_column("rule")
-    t.add_column("numerics")
-    t.add_column("what it does", overflow="fold")
-    t.add_column("params", overflow="fold")
+    t.add_column("rule", no_wrap=True)
+    t.add_column("numerics", no_wrap=True)
+    t.add_column("what it does (params)", overflow="fold", ratio=1)
     for r in REWRITES.values():
-        params = "; ".join(f"{r.name}.{p.name}={p.default} ({p.help})" for p in r.params)
-        t.add_row(r.name, "preserved" if r.numerics_preserving else "[yellow]approximate[/]", r.description, params)
+        params = "\n".join(f"[dim]{r.name}.{p.name}={p.default}: {p.help}[/dim]" for p in r.params)
+        t.add_row(r.name, "preserved" if r.numerics_preserving else "[yellow]approximate[/]",
+                  r.description + (f"\n{params}" if params else ""))
     console.print(t)
 
 
