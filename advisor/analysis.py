@@ -64,6 +64,8 @@ class AnalysisResult:
     report: dict[str, Any]
     skipped: list[executor.RankFailure] = field(default_factory=list)
     """Ranks that could not be read (multi-rank input): reported in ``input.ranks_skipped``."""
+    waiver_warnings: list[str] = field(default_factory=list)
+    """Waivers that name no known rule or waived nothing (also in the report's notes); the CLI says them on stderr."""
 
 
 def _noop(_: str) -> None:
@@ -261,7 +263,11 @@ def run_analysis(path: Path | None, graph_path: Path | None = None, options: Ana
     statuses += statuses_c + engine.load_failures(found, options.only)
 
     t_report = time.perf_counter()  # stage "score and report": waivers, score, root causes, the report dict
+    rules_seen = {f.rule for f in findings}
     findings, waived = score.apply_waivers(findings, rules.waivers)
+    waiver_warnings = score.waiver_problems(rules.waivers, waived, rules_seen,
+                                            (r.id for i in infos for r in i.cls.rules))
+    summaries[0].meta.notes.extend(waiver_warnings)
     limits = {s.meta.rank: s.limits() for s in summaries}
     findings = score.bound_savings(findings, limits)
     window = sum(s.window_us for s in summaries)
@@ -276,7 +282,7 @@ def run_analysis(path: Path | None, graph_path: Path | None = None, options: Ana
         if bad:
             raise AssertionError(f"report of {path} breaks its invariants: " + "; ".join(bad[:10]))
     return AnalysisResult(summaries, graph, findings, statuses, waived, result_score, platform, rules, join_info,
-                          report, skipped)
+                          report, skipped, waiver_warnings)
 
 
 def _analyze_ranks(path: Path, sources: list[Any], graph: ModelGraph | None, infos: list[engine.KBInfo],

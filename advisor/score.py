@@ -74,6 +74,24 @@ class WaivedFinding:
                 "estimated_saving_us": round(saving, 3), "waiver": self.waiver.to_dict()}
 
 
+def waiver_problems(waivers: Sequence[Waiver], waived: Sequence[WaivedFinding], rules_seen: Iterable[str],
+                    rules_known: Iterable[str]) -> list[str]:
+    """A waiver that names no rule advisor knows, or that removed nothing from this run: said, not silently
+    accepted (a typo in a rule id would otherwise hide nothing and look like it works). ``rules_seen`` are the
+    rules of this run's findings, ``rules_known`` every rule the knowledge bases that ran declare."""
+    known = set(rules_known) | set(rules_seen)
+    used = {id(w.waiver) for w in waived}
+    out = []
+    for w in waivers:
+        where = f"waiver {w.rule!r} ops {w.ops!r} ({w.source})"
+        if not any(w.matches_rule(r) for r in known):
+            out.append(f"{where} names no rule of the knowledge bases that ran (see `advisor rules list`); it "
+                       "waives nothing")
+        elif id(w) not in used:
+            out.append(f"{where} matched no finding of this run; it waives nothing")
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------------
 # waivers: applied before the score, with the same per-op split
 # ---------------------------------------------------------------------------------------------------------
