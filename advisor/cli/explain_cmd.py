@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,26 @@ from advisor.rules import EffectiveRules, rules_name
 WIDTH = 100
 
 
+_RST_LITERAL = re.compile(r"``(.+?)``")
+_RST_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+
+
+def plain_text(text: str) -> str:
+    """Docstring reStructuredText as a terminal shows it: ``literal`` and :role:`name` as the bare text, a
+    paragraph's closing ``::`` as ``:`` (a lone ``::`` line dropped)."""
+    text = _RST_ROLE.sub(r"\1", _RST_LITERAL.sub(r"\1", text))
+    lines = []
+    for line in text.splitlines():
+        if line.strip() == "::":
+            continue
+        lines.append(re.sub(r"\s*::$", ":", line) if line.rstrip().endswith("::") else line)
+    return "\n".join(lines)
+
+
 def _para(text: str, indent: str = "  ") -> str:
     """Wrap each paragraph of ``text`` (blank-line separated); keep indented/code lines as they are."""
     out: list[str] = []
-    for block in textwrap.dedent(text).strip().split("\n\n"):
+    for block in textwrap.dedent(plain_text(text)).strip().split("\n\n"):
         lines = block.splitlines()
         if any(ln.startswith(("  ", "\t", "-", "*")) for ln in lines[1:]) or block.lstrip().startswith(("-", "*")):
             out.append("\n".join(indent + ln for ln in lines))
@@ -136,7 +153,7 @@ def command(topic: str, rules_file: Path | None, ecosystem: Path | None, fmt: st
         from advisor.score import FORMULA
 
         text = textwrap.dedent(FORMULA).strip()
-        click.echo(json.dumps({"topic": "score", "formula": text}, indent=2) if fmt == "json" else text)
+        click.echo(json.dumps({"topic": "score", "formula": text}, indent=2) if fmt == "json" else plain_text(text))
         return
     found = engine.find_plugins()
     infos = engine.discover(found)
