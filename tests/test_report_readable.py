@@ -86,3 +86,21 @@ def test_one_chip_name_per_report() -> None:
     for fmt in ("markdown", "html", "terminal"):
         out = render(report, fmt)
         assert "Ascend910B2" in out and "Ascend910B-class" not in out, fmt
+
+
+def test_chart_axes_are_in_the_unit_of_their_labels() -> None:
+    """An axis in ms beside bar labels in ms (not µs up to 400000 beside "ms" labels)."""
+    from advisor.report import charts
+    from advisor.units import duration_scale
+
+    assert duration_scale(400_000) == ("ms", 1000.0) and duration_scale(12.0) == ("µs", 1.0)
+    assert duration_scale(2.5e6) == ("s", 1e6)
+    svg = charts.bar_chart([("Conv2D", 400_000.0), ("Add", 20_000.0)], "t", "x")
+    assert "time (ms)" in svg and "400.00 ms" in svg and "time (µs)" not in svg
+    assert ">400000<" not in svg and ">300000<" not in svg  # tick labels in ms
+    small = charts.bar_chart([("Add", 12.0)], "s", "x")
+    assert "time (µs)" in small and "12.0 µs" in small
+    time = {"window_us": 3e6, "compute_by_core": {"cube": 2e6}, "free_us": 1e6, "steps": [
+        {"step": 1, "window_us": 3e6, "compute_by_core": {"cube": 2e6}, "free_us": 1e6}]}
+    svg = charts.time_chart(time)
+    assert "time (s)" in svg and 'id="time-legend"' in svg and 'id="time-xlabel"' in svg

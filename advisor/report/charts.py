@@ -24,6 +24,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from advisor.escaping import matplotlib_text  # noqa: E402
 from advisor.report.common import RooflinePoint, Subgraph, core_label, fmt_us  # noqa: E402
+from advisor.units import duration_scale  # noqa: E402
 
 BOUND_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "latency": "#7f7f7f", "overhead": "#7f7f7f",
                 "vector": "#ff7f0e", "none": "#9467bd", "unknown": "#9467bd"}
@@ -62,16 +63,18 @@ def bar_chart(items: Sequence[tuple[str, float]], salt: str, title: str, color: 
     with plt.rc_context(_RC):
         fig, ax = plt.subplots(figsize=(6.4, 0.32 * max(3, len(items)) + 0.8))
         labels = [_short(k) for k, _ in items][::-1]
-        values = [v for _, v in items][::-1]
+        raw = [v for _, v in items][::-1]
+        unit, per_unit = duration_scale(max(raw, default=0.0))
+        values = [v / per_unit for v in raw]
         colors = [color.get(k, "#7f7f7f") for k, _ in items][::-1] if isinstance(color, Mapping) \
             else [color] * len(items)
         bars = ax.barh(range(len(items)), values, color=colors)
         ax.set_yticks(range(len(items)), labels)
-        ax.set_xlabel("time (µs)")
+        ax.set_xlabel(f"time ({unit})").set_gid(f"{salt}-xlabel")
         ax.set_title(title, loc="left")
         vmax = max(values, default=0) or 1.0
         ax.set_xlim(0, vmax * 1.35)
-        for bar, v in zip(bars, values, strict=True):
+        for bar, v in zip(bars, raw, strict=True):
             text = fmt_us(v) + (f"  {v / total:.0%}" if total else "")
             ax.text(bar.get_width() + vmax * 0.01, bar.get_y() + bar.get_height() / 2, text, va="center", fontsize=8)
         return to_svg(fig, salt)
@@ -130,14 +133,14 @@ def roofline_chart(platform: Mapping[str, Any], points: Sequence[RooflinePoint])
         ax.set_xlim(lo, hi)
         bottom = min([p.attained_tflops for p in points] + [slope * lo if slope else top / 1e4], default=top / 1e4)
         ax.set_ylim(max(bottom / 2, top / 1e6), top * 2)
-        ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-        ax.set_ylabel("attained TFLOPS")
+        ax.set_xlabel("arithmetic intensity (FLOP/byte)").set_gid("roofline-xlabel")
+        ax.set_ylabel("attained TFLOPS").set_gid("roofline-ylabel")
         soc = platform.get("soc") or "chip"
         ax.set_title(f"Roofline: {matplotlib_text(soc)}" + ("" if points else " (no per-op points in this report)"), loc="left")
         ax.minorticks_off()  # minor log ticks cost seconds of text layout and add little
         ax.grid(True, which="major", color="#dddddd", lw=0.5)
         if roofs or slope or points:
-            ax.legend(loc="lower right", fontsize=8, frameon=False)
+            ax.legend(loc="lower right", fontsize=8, frameon=False).set_gid("roofline-legend")
         return to_svg(fig, "roofline")
 
 
@@ -209,6 +212,12 @@ def _free_rest(t: Mapping[str, Any]) -> float:
     return max(0.0, float(t.get("free_us", 0.0)) - sum(float(v) for v in (t.get("free_by_kind") or {}).values()))
 
 
+def _bar_total(t: Mapping[str, Any]) -> float:
+    """The length of one stacked bar of :func:`time_chart`: every segment it draws."""
+    return sum(float((t.get(group) or {}).get(key, 0.0)) if group else _free_rest(t)
+               for group, key, _, _ in TIME_SEGMENTS)
+
+
 def time_chart(time: Mapping[str, Any], salt: str = "time", max_steps: int = 30,
                platform: Mapping[str, Any] | None = None) -> str:
     """One stacked horizontal bar per step (per rank for multi-rank input): compute by core, uncovered
@@ -224,16 +233,18 @@ def time_chart(time: Mapping[str, Any], salt: str = "time", max_steps: int = 30,
         fig, ax = plt.subplots(figsize=(7.2, 0.36 * max(2, len(bars)) + 1.2))
         labels = [b for b, _ in bars][::-1]
         lefts = [0.0] * len(bars)
+        unit, per_unit = duration_scale(max((_bar_total(t) for _, t in bars), default=0.0))
         for group, key, name, color in TIME_SEGMENTS:
-            values = [(float((t.get(group) or {}).get(key, 0.0)) if group else _free_rest(t)) / 1000.0
+            values = [(float((t.get(group) or {}).get(key, 0.0)) if group else _free_rest(t)) / per_unit
                       for _, t in bars][::-1]
             if not any(values):
                 continue
             label = f"compute: {core_label(key, platform)}" if group == "compute_by_core" else name
             ax.barh(labels, values, left=lefts, color=color, label=label, height=0.6)
             lefts = [a + b for a, b in zip(lefts, values, strict=True)]
-        ax.set_xlabel("ms")
+        ax.set_xlabel(f"time ({unit})").set_gid(f"{salt}-xlabel")
         ax.set_title("Analyzed time per step: compute / uncovered communication / free", loc="left")
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(bars) < 4 else -0.12), ncol=3,
-                  frameon=False, fontsize=8)
+        # beside the bars, not under them: below, it would meet the axis label as the bar count changes
+        legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1, frameon=False, fontsize=8)
+        legend.set_gid(f"{salt}-legend")
     return to_svg(fig, salt)
