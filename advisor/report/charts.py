@@ -247,4 +247,4 @@ def time_chart(time: Mapping[str, Any], salt: str = "time", max_steps: int = 30,
         # beside the bars, not under them: below, it would meet the axis label as the bar count changes
         legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1, frameon=False, fontsize=8)
         legend.set_gid(f"{salt}-legend")
-    return to_svg(fig, salt)
+        return to_svg(fig, salt)  # inside the rc context: text stays text (svg.fonttype none), like every chart
