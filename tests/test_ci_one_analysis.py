@@ -168,15 +168,16 @@ def test_compare_warns_when_the_producers_differ(cli: CliFixture, pair: tuple[Pa
 
 
 def test_docs_readme_and_explain_state_one_score_formula(cli: CliFixture) -> None:
-    """``advisor explain score`` prints the docstring of advisor/score.py; docs/ci.md quotes it whole and the
+    """``advisor explain score`` prints the docstring of advisor/score.py (as plain text); docs/ci.md quotes it whole and the
     README states its formula line: none may drift from the code's definition."""
     import re
     import textwrap
 
+    from advisor.cli.explain_cmd import plain_text
     from advisor.score import FORMULA
 
     root = Path(__file__).resolve().parents[1]
-    definition = textwrap.dedent(FORMULA).strip()
+    definition = plain_text(textwrap.dedent(FORMULA).strip())  # as a terminal shows it: no ``literal`` marks
     rc, out, _ = cli("explain", "score")
     assert rc == 0 and out.strip() == definition
     blocks = re.findall(r"```text\n(.*?)\n```", (root / "docs" / "ci.md").read_text(), flags=re.S)

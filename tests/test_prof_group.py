@@ -137,7 +137,7 @@ def test_collection_is_one_rank_with_one_runs_window(tmp_path: Path, memory_devi
     window = _window_of_pipe_run()
     assert report["time"]["window_us"] == pytest.approx(window, abs=1e-3)  # one run's, not the two runs' sum
     note = next(n for n in report["input"]["notes"] if "runs of one device" in n)
-    assert "PROF_PipeUtilization" in note and "PROF_Memory" in note and f"its window, {window:.3f} us" in note
+    assert "PROF_PipeUtilization" in note and "PROF_Memory" in note and f"its window, {window:.3f} µs" in note
 
 
 @needs_samples

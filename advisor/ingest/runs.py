@@ -47,7 +47,6 @@ from advisor.model import (
     metric_values,
 )
 from advisor.platform import cann_release
-from advisor.units import fmt_us
 
 _NOT_METRICS = frozenset({*OP_ID_COLUMNS, *OP_TIME_COLUMNS, *OP_TASK_COLUMNS, *OP_TENSOR_COLUMNS, "rank", "launch",
                           "kernel_mode", "pid", "current_freq_mhz", "rated_freq_mhz", "hf32_eligible", "model_name",
@@ -102,7 +101,7 @@ def read_runs(src: RankSource, read_one: Callable[[RankSource], Profile]) -> Pro
     _adopt_device_info(meta, [read[i][1].meta for i in order[1:]])
     meta.notes.append(
         f"{len(members)} runs of one device under {base} (runs, not ranks): timing and tables from "
-        f"{_rel(primary_src.root, base)} (its window, {fmt_us(primary.time.window_us)}, is the analyzed one: runs "
+        f"{_rel(primary_src.root, base)} (its window, {primary.time.window_us:.3f} µs, is the analyzed one: runs "
         f"are not added up)"
         + ("; metric columns merged from " + "; ".join(merged) if merged else "; no metrics merged"))
     return primary
@@ -117,8 +116,8 @@ def _merge_run(primary_src: RankSource, primary: Profile, other_src: RankSource,
     if not new:
         if _same_kernels(primary.ops, other.ops):
             meta.notes.append(f"{where}: a repeat run of the same kernels with no metric the primary run lacks; not "
-                              f"merged (its device time {fmt_us(other.device_time_us())}, the primary's "
-                              f"{fmt_us(primary.device_time_us())})")
+                              f"merged (its device time {other.device_time_us():.3f} µs, the primary's "
+                              f"{primary.device_time_us():.3f} µs)")
         else:
             _skip_other(meta, primary_src, other_src, primary, other)
         return ""

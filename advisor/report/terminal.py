@@ -95,7 +95,8 @@ def _header(report: dict[str, Any]) -> Panel:
         window = detail.get("window_us", detail.get("device_busy_us", 0))
         head.append(f"   recoverable {_us(detail.get('recoverable_us', 0))} of {_us(window)} analyzed", style="dim")
     lines = [head,
-             Text(f"{inp['path']}  ·  layout {inp['layout']}  ·  chip {chip_name(report)}"
+             Text(inp["path"], style="dim"),
+             Text(f"layout {inp['layout']}  ·  chip {chip_name(report)}"
                   f"  ·  CANN {inp.get('cann_version') or '?'}  ·  context {inp.get('context') or 'unknown'}",
                   style="dim"),
              Text(f"{summ['ops']:,} ops · {summ['op_types']} op types · {_device_time(summ)}"
