@@ -121,8 +121,9 @@ def evidence_value(key: str, value: Any) -> str:
 
 
 def evidence_items(scalars: Sequence[tuple[str, Any]]) -> list[tuple[str, str]]:
-    """(label, value with unit) for each named evidence value."""
-    return [(evidence_label(k), evidence_value(k, v)) for k, v in scalars]
+    """(label, value with unit) for each named evidence value; an empty value says nothing and is left out."""
+    items = [(evidence_label(k), evidence_value(k, v)) for k, v in scalars]
+    return [(label, text) for label, text in items if text.strip()]
 
 
 def evidence_table(table: Mapping[str, Any]) -> dict[str, Any]:
