@@ -62,6 +62,14 @@ _HOW = (
     "preprocessing; set source_image_format in the rules to YUV420SP_U8 if the camera/decoder gives YUV. Static "
     "AIPP is an ATC option: it is advised for offline models only (contexts: {contexts})."
 )
+
+# AIPP removes the preprocessing ops: every symptom measured on them goes with them
+_ABSORBED_EXPLAINS = dict.fromkeys(
+    ("roofline.memory-bound", "roofline.no-bound", "roofline.latency-bound", "memory-bound.layers",
+     "schedule.fusible-ops"),
+    "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them")
+
+
 @dataclass
 class _Value:
     """Channel i of a tensor = a[i] * x[perm[i]] + b[i] (x: the model input); None entries = unknown."""
@@ -108,13 +116,7 @@ class AippFusionKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="aipp-fusion.preprocess-ops",
-        explains={
-            "roofline.memory-bound": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
-            "roofline.no-bound": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
-            "roofline.latency-bound": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
-            "memory-bound.layers": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
-            "schedule.fusible-ops": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
-        },
+        explains=_ABSORBED_EXPLAINS,
         title="Input preprocessing ops that static AIPP can absorb",
         what="Walks the model graph from each input ({input_types}) to the first convolution and collects the ops "
              "on the way when all of them are preprocessing AIPP performs: Cast, TransData of the input, Transpose "
@@ -137,13 +139,7 @@ class AippFusionKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="aipp-fusion.preprocess-sequence",
-        explains={
-            "roofline.memory-bound": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
-            "roofline.no-bound": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
-            "roofline.latency-bound": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
-            "memory-bound.layers": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
-            "schedule.fusible-ops": "static AIPP does the preprocessing in the model's input path: these ops are removed, and their time with them",
-        },
+        explains=_ABSORBED_EXPLAINS,
         title="Preprocessing kernels before the first convolution (profile only)",
         what="Without a model graph: in each iteration, the run of Cast/TransData/Transpose/Sub/Mul/Div... kernels "
              "on an image-shaped input (at most {max_input_channels} channels) right before the first convolution, "

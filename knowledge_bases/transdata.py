@@ -59,6 +59,17 @@ CATEGORY_RULES = {NOT_SUPPORT: "transdata.unsupported-format", RESHAPE: "transda
 _THRESHOLDS_COMMON = ("severity", "format_op_types", "inserted_transpose", "transparent_types", "max_hops")
 
 
+_OP_SYMPTOMS = ("roofline.no-bound", "roofline.memory-bound", "roofline.latency-bound", "roofline.scalar-bound",
+                "memory-bound.layers")
+"""The symptoms measured on a TransData op itself: a fix that removes the op removes them."""
+
+
+def _removes_transdata(count: str, ops: str) -> dict[str, str]:
+    """The ``explains`` of a cause whose fix removes TransData ops: how it removes them from ``transdata.count``
+    and, in one sentence, from every symptom measured on the ops."""
+    return {"transdata.count": count, **dict.fromkeys(_OP_SYMPTOMS, ops)}
+
+
 @dataclass
 class Site:
     """One conversion site: an op name with one src->dst conversion and one cause."""
@@ -717,14 +728,9 @@ class TransDataKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="transdata.format-policy",
-        explains={
-            "transdata.count": "the conversions the policy change removes are among those counted: they go with it",
-            "roofline.no-bound": "the run-wide change removes these TransData ops",
-            "roofline.memory-bound": "the run-wide change removes these TransData ops",
-            "roofline.latency-bound": "the run-wide change removes these TransData ops",
-            "roofline.scalar-bound": "the run-wide change removes these TransData ops",
-            "memory-bound.layers": "the run-wide change removes these TransData ops",
-        },
+        explains=_removes_transdata(
+            count="the conversions the policy change removes are among those counted: they go with it",
+            ops="the run-wide change removes these TransData ops"),
         title="The run's format policy forces the conversions (torch_npu eager mode)",
         what="In a torch_npu eager run, the conversions one run-wide change removes, whatever op they sit beside. "
              "Private formats not kept between ops (weights converted to FRACTAL_Z at run time): every round trip "
@@ -830,14 +836,9 @@ class TransDataKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="transdata.unsupported-format",
-        explains={
-            "transdata.count": "the conversions this op forces are among those counted: they go with it",
-            "roofline.no-bound": "removing the forced conversion removes the TransData op",
-            "roofline.memory-bound": "removing the forced conversion removes the TransData op",
-            "roofline.latency-bound": "removing the forced conversion removes the TransData op",
-            "roofline.scalar-bound": "removing the forced conversion removes the TransData op",
-            "memory-bound.layers": "removing the forced conversion removes the TransData op",
-        },
+        explains=_removes_transdata(
+            count="the conversions this op forces are among those counted: they go with it",
+            ops="removing the forced conversion removes the TransData op"),
         title="Op without a 5HD/NZ implementation forces conversions (Ops_Not_Support_Heavy_Format)",
         what="TransData whose consumer (private -> plain) or producer (plain -> private) is a compute op working in "
              "ND/NCHW between private-format ops, found in the graph (walking through {transparent_types}) or, "
@@ -860,14 +861,9 @@ class TransDataKB(KnowledgeBase):
     ))
     @rule(RuleDoc(
         id="transdata.reshape-interrupts",
-        explains={
-            "transdata.count": "the conversions around the reshape are among those counted: they go with it",
-            "roofline.no-bound": "moving the reshape removes the TransData ops around it",
-            "roofline.memory-bound": "moving the reshape removes the TransData ops around it",
-            "roofline.latency-bound": "moving the reshape removes the TransData ops around it",
-            "roofline.scalar-bound": "moving the reshape removes the TransData ops around it",
-            "memory-bound.layers": "moving the reshape removes the TransData ops around it",
-        },
+        explains=_removes_transdata(
+            count="the conversions around the reshape are among those counted: they go with it",
+            ops="moving the reshape removes the TransData ops around it"),
         title="Reshape/Flatten/Transpose between private-format ops (Reshape_Ops_Interrupts_Format)",
         what="TransData forced by a view op ({reshape_types}) that sits between two ops working in private formats. "
              "One finding per view op type.",
@@ -882,14 +878,9 @@ class TransDataKB(KnowledgeBase):
     ))
     @rule(RuleDoc(
         id="transdata.5hd-nz",
-        explains={
-            "transdata.count": "the 5HD<->NZ conversions are among those counted",
-            "roofline.no-bound": "keeping one format removes the TransData op",
-            "roofline.memory-bound": "keeping one format removes the TransData op",
-            "roofline.latency-bound": "keeping one format removes the TransData op",
-            "roofline.scalar-bound": "keeping one format removes the TransData op",
-            "memory-bound.layers": "keeping one format removes the TransData op",
-        },
+        explains=_removes_transdata(
+            count="the 5HD<->NZ conversions are among those counted",
+            ops="keeping one format removes the TransData op"),
         title="Conversion between NC1HWC0 and FRACTAL_NZ (Transform_Between_5HD_And_NZ)",
         what="TransData converting a feature map between the conv format (5HD) and the matmul format (NZ), "
              "directly or through a plain format. One finding per op type that wants the other format.",
@@ -951,14 +942,9 @@ class TransDataKB(KnowledgeBase):
 
     @rule(RuleDoc(
         id="transdata.roundtrip",
-        explains={
-            "transdata.count": "the cancelling conversions are among those counted: both go",
-            "roofline.no-bound": "the round trip's TransData ops are removed",
-            "roofline.memory-bound": "the round trip's TransData ops are removed",
-            "roofline.latency-bound": "the round trip's TransData ops are removed",
-            "roofline.scalar-bound": "the round trip's TransData ops are removed",
-            "memory-bound.layers": "the round trip's TransData ops are removed",
-        },
+        explains=_removes_transdata(
+            count="the cancelling conversions are among those counted: both go",
+            ops="the round trip's TransData ops are removed"),
         title="Redundant format round trip (A -> B -> A)",
         what="Two conversions that undo each other: X -> Y followed by Y -> X with nothing, pass-through ops or "
              "elementwise ops between (at most {roundtrip_max_between}; e.g. NC1HWC0 -> NCHW -> Relu -> NC1HWC0, "
