@@ -34,7 +34,7 @@ from dataclasses import replace
 from typing import Any
 
 from advisor.findings import SEVERITIES, Finding
-from advisor.score import Limits, per_op_savings
+from advisor.score import Limits, limits_of, per_op_savings
 from advisor.toolkit.sequences import related
 from advisor.units import fmt_us
 
@@ -184,7 +184,8 @@ def partition(findings: Sequence[Finding], limits: Mapping[int | None, Limits],
     kept: list[dict[str, float]] = [{} for _ in findings]
     taken_by: list[list[str]] = [[] for _ in findings]
     for (_rank, op), wanted in claims.items():
-        cap = _bound(op, _limits_of(findings[wanted[0][0]], limits))
+        lim = limits_of(findings[wanted[0][0]], limits)
+        cap = lim.of(op) if lim is not None else None
         used = 0.0
         before: list[str] = []
         for i, v in sorted(wanted, key=lambda c: served_first(*c)):
@@ -210,18 +211,6 @@ def partition(findings: Sequence[Finding], limits: Mapping[int | None, Limits],
     return out
 
 
-def _limits_of(f: Finding, limits: Mapping[int | None, Limits]) -> Limits | None:
-    if f.rank in limits:
-        return limits[f.rank]
-    return next(iter(limits.values())) if len(limits) == 1 else None
-
-
-def _bound(op: str, lim: Limits | None) -> float | None:
-    if lim is None:
-        return None
-    if op in lim.bucket_us:
-        return lim.bucket_us[op]
-    return lim.op_us.get(op)
 
 
 _QUANTITY = re.compile(r"(?<![\w/.])(?<!rank )(?<!ranks )(?<!stage )(?<!step )\d+(?:\.\d+)?")

@@ -153,6 +153,19 @@ class Limits:
     bucket_us: Mapping[str, float] = field(default_factory=dict)
     """Time of the pseudo-ops that stand for a bucket (free time, other communication ops)."""
 
+    def of(self, op: str) -> float | None:
+        """The most a finding may claim on ``op``: its bucket's time for a pseudo-op, else the op's time (None:
+        an op this rank does not hold)."""
+        return self.bucket_us[op] if op in self.bucket_us else self.op_us.get(op)
+
+
+def limits_of(f: Finding, limits: Mapping[int | None, Limits]) -> Limits | None:
+    """The limits of ``f``'s rank; a finding of no listed rank takes the only rank's, else none (a cluster
+    finding, bounded by the job's windows)."""
+    if f.rank in limits:
+        return limits[f.rank]
+    return next(iter(limits.values())) if len(limits) == 1 else None
+
 
 def bound_savings(findings: list[Finding], limits: Mapping[int | None, Limits]) -> list[Finding]:
     """Every saving within the time it claims: per op at most the op's time (pseudo-ops: their bucket of the time
@@ -164,13 +177,12 @@ def bound_savings(findings: list[Finding], limits: Mapping[int | None, Limits]) 
     total_window = sum(lim.window_us for lim in limits.values())
     out: list[Finding] = []
     for f in findings:
-        lim = limits.get(f.rank) if f.rank in limits else (next(iter(limits.values())) if len(limits) == 1
-                                                             else None)
+        lim = limits_of(f, limits)
         window = lim.window_us if lim is not None else total_window
         split = per_op_savings(f)
         capped_split: dict[str, float] = {}
         for op, v in split.items():
-            bound = _op_bound(op, lim)
+            bound = lim.of(op) if lim is not None else None
             capped_split[op] = min(v, bound) if bound is not None else v
         total = sum(capped_split.values()) if capped_split else f.estimated_saving_us
         total = min(total, f.estimated_saving_us, window) if window > 0 else min(total, f.estimated_saving_us)
@@ -182,14 +194,6 @@ def bound_savings(findings: list[Finding], limits: Mapping[int | None, Limits]) 
         else:
             out.append(f)
     return out
-
-
-def _op_bound(op: str, lim: Limits | None) -> float | None:
-    if lim is None:
-        return None
-    if op in lim.bucket_us:
-        return lim.bucket_us[op]
-    return lim.op_us.get(op)
 
 
 def _key(f: Finding, op: str) -> tuple[int | None, str]:
