@@ -54,6 +54,7 @@ import pandas as pd
 from advisor.intervals import complement, overlap, union
 from advisor.model import EventSelection, Profile, label_mask
 from advisor.units import fmt_us
+from advisor.util import finite_float
 
 COMPUTE_KEYS: tuple[str, ...] = ("cube", "vector", "mix", "ai_cpu", "other")
 UNCOVERED_KEYS: tuple[str, ...] = ("wait", "transmit", "idle")
@@ -838,7 +839,8 @@ def _profiler_split(profile: Profile, iv: _Intervals) -> list[tuple[StepTime, fl
             uncovered_communication_us=uncovered,
             uncovered_by_kind=_uncovered_split(iv, uncovered, lo, hi, r.step), free_us=free,
             start_us=float(start) if np.isfinite(start) else (lo if np.isfinite(lo) else None),
-            bubble_us=_opt(getattr(r, "bubble_us", np.nan)), preparing_us=_opt(getattr(r, "preparing_us", np.nan))),
+            bubble_us=finite_float(getattr(r, "bubble_us", np.nan)),
+            preparing_us=finite_float(getattr(r, "preparing_us", np.nan))),
             lo, hi))
     return out
 
@@ -850,13 +852,6 @@ def _nz(v: Any) -> float:
         return 0.0
     return f if np.isfinite(f) else 0.0
 
-
-def _opt(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if np.isfinite(f) else None
 
 
 def _step_bounds(profile: Profile, step: Any, step_ids: np.ndarray) -> tuple[float, float]:
@@ -1019,7 +1014,7 @@ def _lead_gaps(profile: Profile, bounds: list[tuple[Any, float, float]]
     leads: dict[Any, tuple[float, float]] = {}
     prev_hi: float | None = None
     for step, lo, hi in sorted(bounds, key=lambda b: b[1]):
-        interval = _opt(preparing.get(step))
+        interval = finite_float(preparing.get(step))
         if interval:  # the step already starts at the previous one's end (MindSpore): the gap is inside it
             leads[step] = (lo, min(hi, lo + interval))
         elif prev_hi is not None and lo - prev_hi > _GAP_TOLERANCE_US:
@@ -1065,7 +1060,7 @@ def _phase_steps(profile: Profile, iv: _Intervals, bounds: dict[Any, tuple[float
         step = _step_id(r.step)
         if step in skip:
             continue
-        start = _opt(getattr(r, "start_us", np.nan))
+        start = finite_float(getattr(r, "start_us", np.nan))
         lo, hi = bounds.get(r.step, (start, start + _nz(r.duration_us)) if start is not None else (None, None))
         window = (hi - lo) if lo is not None else _nz(r.duration_us)
         if window <= 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import gc
 import importlib.util
+import math
 import re
 import sys
 from collections.abc import Iterator
@@ -105,3 +106,13 @@ def is_ascii_digits(text: str) -> bool:
     """True when ``text`` is only the digits 0-9. ``str.isdigit`` also accepts superscripts and other Unicode
     digits that ``int()`` rejects (a folder named ``¹²`` made a reader crash)."""
     return _ASCII_INT.fullmatch(text) is not None
+
+
+def finite_float(value: Any) -> float | None:
+    """``value`` as a finite float, else None (missing, text, NaN or infinite): for optional numbers read from
+    JSON or a table cell."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None

@@ -40,6 +40,7 @@ from advisor.platform import counts_decided, is_assumed
 from advisor.toolkit.bound import classify
 from advisor.toolkit.cores import core_counts
 from advisor.toolkit.time import isin_mask
+from advisor.util import finite_float
 
 BLOCKS_EXTRA = "msprof_op_blocks"
 """``profile.extras`` key of msprof op's per-block rows (advisor.ingest.msprof_op)."""
@@ -559,12 +560,13 @@ def _classify_sides(views: list[KernelView], profile: Profile, platform: Mapping
             if r is None:
                 continue
             s.bound = None if pd.isna(r["bound"]) else str(r["bound"])
-            s.share_of_roof = _num(r["share_of_roof"])
+            s.share_of_roof = finite_float(r["share_of_roof"])
             s.recoverable_us = float(r["recoverable_us"] or 0.0)
             s.at_roof = bool(r["at_roof"])
             s.roof_side = None if r["roof_side"] is None or pd.isna(r["roof_side"]) else str(r["roof_side"])
-            s.intensity, s.attained_tflops = _num(r["intensity"]), _num(r["attained_tflops"])
-            s.peak_tflops, s.flops, s.bytes = _num(r["peak_tflops"]), _num(r["flops"]), _num(r["bytes"])
+            s.intensity, s.attained_tflops = finite_float(r["intensity"]), finite_float(r["attained_tflops"])
+            s.peak_tflops = finite_float(r["peak_tflops"])
+            s.flops, s.bytes = finite_float(r["flops"]), finite_float(r["bytes"])
 
 
 def _side_core(side: str, core: str) -> str:
@@ -694,13 +696,6 @@ def _first_text(rows: pd.DataFrame, col: str) -> str:
     vals = rows[col].dropna()
     return str(vals.iloc[0]) if len(vals) else ""
 
-
-def _num(x: Any) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def _r(x: float | None, digits: int = 3) -> float | None:

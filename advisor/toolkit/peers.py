@@ -29,6 +29,7 @@ from advisor.kb import AnalysisContext
 from advisor.toolkit.common import pct, severity_for
 from advisor.toolkit.run_context import family_of
 from advisor.toolkit.time import OTHER_COMM_KEY
+from advisor.util import finite_float
 
 PEER_COLUMNS = ["group", "peer", "src", "held_us", "sole_us", "uncovered_us", "ops", "op", "step", "wait_us",
                 "op_held_us"]
@@ -298,7 +299,7 @@ def late_peer_finding(ctx: AnalysisContext, rule: str, cfg: Mapping[str, Any], w
         evidence={"peer": int(peer), "late_ranks": late, "this_rank": me, "group": group or None,
                   "members": sorted(members), "waiting_ranks": [int(rank)] if rank is not None else [],
                   "held_alone_us": alone, "held_us": float(top.held_us), "uncovered_wait_us": float(top.uncovered_us),
-                  "longest_wait_us": wait, "longest_held_op": str(top.op), "longest_held_step": _num(top.step),
+                  "longest_wait_us": wait, "longest_held_op": str(top.op), "longest_held_step": finite_float(top.step),
                   "op_held_us": float(top.op_held_us), "collectives": n_ops,
                   "source": "notify waits per link (src rank / dst rank) of "
                             + ctx.profile.time.sources.get("uncovered_by_kind", "the HCCL task events")
@@ -364,13 +365,6 @@ def group_coverage_finding(ctx: AnalysisContext, rule: str, cfg: Mapping[str, An
                        + profile_all_ranks_advice(family_of(ctx)) + ".",
         confidence=0.3)
 
-
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if np.isfinite(f) else None
 
 
 __all__ = ["LATE_PEER_TABLE", "PEER_COLUMNS", "group_coverage_finding", "late_peer_finding", "late_peer_rows",
