@@ -61,10 +61,10 @@ class Finding:
     When empty the engine splits ``estimated_saving_us`` evenly across ``ops``."""
     rank: int | None = None
     symptoms: list[dict[str, Any]] = field(default_factory=list)
-    """Findings this root cause explains (filled by the engine, ``advisor.hierarchy``): each with its rule, kb,
+    """Findings this root cause explains (filled by the engine, ``advisor.pipeline.hierarchy``): each with its rule, kb,
     title, severity, ops, the saving it measured on those ops, and its evidence."""
     ranks: list[int] = field(default_factory=list)
-    """For a finding merged over several ranks (same rule, same title up to its quantities; ``advisor.hierarchy``):
+    """For a finding merged over several ranks (same rule, same title up to its quantities; ``advisor.pipeline.hierarchy``):
     the ranks it holds on (``rank`` is None)."""
 
     def __post_init__(self) -> None:

@@ -17,7 +17,7 @@ from advisor.findings import Finding, Fix, Severity
 if TYPE_CHECKING:
     import pandas as pd
 
-    from advisor.graph.model import ModelGraph
+    from advisor.graph.model_graph import ModelGraph
     from advisor.model import EventSelection, Meta, Profile
     from advisor.timemodel import TimeModel
 
@@ -42,7 +42,7 @@ class RuleDoc:
     ops behave: bound class, fusible sequence, idle device). ``explains``: the symptoms a cause's fix removes, as
     ``{symptom rule id: mechanism}`` -- how fixing the cause removes the symptom's time on the ops (or the bucket of
     the time model) both claim; a symptom is folded under the one cause that removes the most of its time through
-    such a mechanism (``advisor.hierarchy``). For a cause that makes ranks wait (a slow stage, a slow rank, a
+    such a mechanism (``advisor.pipeline.hierarchy``). For a cause that makes ranks wait (a slow stage, a slow rank, a
     pipeline bubble, a late peer), the rule ids of the per-rank findings whose waiting it explains: their saving's
     waiting part (``evidence["sync_recoverable_us"]``) is moved under the cause, so it is counted once; a cause
     whose ``evidence["waiting_ranks"]`` names the ranks that waited explains those ranks' findings only.
@@ -157,7 +157,7 @@ class KnowledgeBase:
 @dataclass
 class RankData:
     """What a cluster-scope knowledge base sees of one rank (small: no op rows; built on the worker that read the
-    rank by ``advisor.cluster_data``, see docs/cluster.md for what travels)."""
+    rank by ``advisor.pipeline.cluster_data``, see docs/cluster.md for what travels)."""
 
     rank: int | None
     meta: Meta
@@ -165,10 +165,10 @@ class RankData:
     steps: pd.DataFrame
     """``advisor.model.STEPS_COLUMNS`` table of that rank."""
     comm: pd.DataFrame
-    """One row per communication op of that rank (``advisor.cluster_data.COLLECTIVE_COLUMNS``: step, op, group,
+    """One row per communication op of that rank (``advisor.pipeline.cluster_data.COLLECTIVE_COLUMNS``: step, op, group,
     start, elapse, transit, wait, idle), from communication.json."""
     communication_matrix: pd.DataFrame | None
-    """Per-link sums of that rank's communication_matrix.json (``advisor.cluster_data.LINK_COLUMNS``; ranks
+    """Per-link sums of that rank's communication_matrix.json (``advisor.pipeline.cluster_data.LINK_COLUMNS``; ranks
     numbered within their group), or None."""
     busy_us: float
     """Union of the rank's device task intervals (µs)."""
@@ -177,11 +177,11 @@ class RankData:
     time: TimeModel | None = None
     """The rank's :class:`advisor.timemodel.TimeModel` (window, steps, compute / communication / free split)."""
     step_time: pd.DataFrame | None = None
-    """Per-step time split (``advisor.cluster_data.STEP_TIME_COLUMNS``), from the rank's time model."""
+    """Per-step time split (``advisor.pipeline.cluster_data.STEP_TIME_COLUMNS``), from the rank's time model."""
     transports: pd.DataFrame | None = None
-    """Bytes and transit time per transport (``advisor.cluster_data.TRANSPORT_COLUMNS``)."""
+    """Bytes and transit time per transport (``advisor.pipeline.cluster_data.TRANSPORT_COLUMNS``)."""
     groups: dict[str, Any] = field(default_factory=dict)
-    """DP / PP / TP indices and members (``advisor.cluster_data.parallel_groups``); {} when not recorded."""
+    """DP / PP / TP indices and members (``advisor.pipeline.cluster_data.parallel_groups``); {} when not recorded."""
     comm_op_names: set[str] | None = None
     """The communication op names the rank's savings of uncovered communication are attributed to
     (``advisor.toolkit.time.comm_op_names``); None when not known."""

@@ -92,7 +92,7 @@ OPS_PIPELINE_COLUMNS = (
 )
 """Ops columns advisor's own stages read whatever knowledge bases run -- ingest's checks, the time model, the model
 summary, the shared op classification (``advisor.toolkit``), the chip's identity from the kernels' counters
-(``advisor.chip_evidence``) and the reports -- so every :class:`OpsProjection`
+(``advisor.core.chip_evidence``) and the reports -- so every :class:`OpsProjection`
 keeps them (names or ``fnmatch`` patterns)."""
 
 
@@ -346,7 +346,7 @@ class Meta:
     layout: str = "unknown"
     """One of: msprof-cann6, msprof-cann7, msprof-db, msprof-op, msprof-op-simulator, torch_npu-text,
     torch_npu-db, mindspore-text, mindspore-db, mindspore-legacy, soc-job, op-summary-csv (a single CSV file),
-    trace-json, static-audit (a model graph without a profile: ops estimated by ``advisor.costmodel``)."""
+    trace-json, static-audit (a model graph without a profile: ops estimated by ``advisor.toolkit.costmodel``)."""
     chip: str | None = None
     cann_version: str | None = None
     torch_npu_version: str | None = None
@@ -471,7 +471,7 @@ class Profile:
 
 def busy_time_us(ops: pd.DataFrame) -> float:
     """Length of the union of [start, start+duration) intervals; rows without a start time add their duration."""
-    from advisor.intervals import union_length
+    from advisor.common.intervals import union_length
 
     if not len(ops):
         return 0.0

@@ -7,7 +7,7 @@ counts, the nearest chip's peaks scaled to them; but a chip the same file names 
 op's ``HardwareInfo.jsonl``: Ascend950PR) gets the file's counts and clocks and no peaks (unknown, never another
 chip's); a chip name the profile records; the graph's ``soc_version``. Where
 that leaves only a family's default (``Ascend910B-class`` -> Ascend910B2) or the ``default:`` chip, the kernels' own
-counters decide when they can (:mod:`advisor.chip_evidence`: AI cores from cube_utilization, the clock from cycles
+counters decide when they can (:mod:`advisor.core.chip_evidence`: AI cores from cube_utilization, the clock from cycles
 over per-block time). ``soc_source`` says which decided, in words a reader can check against the file, and
 ``soc_decided_by`` what kind of source it was; counters that contradict a chip a file, the user or a name decided
 are said in the notes.
@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from advisor.config.loader import EffectiveRules
 from advisor.model import Hardware
-from advisor.rules import EffectiveRules
 
 if TYPE_CHECKING:
-    from advisor.chip_evidence import KernelEvidence
+    from advisor.core.chip_evidence import KernelEvidence
 
 
 def normalize_soc(name: str | None) -> str | None:
@@ -85,7 +85,7 @@ def exact_chip(data: Mapping[str, Any], name: str | None) -> str | None:
 
 DECIDED_BY = ("file", "evidence", "user", "name", "family", "default")
 """What decided the chip (``platform["soc_decided_by"]``): the core counts a file records (info.json, msprof op's
-HardwareInfo.jsonl), the kernels' own counters (:mod:`advisor.chip_evidence`), the user (``--chip``, ``platform:
+HardwareInfo.jsonl), the kernels' own counters (:mod:`advisor.core.chip_evidence`), the user (``--chip``, ``platform:
 {soc}`` in the rules), a chip name the run records, a family name's default, or the ``default:`` chip."""
 
 
@@ -148,10 +148,10 @@ def platform_for_run(rules: EffectiveRules, profile_chip: str | None, hardware: 
     """The platform of one analyzed run, and notes for the report: ``--chip`` (``user_chip``) wins, and a chip the
     profile names that disagrees with it is said; else :func:`resolve_platform` on what the profile records; where
     that is only a family's default or the default chip, the kernels' own counters (``evidence``,
-    :mod:`advisor.chip_evidence`) decide when they can, and ``soc_source`` says what they measured and what they
+    :mod:`advisor.core.chip_evidence`) decide when they can, and ``soc_source`` says what they measured and what they
     overrode. Counters that contradict a chip a file, the user or an exact name decided are said in a note; that
     chip stays."""
-    from advisor.chip_evidence import contradictions, match_evidence
+    from advisor.core.chip_evidence import contradictions, match_evidence
 
     data = rules.for_kb("platforms")
     chips = data.get("chips", {})
@@ -423,7 +423,7 @@ def _scaled(spec: dict[str, Any], hw: Hardware) -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _builtin_platforms() -> dict[str, Any]:
-    from advisor.rules import builtin_rules_dir, load_rules_file
+    from advisor.config.loader import builtin_rules_dir, load_rules_file
 
     return load_rules_file(builtin_rules_dir() / "platforms.yaml", validate=False)
 

@@ -9,7 +9,7 @@ test that ``advisor kb new`` writes use it too.
     assert finding(findings, "my-kb.long-op").ops == ["conv1"]
 
 Nothing here reads files a test did not name, and nothing is mocked: ``run_kb`` validates the rules against their
-schemas, resolves the chip's platform from ``rules/platforms.yaml`` and calls :func:`advisor.engine.run`.
+schemas, resolves the chip's platform from ``rules/platforms.yaml`` and calls :func:`advisor.engine.kb_engine.run`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any
 
 import pandas as pd
 
-from advisor import engine
+from advisor.config.loader import EffectiveRules, apply_override, builtin_rules_dir, load_effective_rules
+from advisor.engine import kb_engine as engine
 from advisor.findings import Finding
 from advisor.ingest.event_summary import EventCounter, merge_summaries, split_events
 from advisor.kb import KnowledgeBase, RankData
@@ -40,7 +41,6 @@ from advisor.model import (
     empty_frame,
 )
 from advisor.platform import platform_for_run
-from advisor.rules import EffectiveRules, apply_override, builtin_rules_dir, load_effective_rules
 
 Rows = Iterable[Mapping[str, Any]] | pd.DataFrame
 RulesArg = EffectiveRules | str | Path | Sequence[str | Path] | None
@@ -130,10 +130,10 @@ def run_kb(kb: type[KnowledgeBase], profile: Profile | None = None, graph: Any =
            chip: str | None = None, *, override: Mapping[str, Any] | str | Path | None = None,
            cluster: Sequence[RankData] | None = None, expect: str = "ok", time_limit_s: float | None = None
            ) -> tuple[list[Finding], list[str]]:
-    """Run one knowledge base through :func:`advisor.engine.run`; return its findings and notes.
+    """Run one knowledge base through :func:`advisor.engine.kb_engine.run`; return its findings and notes.
 
     ``rules``: the built-in rules (None), plus a plugin's rules folder (a path, or several), or an
-    :class:`advisor.rules.EffectiveRules` (:func:`load_rules`). ``override``: values of the KB's own rules file
+    :class:`advisor.config.loader.EffectiveRules` (:func:`load_rules`). ``override``: values of the KB's own rules file
     (a mapping, validated against its schema like a user's override) or a ``--rules`` YAML file. ``chip`` picks
     the platform (else the profile's chip; else the default chip, marked assumed). A cluster-scope KB gets
     ``cluster`` (one :class:`advisor.kb.RankData` per rank, see :func:`rank_data`). The KB's status must be
@@ -183,7 +183,7 @@ def _events_it_reads(profile: Profile, selection: EventSelection | None) -> Prof
 def rank_data(profile: Profile) -> RankData:
     """What a cluster-scope knowledge base sees of this rank (``ctx.cluster`` holds one per rank), reduced the way
     ``advisor analyze`` reduces a rank on its worker."""
-    from advisor.rank_summary import RankSummary
+    from advisor.pipeline.rank_summary import RankSummary
 
     return RankSummary.of(profile).rank_data()
 

@@ -51,15 +51,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.intervals import complement, overlap, union
+from advisor.common.intervals import complement, overlap, union
+from advisor.common.units import fmt_us
+from advisor.common.util import finite_float
 from advisor.model import EventSelection, Profile, label_mask
-from advisor.units import fmt_us
-from advisor.util import finite_float
 
 COMPUTE_KEYS: tuple[str, ...] = ("cube", "vector", "mix", "ai_cpu", "other")
 UNCOVERED_KEYS: tuple[str, ...] = ("wait", "transmit", "idle")
 FREE_KEYS: tuple[str, ...] = ("data_loading", "launch", "comm_wait", "unknown")
-"""What the device's idle time is spent on (``advisor.freetime``): the input pipeline (a step trace's data
+"""What the device's idle time is spent on (``advisor.core.freetime``): the input pipeline (a step trace's data
 augmentation gap, DataLoader or dataset events), host launch and dispatch gaps, the host blocked in a collective,
 or unknown (no host timeline and no step phase to tell)."""
 
@@ -122,11 +122,11 @@ class StepTime:
     preparing_us: float | None = None
     """Host time before the step's first device task, where the profiler records it (outside the window)."""
     free_by_kind: dict[str, float] = field(default_factory=dict)
-    """``free_us`` split by what the idle time is spent on (:data:`FREE_KEYS`); empty until ``advisor.freetime``
+    """``free_us`` split by what the idle time is spent on (:data:`FREE_KEYS`); empty until ``advisor.core.freetime``
     splits it (then it adds up to ``free_us``)."""
     count: int = 1
     """How many steps this row stands for: 1, or k when the analysis reads k executions of a step whose device
-    tasks the profile records only outside the steady state (``advisor.steady``): every figure is k times the
+    tasks the profile records only outside the steady state (``advisor.core.steady``): every figure is k times the
     median steady step."""
     tasks: bool = True
     """Whether the split rests on the step's own device tasks (False: only the step trace's phases cover it)."""
@@ -159,7 +159,7 @@ class TimeModel:
     excluded: list[Excluded] = field(default_factory=list)
     """Recorded time left out of the window, each with its reason: warm-up steps, pauses of the program."""
     steady_state: dict[str, Any] = field(default_factory=dict)
-    """How the analyzed steps were chosen (``advisor.steady``): steps recorded, analyzed, warm-up, the median step."""
+    """How the analyzed steps were chosen (``advisor.core.steady``): steps recorded, analyzed, warm-up, the median step."""
     link_waits: pd.DataFrame | None = None
     """Where the communication tasks record their peers: the notify waits of the split steps per link, with their
     parts inside the uncovered communication (``LINK_WAIT_COLUMNS``); None where no wait records its peer."""
@@ -1155,7 +1155,7 @@ def _capture_span(profile: Profile) -> float | None:
 @lru_cache(maxsize=1)
 def builtin_time_rules() -> dict[str, Any]:
     """``rules/time.yaml`` as shipped (validated by the test suite, as every built-in rules file)."""
-    from advisor.rules import builtin_rules_dir, load_rules_file
+    from advisor.config.loader import builtin_rules_dir, load_rules_file
 
     return load_rules_file(builtin_rules_dir() / "time.yaml", validate=False)
 
@@ -1167,9 +1167,9 @@ def time_rules(meta: Any) -> dict[str, Any]:
 
 def time_model_events(rules: dict[str, Any] | None = None) -> EventSelection:
     """The events the time model reads row by row: HCCL ops and tasks, the device's communication-stream tasks,
-    Overlap Analysis intervals, step markers, and the host events that tell what idle time is spent on (``advisor.freetime``); it reads the extent of every
+    Overlap Analysis intervals, step markers, and the host events that tell what idle time is spent on (``advisor.core.freetime``); it reads the extent of every
     other event from ``Profile.event_summary``."""
-    from advisor import freetime
+    from advisor.core import freetime
 
     return EventSelection(names=(r"ProfilerStep#\d+", COMM_DEVICE_TASK.pattern,
                                  *freetime.event_names(rules or builtin_time_rules())),
@@ -1354,7 +1354,7 @@ def _remove_pauses(split: _Split, iv: _Intervals, factor: float) -> tuple[list[E
 
 def build(profile: Profile) -> TimeModel:
     """The time model of ``profile`` (see the module doc for the sources, best first)."""
-    from advisor import freetime, steady
+    from advisor.core import freetime, steady
 
     rules = time_rules(profile.meta)
     iv = _intervals(profile)

@@ -7,7 +7,7 @@ Usage:
 
 Data: ``benchmarks/gen_cluster.py`` clusters of small torch_npu ranks (pp=2, 2 steps, 40 kernels per step) with an
 injected slow rank, slow link and pipeline bubble, cached under ``benchmarks/_data/cluster_<n>``. Each
-measurement is a fresh client process running ``advisor.analysis.run_analysis``: wall seconds, ranks per minute,
+measurement is a fresh client process running ``advisor.pipeline.analysis.run_analysis``: wall seconds, ranks per minute,
 the client's peak RSS (the workers are separate processes) and the pickled size of what each rank sends back
 (its ``RankResult``: summary, findings and knowledge-base statuses; re-made in the client for 8 ranks after the
 measured run). ``--out`` writes the rows as JSON; the projection to 4,096 ranks printed
@@ -30,8 +30,8 @@ DATA = HERE / "_data"
 _CLIENT = r"""
 import json, pickle, resource, sys, time
 from pathlib import Path
-from advisor import executor
-from advisor.analysis import run_analysis
+from advisor.pipeline import executor
+from advisor.pipeline.analysis import run_analysis
 
 path, mode = Path(sys.argv[1]), sys.argv[2]
 if mode == "local1":  # the embedded Dask cluster with a single worker (plan() would run one worker in-process)
@@ -44,7 +44,7 @@ wall = time.perf_counter() - t0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 # what one rank sends back (its RankResult: summary, findings, statuses), re-made here for 8 of the ranks
 from advisor import ingest
-from advisor.analysis import AnalysisOptions, analyze_rank, load_rules, select_kbs
+from advisor.pipeline.analysis import AnalysisOptions, analyze_rank, load_rules, select_kbs
 opts = AnalysisOptions()
 rules, infos = load_rules(opts), select_kbs(opts)
 sources = ingest.detect(path)

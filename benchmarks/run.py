@@ -18,7 +18,7 @@ the same invocation:
   ``pyarrow.csv.read_csv`` of the kernel CSV(s), nothing else (issue 18.1's yardstick);
 * **advisor**: ``advisor analyze --format json`` with every built-in knowledge base (its modules byte-compiled
   first, as a regular install has them), with its time per stage
-  (``ADVISOR_STAGE_TIMES``, see ``advisor.stagetimes``): start-up (imports, plugin discovery, rules) is the wall
+  (``ADVISOR_STAGE_TIMES``, see ``advisor.common.stagetimes``): start-up (imports, plugin discovery, rules) is the wall
   time the stages do not account for;
 * **peer**: msprof-analyze advisor (``../shared/bench/peer_msprof_analyze.sh``) on the torch_npu data at the sizes
   given to ``--peer-sizes`` (20k by default; it is super-linear, 25-35 min at 200k).

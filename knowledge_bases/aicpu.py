@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from advisor import hookimpl
+from advisor.common.intervals import covered_before, union
 from advisor.findings import Finding, Fix, table
-from advisor.intervals import covered_before, union
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection
 from advisor.platform import cann_release

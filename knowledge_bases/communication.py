@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from advisor import hookimpl
+from advisor.common.intervals import overlap, union, union_length
 from advisor.findings import Finding, Fix, table
-from advisor.intervals import overlap, union, union_length
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection, Profile
 from advisor.toolkit import run_context as rc

@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from advisor import hookimpl
+from advisor.common.intervals import union_length
 from advisor.findings import Finding, Fix, table
-from advisor.intervals import union_length
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection
 from advisor.toolkit import run_context as rc

@@ -18,15 +18,15 @@ import numpy as np
 import pandas as pd
 
 from advisor import hookimpl
+from advisor.common.units import fmt_us
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection, metric_values
-from advisor.model_summary import SOC_FORMULA, memory_bound_formula
 from advisor.platform import has_tool, supports_dtype
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.bound import memory_bound_share, op_bounds, rules_of
 from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for
-from advisor.units import fmt_us
+from advisor.toolkit.model_summary import SOC_FORMULA, memory_bound_formula
 
 _SOC_PARTS = {
     "soc_dstr_ratio": ("DDR stores (Dstr)", "the layer writes its output feature map to DDR: fuse it with its "

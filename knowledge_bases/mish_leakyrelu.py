@@ -22,7 +22,7 @@ import pandas as pd
 
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
-from advisor.graph.model import ModelGraph
+from advisor.graph.model_graph import ModelGraph
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection
 from advisor.toolkit.advice import context_of, family, native_kernel_for_run, native_since

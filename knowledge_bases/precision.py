@@ -18,15 +18,15 @@ import numpy as np
 import pandas as pd
 
 from advisor import hookimpl
-from advisor.costmodel import cube_tflops, op_work
+from advisor.common.units import fmt_us
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import OP_TENSOR_COLUMNS, EventSelection, canonical_format, parse_list, parse_shapes
 from advisor.platform import cube_supports, has_tool, is_assumed, supports_dtype
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for, text_ids
+from advisor.toolkit.costmodel import cube_tflops, op_work
 from advisor.toolkit.time import isin_mask
-from advisor.units import fmt_us
 
 _THRESHOLDS = ("conv_types", "transposed_conv_types", "matmul_types", "min_saving_us", "severity", "confidence",
                "contexts")

@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 from advisor import hookimpl
+from advisor.common.intervals import overlap, union
 from advisor.findings import Finding, Fix, table
-from advisor.intervals import overlap, union
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection, Profile, metric_values
 from advisor.platform import has_tool

@@ -11,12 +11,13 @@ from typing import Any
 
 import yaml
 
-from advisor import engine, score
+from advisor.config.loader import builtin_rules_dir
+from advisor.engine import kb_engine as engine
 from advisor.findings import Finding, Fix, table
-from advisor.hierarchy import rank as rank_findings
-from advisor.rank_summary import RankSummary
-from advisor.report.build import build_report
-from advisor.rules import builtin_rules_dir
+from advisor.pipeline import score
+from advisor.pipeline.hierarchy import rank as rank_findings
+from advisor.pipeline.rank_summary import RankSummary
+from advisor.pipeline.report_dict import build_report
 from advisor.testing import load_rules
 from tests.scenarios.builder import OpRow, make_profile
 

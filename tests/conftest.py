@@ -16,13 +16,13 @@ from typing import Any, NamedTuple
 import pytest
 from click.testing import CliRunner
 
-from advisor.rules import EffectiveRules
+from advisor.config.loader import EffectiveRules
 from advisor.testing import load_rules
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 """The shared, read-only material beside the repository (samples, bench scripts); tests skip what is missing."""
 
-os.environ.setdefault("ADVISOR_SELF_CHECK", "1")  # every report a test produces keeps advisor/consistency.py
+os.environ.setdefault("ADVISOR_SELF_CHECK", "1")  # every report a test produces keeps advisor/pipeline/consistency.py
 
 
 class CliResult(NamedTuple):

@@ -2,7 +2,7 @@
 one case per (sample file, mutation), covering every defect class of issue 14.
 
 A case is checked at the layer that reads it (``check_case``): the reader either returns data that keeps the
-model's promises (finite, non-negative durations) or raises :class:`advisor.errors.AdvisorError`; anything else --
+model's promises (finite, non-negative durations) or raises :class:`advisor.common.errors.AdvisorError`; anything else --
 another exception, a hang, a changed input -- is a failure. ``benchmarks/fuzz_long.py`` runs the same corpus (and
 more seeds) through the CLI as a user would.
 """

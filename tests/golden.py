@@ -77,7 +77,7 @@ def digest(report: dict[str, Any]) -> dict[str, Any]:
 
 def fresh_digest(rel: str) -> dict[str, Any]:
     """Analyze one shared sample (or the built-in example) as ``advisor analyze`` would, with the built-in rules."""
-    from advisor.analysis import AnalysisOptions, run_analysis
+    from advisor.pipeline.analysis import AnalysisOptions, run_analysis
 
     if rel == EXAMPLE:
         from advisor.examples.regenerate import example_report

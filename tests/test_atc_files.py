@@ -18,10 +18,10 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
-from advisor.analysis import run_analysis
 from advisor.cli import main
 from advisor.fix.atc_config import build
 from advisor.fix.rewrites import get
+from advisor.pipeline.analysis import run_analysis
 from tests.test_fix_models import model, weights
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -278,7 +278,7 @@ def test_counters_that_break_msprofs_definitions_are_not_used() -> None:
 
 def test_counters_against_recorded_counts_are_said() -> None:
     """info.json says 24 AI cores; the counters say 20: the file wins, the note says so."""
-    from advisor.chip_evidence import KernelEvidence
+    from advisor.core.chip_evidence import KernelEvidence
     from advisor.platform import platform_for_run
     from advisor.testing import load_rules
 

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from advisor.errors import RulesError
+from advisor.common.errors import RulesError
+from advisor.config.loader import builtin_rules_dir, load_effective_rules
 from advisor.report import render
 from advisor.report.json_report import validate
-from advisor.rules import builtin_rules_dir, load_effective_rules
 from tests._report_sample import sample_report
 
 if TYPE_CHECKING:
@@ -168,13 +168,13 @@ def test_compare_warns_when_the_producers_differ(cli: CliFixture, pair: tuple[Pa
 
 
 def test_docs_readme_and_explain_state_one_score_formula(cli: CliFixture) -> None:
-    """``advisor explain score`` prints the docstring of advisor/score.py (as plain text); docs/ci.md quotes it whole and the
+    """``advisor explain score`` prints the docstring of advisor/pipeline/score.py (as plain text); docs/ci.md quotes it whole and the
     README states its formula line: none may drift from the code's definition."""
     import re
     import textwrap
 
     from advisor.cli.explain_cmd import plain_text
-    from advisor.score import FORMULA
+    from advisor.pipeline.score import FORMULA
 
     root = Path(__file__).resolve().parents[1]
     definition = plain_text(textwrap.dedent(FORMULA).strip())  # as a terminal shows it: no ``literal`` marks

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from advisor import executor
-from advisor.analysis import AnalysisOptions, run_analysis
 from advisor.cli import main
+from advisor.pipeline import executor
+from advisor.pipeline.analysis import AnalysisOptions, run_analysis
 from advisor.report.json_report import validate
 
 ROOT = Path(__file__).resolve().parents[1]

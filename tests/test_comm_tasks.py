@@ -30,8 +30,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor import engine, hierarchy
-from advisor.analysis import run_analysis
+from advisor.engine import kb_engine as engine
 from advisor.findings import Finding
 from advisor.ingest import load
 from advisor.ingest.normalize import finalize_ops
@@ -42,6 +41,8 @@ from advisor.knowledge_bases.cluster import ClusterKB
 from advisor.knowledge_bases.communication import CommunicationKB
 from advisor.knowledge_bases.overall import OverallKB
 from advisor.model import COMM_COLUMNS, EVENTS_COLUMNS, STEPS_COLUMNS, Meta, Profile
+from advisor.pipeline import hierarchy
+from advisor.pipeline.analysis import run_analysis
 from advisor.platform import resolve_platform
 from advisor.testing import rank_data
 from advisor.timemodel import _link_waits
@@ -61,7 +62,7 @@ def _ro(path: Path) -> sqlite3.Connection:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# plain interval arithmetic, independent of advisor.intervals
+# plain interval arithmetic, independent of advisor.common.intervals
 # ---------------------------------------------------------------------------------------------------------
 def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     out: list[list[float]] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from advisor.compare import (
+from advisor.compare.runs import (
     OpTypeTable,
     Side,
     compare,

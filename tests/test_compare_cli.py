@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from advisor.compare import is_saved_report
+from advisor.compare.runs import is_saved_report
 from advisor.report import render
 from advisor.report.markdown import MAX_CHARS
 from tests._report_sample import sample_report

@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor import score
-from advisor.errors import InputError
+from advisor.common.errors import InputError
 from advisor.findings import Finding
 from advisor.ingest.detect import detect
 from advisor.ingest.normalize import finalize_ops
 from advisor.ingest.sqlite_db import read_only_uri
 from advisor.model import busy_time_us, parse_list, parse_shapes
+from advisor.pipeline import score
 
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"
 needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="../shared/samples not present")
@@ -113,22 +113,22 @@ def test_detect_layouts_of_real_samples() -> None:
     ("Ascend910_9391", "Ascend910_9391"),
 ])
 def test_platform_peaks_follow_the_detected_chip(chip: str, expected: str) -> None:
+    from advisor.config.loader import builtin_rules_dir, load_effective_rules
     from advisor.platform import resolve_platform
-    from advisor.rules import builtin_rules_dir, load_effective_rules
 
     assert resolve_platform(load_effective_rules([builtin_rules_dir()]), chip)["soc"] == expected
 
 
 def test_unknown_chip_falls_back_to_the_default_and_says_so() -> None:
+    from advisor.config.loader import builtin_rules_dir, load_effective_rules
     from advisor.platform import resolve_platform
-    from advisor.rules import builtin_rules_dir, load_effective_rules
 
     p = resolve_platform(load_effective_rules([builtin_rules_dir()]), "Ascend999Z")
     assert p["soc"] == "Ascend910B2" and "Ascend999Z not in rules/platforms.yaml" in p["soc_source"]
 
 
 def test_interval_union_and_overlap() -> None:
-    from advisor.intervals import overlap, union, union_length
+    from advisor.common.intervals import overlap, union, union_length
 
     bs, be = union(np.array([10.0, 0.0, 3.0, np.nan]), np.array([20.0, 5.0, 4.0, 1.0]))
     assert bs.tolist() == [0.0, 10.0] and be.tolist() == [5.0, 20.0]
@@ -143,7 +143,7 @@ def test_score_window_takes_its_free_time_from_the_overlap_timeline_without_paus
     pauses (more than pause.factor times all the device's work): that is outside the window, never a saving."""
     import sqlite3
 
-    from advisor.analysis import run_analysis
+    from advisor.pipeline.analysis import run_analysis
 
     db = SAMPLES / "Ascend__msinsight/server/src/test/test_data/full_db/msprof_0.db"
     with sqlite3.connect(read_only_uri(db), uri=True) as con:

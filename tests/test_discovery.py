@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from advisor.cli import main
-from advisor.errors import InputError
+from advisor.common.errors import InputError
 from advisor.ingest import detect, detect_jobs
 from advisor.ingest.detect import MAX_DEPTH
 from advisor.report.json_report import validate

@@ -13,13 +13,15 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from advisor import engine, hookimpl, score
-from advisor.errors import UsageError
+from advisor import hookimpl
+from advisor.common.errors import UsageError
+from advisor.config.loader import EffectiveRules, Waiver
+from advisor.engine import kb_engine as engine
 from advisor.findings import Finding
 from advisor.ingest.normalize import finalize_ops
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 from advisor.model import Meta, Profile
-from advisor.rules import EffectiveRules, Waiver
+from advisor.pipeline import score
 
 
 def make_profile(names: list[str], durations: list[float]) -> Profile:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor import engine
+from advisor.engine import kb_engine as engine
 from advisor.ingest import detect, read_source
 from advisor.ingest.event_summary import EventCounter, split_events
 from advisor.kb import KnowledgeBase

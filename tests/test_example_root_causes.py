@@ -10,9 +10,9 @@ import re
 import pandas as pd
 import pytest
 
-from advisor.consistency import problems
 from advisor.examples import example_profile
 from advisor.examples.regenerate import example_report
+from advisor.pipeline.consistency import problems
 
 OWN_KBS = ("transdata", "aicpu", "ub-fusion", "aipp-fusion", "mish-leakyrelu")
 

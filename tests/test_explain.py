@@ -10,11 +10,12 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from advisor import engine, hookimpl
+from advisor import hookimpl
 from advisor.cli import main
+from advisor.engine import kb_engine as engine
 from advisor.findings import Finding
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
-from advisor.score import FORMULA
+from advisor.pipeline.score import FORMULA
 
 SCHEMA = {"type": "object", "additionalProperties": False,
           "properties": {"max_idle_us": {"type": "number", "exclusiveMinimum": 0},

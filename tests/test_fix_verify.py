@@ -11,7 +11,7 @@ import onnx
 import onnxruntime  # noqa: F401 - in the test extra: a missing one fails the run instead of skipping it
 import pytest
 
-from advisor.errors import UsageError
+from advisor.common.errors import UsageError
 from advisor.fix.onnx_graph import copy_model
 from advisor.fix.pipeline import KEPT, NO_MATCH, REJECTED, FixOptions, run_fix
 from advisor.fix.rewrites import REWRITES, Rewrite, RewriteResult

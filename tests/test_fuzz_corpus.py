@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor.errors import AdvisorError
+from advisor.common.errors import AdvisorError
 from advisor.ingest.sanitize import MAX_DURATION_US, TABLES, _is_time, _is_timestamp, require_analyzable
 from tests.fuzz_corpus import Case, corpus
 from tests.hostile import have_samples, tree_hash
@@ -40,10 +40,10 @@ def assert_promises(profile: object) -> None:
 def check_case(case: Case, tmp: Path) -> str:
     """Run one case; returns 'read' or the one-line error. Raises AssertionError on a broken promise."""
     from advisor import ingest
+    from advisor.config.loader import builtin_rules_dir, load_effective_rules
     from advisor.graph.load import load_graph
     from advisor.report import render
     from advisor.report.json_report import load as load_report
-    from advisor.rules import builtin_rules_dir, load_effective_rules
 
     target = case.build(tmp)
     before = tree_hash(tmp) if tmp.exists() else {}

@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from advisor import escaping, safeload
-from advisor.errors import AdvisorError, InputError, RulesError
+from advisor.common import escaping, safeload
+from advisor.common.errors import AdvisorError, InputError, RulesError
 from advisor.ingest.sanitize import MAX_DURATION_US, sanitize
 from advisor.model import Meta, Profile, empty_frame
 
@@ -175,7 +175,7 @@ def test_rules_override_loads_or_raises_rules_error(tmp_path_factory: pytest.Tem
                                                     value: object) -> None:
     import yaml
 
-    from advisor.rules import builtin_rules_dir, load_effective_rules
+    from advisor.config.loader import builtin_rules_dir, load_effective_rules
 
     path = tmp_path_factory.mktemp("rules") / "override.yaml"
     path.write_text(yaml.safe_dump({"rules": {name: {key: value}}}), encoding="utf-8")
@@ -189,7 +189,7 @@ def test_rules_override_loads_or_raises_rules_error(tmp_path_factory: pytest.Tem
 
 @given(st.text(max_size=40))
 def test_rules_regex_check_accepts_only_compilable_patterns(pattern: str) -> None:
-    from advisor.rules import regex_problem
+    from advisor.config.loader import regex_problem
 
     problem = regex_problem(pattern)
     if problem is None:
@@ -269,8 +269,8 @@ def _sample_report() -> dict:
                                         "recommendation", "fix", "confidence", "saving_by_op", "rank"]),
                        json_values | st.sampled_from(["inf", "nan", "major", "-1"]), max_size=12))
 def test_plugin_findings_are_rebuilt_or_refused(d: dict) -> None:
+    from advisor.engine.isolation import finding_from_dict
     from advisor.findings import Finding
-    from advisor.isolation import finding_from_dict
 
     try:
         f = finding_from_dict(d, 1000.0)

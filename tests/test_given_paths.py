@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from advisor.executor import Outcome, RankFailure
-from advisor.given_paths import PathSpelling, as_given
+from advisor.common.given_paths import PathSpelling, as_given
 from advisor.model import Meta, SkippedFile
+from advisor.pipeline.executor import Outcome, RankFailure
 
 
 def test_paths_below_the_sent_root_take_the_given_spelling() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
 from advisor.graph import dtypes
 from advisor.graph.load import find_graph_in_profile, load_graph
 from advisor.graph.proto import ge_ir_pb2

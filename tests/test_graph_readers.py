@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from advisor.graph.load import load_graph
-from advisor.graph.model import ModelGraph
+from advisor.graph.model_graph import ModelGraph
 
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"
 DATA = Path(__file__).resolve().parent / "data" / "graph"
@@ -356,7 +356,7 @@ def test_protoc_and_python_text_parsers_agree(name: str) -> None:
 def test_protoc_path_reports_syntax_errors_like_python(tmp_path: Path) -> None:
     import grpc_tools  # noqa: F401 - in the test extra (protoc)
 
-    from advisor.errors import InputError
+    from advisor.common.errors import InputError
     from advisor.graph.ge_text import read_ge_text
 
     bad = tmp_path / "ge_proto_00000003_Build.txt"

@@ -1,5 +1,5 @@
 """The host-side and time knowledge bases on the shared real samples, across layouts and execution contexts: every
-report keeps its invariants (``advisor.consistency``), and the advice of these knowledge bases fits the run --
+report keeps its invariants (``advisor.pipeline.consistency``), and the advice of these knowledge bases fits the run --
 no torch_npu setting outside PyTorch, no MindSpore option outside MindSpore, no ACL application call outside an
 offline-model app, no bf16 on a chip without it, nothing about dispatch for a kernel-development capture."""
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from advisor import consistency
-from advisor.analysis import run_analysis
+from advisor.pipeline import consistency
+from advisor.pipeline.analysis import run_analysis
 from advisor.platform import supports_dtype
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,9 +17,9 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from advisor.cli import main
-from advisor.errors import OutputError
+from advisor.common.errors import OutputError
+from advisor.common.output import check_outside_inputs
 from advisor.examples import example_graph, example_profile
-from advisor.output import check_outside_inputs
 
 
 def _digest(path: Path) -> str:

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from advisor.isolation import Limits
-from advisor.rules import builtin_rules_dir, load_rules_file
+from advisor.config.loader import builtin_rules_dir, load_rules_file
+from advisor.engine.isolation import Limits
 from tests.hostile import have_samples, mini_tn
 from tests.hostile3_plugins import Campaign, kb_id, make_plugins
 

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
 from advisor.ingest.sqlite_db import read_only_uri
 from advisor.model import Meta, Profile, empty_frame
 from tests.hostile import (
@@ -513,7 +513,7 @@ def test_6_sanitized_block_dims_are_counts_a_chip_can_launch(values: list[float]
                max_size=8))
 @settings(max_examples=300, deadline=None)
 def test_6_ascii_digit_strings_are_exactly_what_int_reads(text: str) -> None:
-    from advisor.util import is_ascii_digits
+    from advisor.common.util import is_ascii_digits
 
     if is_ascii_digits(text):
         assert int(text) >= 0 and text.isascii()

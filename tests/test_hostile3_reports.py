@@ -22,8 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from advisor import escaping
 from advisor.cli import main
+from advisor.common import escaping
 from advisor.report.json_report import schema
 
 ROOT = Path(__file__).resolve().parents[1]

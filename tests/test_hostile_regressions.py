@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.errors import InputError, OutputError, RulesError
+from advisor.common.errors import InputError, OutputError, RulesError
 from tests.hostile import (
     OM_JSON,
     PROF,

@@ -117,8 +117,8 @@ _DURATION = re.compile(r"^-?[\d,.]+ (µs|ms|s)$")
 
 
 def _analyze(kind: str) -> dict:
-    from advisor.analysis import AnalysisOptions, run_analysis
     from advisor.examples import example_graph, example_profile
+    from advisor.pipeline.analysis import AnalysisOptions, run_analysis
 
     if kind == "example":
         return run_analysis(example_profile(), example_graph()).report

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
 from advisor.ingest import load, read_source
 from advisor.ingest.detect import RankSource
 from advisor.ingest.sqlite_db import read_analysis_db, read_only_uri

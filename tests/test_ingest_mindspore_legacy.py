@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
 from advisor.ingest import load, read_source
 from advisor.ingest.detect import RankSource, detect
 from advisor.ingest.mindspore_legacy import tensor_strings

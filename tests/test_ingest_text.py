@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
 from advisor.ingest import load, read_source
 from advisor.ingest.columns import (
     OPS_ALIASES,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
 from advisor.ingest import load
 from advisor.ingest.timebase import absolute_ns
 from advisor.ingest.timeline import MAX_ARGS, TraceTables, read_trace

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from advisor.common.intervals import covered_before as covered
 from advisor.graph.load import load_graph
-from advisor.intervals import covered_before as covered
 from advisor.knowledge_bases.aicpu import AicpuKB, exposed_aicpu
 from advisor.testing import load_rules
 from tests.scenarios.builder import OpRow, make_profile
@@ -320,7 +320,7 @@ def test_argmin_has_an_ai_core_kernel_from_cann_7():
 
 
 def test_serial_is_a_symptom_folded_under_the_ai_cpu_ops():
-    from advisor.hierarchy import absorb, mechanisms_of
+    from advisor.pipeline.hierarchy import absorb, mechanisms_of
 
     case = aicpu_case()
     findings, _ = run_kb(AicpuKB, case.net.profile(), case.net.graph())

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from advisor import ingest
-from advisor.graph.model import ModelGraph
+from advisor.graph.model_graph import ModelGraph
 from advisor.knowledge_bases.aipp_fusion import AippFusionKB
 from advisor.testing import load_rules
 from tests.scenarios import cases_b as cases

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor import engine
+from advisor.engine import kb_engine as engine
 from advisor.findings import Finding
 from advisor.ingest import load
 from advisor.ingest.normalize import finalize_ops

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor import engine, score
+from advisor.engine import kb_engine as engine
 from advisor.findings import Finding
 from advisor.ingest import load
 from advisor.ingest.normalize import finalize_ops
@@ -23,6 +23,7 @@ from advisor.kb import AnalysisContext
 from advisor.knowledge_bases.communication import CommunicationKB
 from advisor.knowledge_bases.overall import OverallKB
 from advisor.model import COMM_COLUMNS, EVENTS_COLUMNS, Meta, Profile
+from advisor.pipeline import score
 from advisor.platform import resolve_platform
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor import engine, hierarchy, score
-from advisor.errors import RulesError
+from advisor.common.errors import RulesError
+from advisor.config.loader import builtin_rules_dir, load_effective_rules
+from advisor.engine import kb_engine as engine
 from advisor.findings import Finding
 from advisor.ingest import load
 from advisor.ingest.normalize import finalize_ops
@@ -19,8 +20,8 @@ from advisor.kb import AnalysisContext
 from advisor.knowledge_bases.environment import EnvironmentKB, matches
 from advisor.knowledge_bases.overall import OverallKB
 from advisor.model import STEPS_COLUMNS, Meta, Profile
+from advisor.pipeline import hierarchy, score
 from advisor.platform import resolve_platform
-from advisor.rules import builtin_rules_dir, load_effective_rules
 from advisor.toolkit.time import FREE_TIME_KEY
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from advisor.analysis import run_analysis
 from advisor.cli import main
 from advisor.ingest import load
 from advisor.knowledge_bases.host_inference import HostInferenceKB
+from advisor.pipeline.analysis import run_analysis
 from advisor.testing import load_rules
 from tests.scenarios.cases_a import run_kb
 

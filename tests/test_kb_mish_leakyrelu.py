@@ -199,7 +199,7 @@ def test_patterns_are_data_a_rules_file_adds_one(tmp_path):
 
 
 def test_invalid_pattern_in_a_rules_file_is_rejected(tmp_path):
-    from advisor.errors import RulesError
+    from advisor.common.errors import RulesError
 
     bad = {"rules": {"mish-leakyrelu": {"patterns": {"x": {"rule": "x", "function": "X", "native_op": "X",
                                                            "native_socs": ["*"], "estimate_from": [],

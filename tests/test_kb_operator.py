@@ -12,14 +12,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor import consistency, engine, hierarchy, ingest
-from advisor.analysis import AnalysisOptions, run_analysis
+from advisor import ingest
+from advisor.config.loader import builtin_rules_dir, load_effective_rules
+from advisor.engine import kb_engine as engine
 from advisor.findings import Finding
 from advisor.ingest.normalize import finalize_ops
 from advisor.knowledge_bases.operator import OperatorKB, mean_clock, misaligned_axes
 from advisor.model import Meta, Profile
+from advisor.pipeline import consistency, hierarchy
+from advisor.pipeline.analysis import AnalysisOptions, run_analysis
 from advisor.platform import resolve_platform
-from advisor.rules import builtin_rules_dir, load_effective_rules
 from advisor.toolkit import bound
 from advisor.toolkit.cores import core_counts
 from tests.scenarios.builder import OpRow, make_profile

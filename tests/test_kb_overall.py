@@ -15,13 +15,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor import engine, score
+from advisor.engine import kb_engine as engine
 from advisor.findings import Finding
 from advisor.ingest import load
 from advisor.ingest.normalize import finalize_ops
 from advisor.kb import AnalysisContext
 from advisor.knowledge_bases.overall import OverallKB
 from advisor.model import COMM_COLUMNS, STEPS_COLUMNS, Meta, Profile
+from advisor.pipeline import score
 from advisor.platform import resolve_platform
 from advisor.toolkit.time import FREE_TIME_KEY, OTHER_COMM_KEY
 

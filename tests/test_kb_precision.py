@@ -9,10 +9,10 @@ from pathlib import Path
 import onnx
 import pytest
 
-from advisor.analysis import run_analysis
+from advisor.config.loader import builtin_rules_dir, load_effective_rules
 from advisor.knowledge_bases.precision import PrecisionKB
+from advisor.pipeline.analysis import run_analysis
 from advisor.platform import resolve_platform
-from advisor.rules import builtin_rules_dir, load_effective_rules
 from tests.scenarios.builder import OpRow, make_profile
 from tests.scenarios.cases_a import run_kb
 from tests.test_fix_models import yolo_block

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from advisor import consistency, ingest
-from advisor.analysis import AnalysisOptions, run_analysis
+from advisor import ingest
 from advisor.knowledge_bases.roofline import RooflineKB, heavy_ops
 from advisor.model import Profile
+from advisor.pipeline import consistency
+from advisor.pipeline.analysis import AnalysisOptions, run_analysis
 from advisor.platform import resolve_platform
 from advisor.testing import load_rules
 from advisor.toolkit import bound

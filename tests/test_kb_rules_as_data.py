@@ -12,6 +12,7 @@ from dataclasses import asdict
 import pytest
 import yaml
 
+from advisor.config.loader import builtin_rules_dir
 from advisor.kb import ROLES, KnowledgeBase
 from advisor.knowledge_bases.communication import CommunicationKB
 from advisor.knowledge_bases.environment import EnvironmentKB
@@ -21,7 +22,6 @@ from advisor.knowledge_bases.memory_bound import MemoryBoundKB
 from advisor.knowledge_bases.overall import OverallKB
 from advisor.knowledge_bases.precision import PrecisionKB
 from advisor.knowledge_bases.schedule import ScheduleKB
-from advisor.rules import builtin_rules_dir
 
 KBS: tuple[type[KnowledgeBase], ...] = (OverallKB, ScheduleKB, EnvironmentKB, MemoryKB, CommunicationKB,
                                         HostInferenceKB, PrecisionKB, MemoryBoundKB)

@@ -12,7 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor import engine, hierarchy, ingest
+from advisor import ingest
+from advisor.config.loader import builtin_rules_dir, load_effective_rules
+from advisor.engine import kb_engine as engine
 from advisor.findings import Finding
 from advisor.ingest.normalize import finalize_ops
 from advisor.knowledge_bases.overall import OverallKB
@@ -26,8 +28,8 @@ from advisor.knowledge_bases.schedule import (
     related,
 )
 from advisor.model import API_COLUMNS, EVENTS_COLUMNS, STEPS_COLUMNS, Meta, Profile, empty_frame
+from advisor.pipeline import hierarchy
 from advisor.platform import resolve_platform
-from advisor.rules import builtin_rules_dir, load_effective_rules
 from advisor.toolkit.time import FREE_TIME_KEY
 from tests.scenarios.builder import OpRow, make_profile
 

@@ -338,7 +338,7 @@ def test_allow_internal_format_is_only_ever_advised_false_and_only_for_torch():
 
 
 def test_count_is_a_symptom_folded_under_the_sites():
-    from advisor.hierarchy import absorb, mechanisms_of
+    from advisor.pipeline.hierarchy import absorb, mechanisms_of
 
     roles = {r.id: r.role for r in TransDataKB.rules}
     assert roles["transdata.count"] == "symptom"

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from advisor import ingest
-from advisor.graph.model import ModelGraph
+from advisor.graph.model_graph import ModelGraph
 from advisor.ingest.normalize import finalize_ops
 from advisor.knowledge_bases.ub_fusion import UbFusionKB
 from advisor.model import Meta, Profile

@@ -12,9 +12,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from advisor.analysis import AnalysisOptions, run_analysis
-from advisor.compare import compare, load_side
-from advisor.compare_kernels import MOVED, kernel_deltas
+from advisor.compare.kernels import MOVED, kernel_deltas
+from advisor.compare.runs import compare, load_side
+from advisor.pipeline.analysis import AnalysisOptions, run_analysis
 
 ROOT = Path(__file__).resolve().parents[1]
 CUMMIN = ROOT.parent / "shared" / "samples" / "Lulili520__ascendc-optim-agent" / "log" / "Cummin"

@@ -18,9 +18,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from advisor.analysis import AnalysisOptions, run_analysis
 from advisor.findings import Finding
 from advisor.knowledge_bases.kernel import KernelKB
+from advisor.pipeline.analysis import AnalysisOptions, run_analysis
 from advisor.testing import make_profile, run_kb
 
 ROOT = Path(__file__).resolve().parents[1]

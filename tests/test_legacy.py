@@ -1,4 +1,4 @@
-"""Legacy msadvisor ecosystem knowledge bases run unchanged through advisor.legacy.load_ecosystem.
+"""Legacy msadvisor ecosystem knowledge bases run unchanged through advisor.engine.msadvisor_ecosystem.load_ecosystem.
 
 The modules below are written the way the published msadvisor ecosystem modules are: evaluate(data_path, parameter)
 with the parameter as a JSON string, sibling imports, print() noise, a JSON string result."""
@@ -12,12 +12,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from advisor import engine, score
-from advisor.errors import InputError
+from advisor.common.errors import InputError
+from advisor.config.loader import EffectiveRules, Waiver
+from advisor.engine import kb_engine as engine
+from advisor.engine.msadvisor_ecosystem import NO_ESTIMATE, load_ecosystem, slug
 from advisor.ingest.normalize import finalize_ops
-from advisor.legacy import NO_ESTIMATE, load_ecosystem, slug
 from advisor.model import Meta, Profile
-from advisor.rules import EffectiveRules, Waiver
+from advisor.pipeline import score
 
 RESULT_HELPERS = '''
 import json

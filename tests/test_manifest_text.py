@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
 from advisor.ingest import load, read_source
 from advisor.ingest.columns import TIMESTAMP_COLUMNS
 from advisor.ingest.detect import RankSource

@@ -14,12 +14,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from advisor.analysis import run_analysis
 from advisor.ingest import load
 from advisor.knowledge_bases.memory_bound import MemoryBoundKB
-from advisor.model_summary import SOC_FORMULA, summarize
+from advisor.pipeline.analysis import run_analysis
 from advisor.platform import resolve_platform
 from advisor.testing import load_rules
+from advisor.toolkit.model_summary import SOC_FORMULA, summarize
 from tests.scenarios.builder import OpRow, make_profile
 from tests.scenarios.cases_a import run_kb
 

@@ -1,11 +1,11 @@
-"""One finding per cause over the ranks of a job (advisor.hierarchy.merge_ranks): 16 ranks that each show
+"""One finding per cause over the ranks of a job (advisor.pipeline.hierarchy.merge_ranks): 16 ranks that each show
 "uncovered communication 62.8 %" .. "63.3 %" are one finding, listed with their ranks; findings that name
 different ranks, or say different things, stay apart."""
 
 from __future__ import annotations
 
 from advisor.findings import Finding
-from advisor.hierarchy import merge_ranks
+from advisor.pipeline.hierarchy import merge_ranks
 
 
 def _f(rule: str, title: str, rank: int, saving: float, advice: str | None = None) -> Finding:
@@ -48,7 +48,7 @@ def test_findings_of_one_input_are_never_merged_and_an_input_without_rank_id_is_
 
 def test_a_cluster_cause_takes_the_waiting_it_explains_out_of_the_per_rank_finding() -> None:
     """Stage 1 computes 100 us more per step: the 4 ranks' waiting in collectives is that cause, counted once."""
-    from advisor.hierarchy import explain_waiting
+    from advisor.pipeline.hierarchy import explain_waiting
 
     waits = [Finding(kb="overall", rule="overall.uncovered-communication", title="Uncovered communication 50%",
                      severity="critical", ops=[f"allreduce{r}"], evidence={"sync_recoverable_us": 150.0},
@@ -83,7 +83,7 @@ def test_ranks_whose_titles_differ_in_a_word_but_share_the_advice_are_one_findin
 
 
 def test_two_cluster_causes_never_explain_more_waiting_than_there_is() -> None:
-    from advisor.hierarchy import explain_waiting
+    from advisor.pipeline.hierarchy import explain_waiting
 
     wait = Finding(kb="overall", rule="overall.uncovered-communication", title="Uncovered communication 50%",
                    severity="critical", ops=["allreduce"], evidence={"sync_recoverable_us": 600.0},

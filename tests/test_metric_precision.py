@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor import engine, model
+from advisor import model
+from advisor.engine import kb_engine as engine
 from advisor.ingest import detect, read_source
 from advisor.kb import KnowledgeBase
 from advisor.model import OPS_FULL_PRECISION_COLUMNS, OpsProjection, metric_values, store_metric

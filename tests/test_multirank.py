@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.analysis import run_analysis
+from advisor.pipeline.analysis import run_analysis
 from advisor.report.json_report import validate
 
 BENCH = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "gen_ascend_pt.py"

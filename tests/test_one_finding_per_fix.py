@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.analysis import run_analysis
+from advisor.pipeline.analysis import run_analysis
 
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"
 MSINSIGHT = SAMPLES / "Ascend__msinsight"
@@ -305,8 +305,8 @@ def _finding(rule: str, ops: list[str], rank: int | None = 0, fix: str | None = 
 
 
 def test_the_report_invariant_one_finding_per_op_per_rule() -> None:
-    """advisor.consistency (what ADVISOR_SELF_CHECK=1 refuses to write) holds the rule on any report."""
-    from advisor.consistency import problems
+    """advisor.pipeline.consistency (what ADVISOR_SELF_CHECK=1 refuses to write) holds the rule on any report."""
+    from advisor.pipeline.consistency import problems
 
     def broken(*findings: dict) -> list[str]:
         return [p for p in problems({"findings": list(findings), "score": 50}) if "named by" in p or " are one" in p]

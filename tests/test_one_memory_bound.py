@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.analysis import AnalysisOptions, run_analysis
+from advisor.pipeline.analysis import AnalysisOptions, run_analysis
 from tests.golden import SAMPLES, sample_paths
 
 COMPUTE = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV")

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor import engine
-from advisor.analysis import AnalysisOptions, run_analysis
+from advisor.engine import kb_engine as engine
 from advisor.ingest import detect, read_source
 from advisor.ingest.normalize import share_constant_columns
 from advisor.kb import KnowledgeBase
 from advisor.model import OPS_PIPELINE_COLUMNS, OpsProjection
+from advisor.pipeline.analysis import AnalysisOptions, run_analysis
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
 SPLIT_CORE = [  # kernel_details / op_summary with aic_*/aiv_* columns no built-in rule reads

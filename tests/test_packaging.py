@@ -11,7 +11,7 @@ from pathlib import Path
 
 from setuptools import find_packages
 
-from advisor.rules import builtin_rules_dir
+from advisor.config.loader import builtin_rules_dir
 
 try:
     import tomllib
@@ -52,8 +52,8 @@ import sys
 sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]  # as after `pip install .`
 sys.path.insert(0, sys.argv[1])
 import advisor.knowledge_bases.overall as overall
-from advisor import engine
-from advisor.rules import builtin_rules_dir
+from advisor.engine import kb_engine as engine
+from advisor.config.loader import builtin_rules_dir
 found = engine.find_plugins()
 print(overall.__file__, builtin_rules_dir(), len(engine.discover(found)), sorted(found.errors),
       sorted(m for m in sys.modules if m.split(".")[0] in ("knowledge_bases", "rules")))

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from advisor.analysis import AnalysisResult, run_analysis
 from advisor.examples import example_graph, example_profile
-from advisor.score import per_op_savings
+from advisor.pipeline.analysis import AnalysisResult, run_analysis
+from advisor.pipeline.score import per_op_savings
 from tests import golden
 
 SAMPLES = golden.SAMPLES

@@ -17,15 +17,16 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from advisor import engine, ingest
-from advisor.analysis import AnalysisOptions, run_analysis
+from advisor import ingest
+from advisor.config.loader import builtin_rules_dir, load_effective_rules
+from advisor.engine import kb_engine as engine
 from advisor.findings import Finding
 from advisor.ingest.timebase import absolute_ns
 from advisor.kb import AnalysisContext, KnowledgeBase
 from advisor.knowledge_bases.operator import OperatorKB
 from advisor.model import Profile
+from advisor.pipeline.analysis import AnalysisOptions, run_analysis
 from advisor.platform import resolve_platform
-from advisor.rules import builtin_rules_dir, load_effective_rules
 from advisor.toolkit import bound
 from advisor.toolkit.cores import core_counts
 from tests.test_peer_parity import _kb_infos

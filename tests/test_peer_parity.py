@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from advisor import engine
-from advisor.analysis import AnalysisOptions, AnalysisResult, run_analysis
+from advisor.engine import kb_engine as engine
+from advisor.pipeline.analysis import AnalysisOptions, AnalysisResult, run_analysis
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

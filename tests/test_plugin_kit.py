@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import advisor
-from advisor.errors import RulesError
+from advisor.common.errors import RulesError
 from advisor.findings import FIX_KINDS, Finding, Fix
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.testing import (

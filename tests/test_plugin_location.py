@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.plugin_location import where
+from advisor.engine.plugin_location import where
 from advisor.testing import make_profile, run_kb
 
 KB_SOURCE = '''

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.analysis import run_analysis
+from advisor.pipeline.analysis import run_analysis
 from advisor.report import render
 from advisor.report.summary_rows import model_summary_rows
 from tests._report_sample import sample_report

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
-from advisor import escaping
+from advisor.common import escaping
+from advisor.common.units import fmt_us
 from advisor.report import render
 from advisor.report.evidence_format import evidence_label, evidence_table, evidence_value
-from advisor.units import fmt_us
 from tests._report_sample import sample_report
 
 
@@ -90,8 +90,8 @@ def test_one_chip_name_per_report() -> None:
 
 def test_chart_axes_are_in_the_unit_of_their_labels() -> None:
     """An axis in ms beside bar labels in ms (not µs up to 400000 beside "ms" labels)."""
+    from advisor.common.units import duration_scale
     from advisor.report import charts
-    from advisor.units import duration_scale
 
     assert duration_scale(400_000) == ("ms", 1000.0) and duration_scale(12.0) == ("µs", 1.0)
     assert duration_scale(2.5e6) == ("s", 1e6)

@@ -10,8 +10,8 @@ import yaml
 from click.testing import CliRunner
 
 from advisor.cli import main
-from advisor.errors import RulesError
-from advisor.rules import builtin_rules_dir, find_pyproject, load_effective_rules, load_rules_file
+from advisor.common.errors import RulesError
+from advisor.config.loader import builtin_rules_dir, find_pyproject, load_effective_rules, load_rules_file
 
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -222,7 +222,7 @@ def test_every_builtin_schema_is_a_valid_json_schema() -> None:
 
     import jsonschema
 
-    from advisor.rules import builtin_rules_dir
+    from advisor.config.loader import builtin_rules_dir
 
     schemas = sorted((builtin_rules_dir() / "schema").glob("*.schema.json"))
     assert schemas

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from advisor import engine, hookimpl
+from advisor import hookimpl
+from advisor.engine import kb_engine as engine
 from advisor.hookspecs import API_VERSION
 from tests.test_explain import SCHEMA, IdleGaps
 
@@ -100,8 +101,8 @@ def test_version_names_the_plugin_api(cli: CliFixture) -> None:
 
 
 def test_analyze_help_lists_the_exit_codes(cli: CliFixture) -> None:
-    from advisor import gate
     from advisor.cli import EXIT_INTERNAL_ERROR
+    from advisor.config import gate
 
     rc, out, _ = cli("analyze", "--help")
     text = out[out.index("Exit codes"):out.index("Options:")]

@@ -1,4 +1,4 @@
-"""Every shared real sample, analyzed as a user would: the report keeps every invariant of advisor/consistency.py
+"""Every shared real sample, analyzed as a user would: the report keeps every invariant of advisor/pipeline/consistency.py
 (no saving above the window, no share above 100 %, no setting advised both ways, no duplicate titles, severities
 that match the share of the window, no alignment advice that adds work, no citation of files users lack, one finding
 per op per rule), and the time model adds up."""
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from advisor.analysis import run_analysis
-from advisor.consistency import problems
-from advisor.errors import InputError
+from advisor.common.errors import InputError
+from advisor.pipeline.analysis import run_analysis
+from advisor.pipeline.consistency import problems
 
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"
 LIST = Path(__file__).with_name("data") / "shared_samples.txt"

@@ -17,10 +17,11 @@ from typing import NamedTuple
 import pytest
 from click.testing import CliRunner
 
-from advisor import __version__, engine
+from advisor import __version__
 from advisor.cli import main
 from advisor.cli.kb_cmd import installed
-from advisor.errors import UsageError
+from advisor.common.errors import UsageError
+from advisor.engine import kb_engine as engine
 from advisor.scaffold import create, normalize_name
 
 REPO = Path(__file__).resolve().parents[1]

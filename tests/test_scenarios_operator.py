@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from advisor import hierarchy
 from advisor.knowledge_bases.operator import OperatorKB
 from advisor.knowledge_bases.roofline import RooflineKB
+from advisor.pipeline import hierarchy
 from tests.scenarios import cases_b, cases_operator
 
 ROLES = {r.id: r.role for kb in (RooflineKB, OperatorKB) for r in kb.rules}
@@ -32,7 +32,7 @@ def test_each_injected_problem_is_named_on_its_ops(make, rules):
 
 
 def test_clean_tuned_model_scores_full_marks_on_these_knowledge_bases(rules):
-    from advisor import score
+    from advisor.pipeline import score
 
     sc = cases_operator.clean_tuned_model()
     findings, _ = cases_b.run_kbs([RooflineKB, OperatorKB], sc.profile, None, rules, cases_operator.CHIP)

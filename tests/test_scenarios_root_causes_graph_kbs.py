@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from advisor import engine, hierarchy
+from advisor.engine import kb_engine as engine
+from advisor.pipeline import hierarchy
+from advisor.pipeline.score import Limits
 from advisor.platform import resolve_platform
-from advisor.score import Limits
 from advisor.testing import load_rules
 from tests.scenarios.cases_a import ALL_CASES, aicpu_case, transdata_case
 

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from advisor import engine, score
-from advisor.analysis import root_causes, run_analysis
+from advisor.config.loader import builtin_rules_dir, load_effective_rules
+from advisor.engine import kb_engine as engine
 from advisor.findings import Finding
+from advisor.pipeline import score
+from advisor.pipeline.analysis import root_causes, run_analysis
+from advisor.pipeline.rank_summary import RankSummary
 from advisor.platform import resolve_platform
-from advisor.rank_summary import RankSummary
-from advisor.rules import builtin_rules_dir, load_effective_rules
 from tests.scenarios.builder import OpRow, make_profile
 
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from advisor import stage_progress
-from advisor.analysis import AnalysisOptions, run_analysis
 from advisor.cli.analyze import StderrProgress
+from advisor.common import stage_progress
 from advisor.examples import example_profile
+from advisor.pipeline.analysis import AnalysisOptions, run_analysis
 
 if TYPE_CHECKING:
     from tests.conftest import CliFixture

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.engine import discover, find_plugins
+from advisor.engine.kb_engine import discover, find_plugins
 
 
 def _run_example(tmp_path: Path) -> dict[str, object]:

@@ -19,12 +19,12 @@ from click.testing import CliRunner
 from onnx import TensorProto as T
 from onnx import helper as h
 
-from advisor import costmodel
-from advisor.analysis import run_analysis
 from advisor.cli import main
 from advisor.graph.onnx_model import graph_from_onnx
+from advisor.pipeline.analysis import run_analysis
 from advisor.platform import resolve_platform
 from advisor.testing import load_rules
+from advisor.toolkit import costmodel
 from tests.test_fix_models import model, weights, yolo_block
 
 ROOT = Path(__file__).resolve().parents[1]

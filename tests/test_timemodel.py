@@ -338,7 +338,7 @@ def test_trace_only_export_takes_its_steps_from_profilerstep_ranges():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# what the free time is spent on (advisor/freetime.py)
+# what the free time is spent on (advisor/core/freetime.py)
 # ---------------------------------------------------------------------------------------------------------
 def _blocks(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     out: list[list[float]] = []
@@ -384,8 +384,8 @@ def test_free_time_split_by_the_dataloader_events_that_cover_it():
 
 def test_free_time_kinds_in_priority_order():
     """Data loading first, then the host blocked in a collective, the rest launch gaps; nothing counted twice."""
-    from advisor import freetime
-    from advisor.intervals import union
+    from advisor.common.intervals import union
+    from advisor.core import freetime
 
     busy = union(np.array([0.0, 100.0, 300.0]), np.array([50.0, 200.0, 400.0]))
     host = freetime.HostActivity(data_loading=union(np.array([40.0]), np.array([80.0])),

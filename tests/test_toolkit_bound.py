@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from advisor import ingest
-from advisor.engine import KBInfo, run
+from advisor.engine.kb_engine import KBInfo, run
 from advisor.ingest.normalize import finalize_ops
 from advisor.kb import AnalysisContext
 from advisor.knowledge_bases.roofline import RooflineKB
@@ -344,7 +344,7 @@ def test_user_overrides_of_the_bound_rules_reach_every_knowledge_base(tmp_path):
 
 
 def test_rule_values_are_validated(tmp_path):
-    from advisor.errors import RulesError
+    from advisor.common.errors import RulesError
 
     with pytest.raises(RulesError, match="near_roof"):
         load_rules(override={"rules": {"bound": {"near_roof": 1.5}}})

@@ -1,6 +1,6 @@
 """``advisor`` command line: one module per command, collected here.
 
-Every command turns :class:`advisor.errors.AdvisorError` into one line on stderr and exit code 2; so are usage
+Every command turns :class:`advisor.common.errors.AdvisorError` into one line on stderr and exit code 2; so are usage
 errors, OS errors on a path and input nested too deeply to parse. Whatever else escapes is a bug of advisor: one
 line, exit code 4 (``ADVISOR_TRACEBACK=1`` shows the traceback). Nothing prints a traceback on any input.
 """
@@ -19,8 +19,8 @@ import warnings
 import click
 
 from advisor import __version__
-from advisor.errors import AdvisorError
-from advisor.escaping import terminal_line
+from advisor.common.errors import AdvisorError
+from advisor.common.escaping import terminal_line
 
 EXIT_INTERNAL_ERROR = 4
 """An unexpected exception: a bug in advisor, not a property of the input."""

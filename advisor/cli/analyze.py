@@ -9,15 +9,15 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from advisor import gate
-from advisor.analysis import AnalysisOptions, run_analysis
 from advisor.cli.console import make_console
-from advisor.errors import UsageError
-from advisor.escaping import terminal_line
-from advisor.output import check_output, check_outside_inputs, output_target, write_atomic
+from advisor.common.errors import UsageError
+from advisor.common.escaping import terminal_line
+from advisor.common.output import check_output, check_outside_inputs, output_target, write_atomic
+from advisor.common.stagetimes import stage
+from advisor.config import gate
+from advisor.config.loader import find_pyproject
+from advisor.pipeline.analysis import AnalysisOptions, run_analysis
 from advisor.report import EXTENSIONS, render
-from advisor.rules import find_pyproject
-from advisor.stagetimes import stage
 
 _STDOUT_FORMATS = ("terminal", "json", "markdown")
 EXIT_KB_FAILED = gate.EXIT_INCOMPLETE

@@ -1,7 +1,7 @@
 """``advisor compare BASE NEW``: diff two runs (profiles or saved JSON reports) and gate on regression.
 
 Exit codes: 0 no regression, 1 NEW regressed beyond the limits, 2 unusable input (as every command).
-The comparison is :mod:`advisor.compare`; its rendering :mod:`advisor.report.comparison`.
+The comparison is :mod:`advisor.compare.runs`; its rendering :mod:`advisor.report.comparison`.
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from pathlib import Path
 
 import click
 
-from advisor import gate, provenance
-from advisor.analysis import AnalysisOptions
 from advisor.cli.console import make_console
-from advisor.compare import compare, load_side
-from advisor.escaping import terminal_line
-from advisor.output import check_output, output_target, write_atomic
+from advisor.common import provenance
+from advisor.common.escaping import terminal_line
+from advisor.common.output import check_output, output_target, write_atomic
+from advisor.compare.runs import compare, load_side
+from advisor.config import gate
+from advisor.pipeline.analysis import AnalysisOptions
 from advisor.report.comparison import build_terminal, render
 from advisor.report.comparison_junit import render as render_junit
 

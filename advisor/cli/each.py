@@ -15,11 +15,11 @@ from pathlib import Path
 
 import click
 
-from advisor.analysis import AnalysisOptions, run_analysis
-from advisor.errors import InputError, OutputError
-from advisor.escaping import terminal_line
+from advisor.common.errors import InputError, OutputError
+from advisor.common.escaping import terminal_line
+from advisor.common.output import output_target
 from advisor.ingest.detect import Discovery
-from advisor.output import output_target
+from advisor.pipeline.analysis import AnalysisOptions, run_analysis
 from advisor.report import EXTENSIONS
 
 EXIT_ORDER = (0, 1, 3, 2)

@@ -12,13 +12,13 @@ from typing import Any
 
 import click
 
-from advisor import engine
 from advisor.cli.rules_cmd import align, leaf_lines, source_label
-from advisor.errors import UsageError
-from advisor.escaping import terminal
-from advisor.hierarchy import mechanisms_of
+from advisor.common.errors import UsageError
+from advisor.common.escaping import terminal
+from advisor.config.loader import EffectiveRules, rules_name
+from advisor.engine import kb_engine as engine
 from advisor.kb import RuleDoc
-from advisor.rules import EffectiveRules, rules_name
+from advisor.pipeline.hierarchy import mechanisms_of
 
 WIDTH = 100
 
@@ -150,7 +150,7 @@ def command(topic: str, rules_file: Path | None, ecosystem: Path | None, fmt: st
     """Explain a rule (what it detects, why it matters, how to fix it, its thresholds and their effective values),
     every rule of a knowledge base, or the score formula (advisor explain score)."""
     if topic == "score":
-        from advisor.score import FORMULA
+        from advisor.pipeline.score import FORMULA
 
         text = textwrap.dedent(FORMULA).strip()
         click.echo(json.dumps({"topic": "score", "formula": text}, indent=2) if fmt == "json" else plain_text(text))
@@ -158,7 +158,7 @@ def command(topic: str, rules_file: Path | None, ecosystem: Path | None, fmt: st
     found = engine.find_plugins()
     infos = engine.discover(found)
     if ecosystem is not None:
-        from advisor.legacy import load_ecosystem
+        from advisor.engine.msadvisor_ecosystem import load_ecosystem
 
         infos += [engine.KBInfo(cls, "ecosystem", str(ecosystem), "") for cls in load_ecosystem(ecosystem)]
     rules, kbs = _index(infos)

@@ -12,13 +12,13 @@ from onnx.external_data_helper import load_external_data_for_model, uses_externa
 from rich.console import Console
 
 from advisor.cli.console import make_console
-from advisor.errors import InputError, OutputError, UsageError
+from advisor.common.errors import InputError, OutputError, UsageError
+from advisor.common.output import check_output, output_target, write_atomic
 from advisor.fix import atc_config
 from advisor.fix.pipeline import FixOptions, run_fix, scan
 from advisor.fix.render import atc_json, fix_json, print_atc, print_fix, print_rewrites
 from advisor.fix.rewrites import REWRITES
 from advisor.fix.verify import OPT_LEVELS, VerifySettings, load_onnxruntime
-from advisor.output import check_output, output_target, write_atomic
 
 MAX_PROTO_BYTES = 2**31 - 1
 

@@ -9,10 +9,10 @@ from typing import Any
 import click
 
 from advisor.cli.console import make_console
-from advisor.escaping import deep, rich_text
+from advisor.common.escaping import deep, rich_text
+from advisor.common.util import paused_gc
 from advisor.graph.load import load_graph
 from advisor.graph.summary import summarize
-from advisor.util import paused_gc
 
 TOP = 15
 

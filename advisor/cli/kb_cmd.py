@@ -8,11 +8,11 @@ from typing import Any
 
 import click
 
-from advisor import engine
 from advisor.cli.console import make_console
-from advisor.errors import RulesError, UsageError
-from advisor.escaping import rich_text
-from advisor.rules import RULES_SUFFIX, builtin_rules_dir, load_rules_file, rules_name
+from advisor.common.errors import RulesError, UsageError
+from advisor.common.escaping import rich_text
+from advisor.config.loader import RULES_SUFFIX, builtin_rules_dir, load_rules_file, rules_name
+from advisor.engine import kb_engine as engine
 
 
 @click.group("kb")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
-from advisor import gate
-from advisor.escaping import terminal_line
-from advisor.output import output_target, write_atomic
+from advisor.common.escaping import terminal_line
+from advisor.common.output import output_target, write_atomic
+from advisor.config import gate
 from advisor.report import EXTENSIONS, render
 from advisor.report.json_report import load
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from advisor import engine
-from advisor.errors import UsageError
-from advisor.escaping import terminal
-from advisor.rules import EffectiveRules
+from advisor.common.errors import UsageError
+from advisor.common.escaping import terminal
+from advisor.config.loader import EffectiveRules
+from advisor.engine import kb_engine as engine
 
 
 @click.group("rules")

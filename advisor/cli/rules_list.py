@@ -1,7 +1,7 @@
 """``advisor rules list``: every rule id of the installed knowledge bases (core and plugins), with its knowledge
 base, the severities it can be given and a one-line summary, like ``ruff rule --all``.
 
-A finding's severity comes from the share of the analyzed window its saving is (``advisor.hierarchy.reseverity``):
+A finding's severity comes from the share of the analyzed window its saving is (``advisor.pipeline.hierarchy.reseverity``):
 the thresholds of its knowledge base's ``severity`` levels in its rules file, else those of ``rules/findings.yaml``.
 A level whose threshold is above the whole window can never be reached, so the range shown is the one the rules in
 force allow; a finding with no measured saving is ``info``.
@@ -16,10 +16,10 @@ from typing import Any
 
 import click
 
-from advisor import engine
-from advisor.escaping import terminal
-from advisor.provenance import CORE_DISTRIBUTION
-from advisor.rules import EffectiveRules, rules_name
+from advisor.common.escaping import terminal
+from advisor.common.provenance import CORE_DISTRIBUTION
+from advisor.config.loader import EffectiveRules, rules_name
+from advisor.engine import kb_engine as engine
 
 _LEVELS = ("critical", "major", "minor")
 

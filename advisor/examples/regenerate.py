@@ -61,8 +61,8 @@ def stabilize(report: dict[str, Any], generated_at: str) -> dict[str, Any]:
 
 def example_report(generated_at: str | None = None) -> dict[str, Any]:
     """Analyze the built-in example (profile + graph) with the built-in rules only."""
-    from advisor.analysis import AnalysisOptions, run_analysis
     from advisor.examples import example_graph, example_profile
+    from advisor.pipeline.analysis import AnalysisOptions, run_analysis
 
     with tempfile.TemporaryDirectory() as tmp:
         neutral = Path(tmp) / "pyproject.toml"
@@ -80,7 +80,7 @@ def render_all(report: dict[str, Any]) -> dict[str, str]:
 
 
 def regenerate(out_dir: Path, generated_at: str | None = None) -> list[Path]:
-    from advisor.output import write_atomic
+    from advisor.common.output import write_atomic
 
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

@@ -38,8 +38,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from advisor import escaping, safeload
-from advisor.errors import InputError, OutputError
+from advisor.common import escaping, safeload
+from advisor.common.errors import InputError, OutputError
 
 FUSION_FILE, AIPP_FILE, COMMAND_FILE = "fusion_switch.cfg", "aipp.cfg", "atc_command.txt"
 SECTIONS = ("GraphFusion", "UBFusion")
@@ -126,14 +126,14 @@ def load_report(path: Path) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------------
 @lru_cache(maxsize=1)
 def _options() -> dict[str, Any]:
-    from advisor.rules import builtin_rules_dir, load_rules_file
+    from advisor.config.loader import builtin_rules_dir, load_rules_file
 
     return load_rules_file(builtin_rules_dir() / "atc-options.yaml")["options"]
 
 
 @lru_cache(maxsize=1)
 def _passes() -> dict[str, Any]:
-    from advisor.rules import builtin_rules_dir, load_rules_file
+    from advisor.config.loader import builtin_rules_dir, load_rules_file
 
     return load_rules_file(builtin_rules_dir() / "fusion-passes.yaml")
 

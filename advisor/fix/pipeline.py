@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
 from advisor.fix.rewrites import Rewrite, get
 from advisor.fix.verify import Runner, VerifySettings, compare, input_feeds, time_pair
 

@@ -9,7 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from advisor.escaping import rich_text, terminal_line
+from advisor.common.escaping import rich_text, terminal_line
 from advisor.fix.atc_config import AtcConfig
 from advisor.fix.pipeline import KEPT, REJECTED, FixRun, StepReport
 from advisor.fix.rewrites import REWRITES

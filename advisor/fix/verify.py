@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto
 
-from advisor.errors import UsageError
+from advisor.common.errors import UsageError
 
 OPT_LEVELS = ("disable", "basic", "extended", "all")
 REL_SCALE = 1e-3

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from advisor.common.util import is_ascii_digits, lazy_module
 from advisor.graph.engines import infer_engine
-from advisor.graph.model import ModelGraph
-from advisor.util import is_ascii_digits, lazy_module
+from advisor.graph.model_graph import ModelGraph
 
 nx = lazy_module("networkx")  # imported when a graph is analyzed
 

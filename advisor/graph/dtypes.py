@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from advisor.common.util import is_ascii_digits
 from advisor.model import canonical_dtype
-from advisor.util import is_ascii_digits
 
 PROTO_DTYPES: dict[int, str] = {
     0: "UNDEFINED",

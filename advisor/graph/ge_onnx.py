@@ -12,14 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
+from advisor.common.util import is_ascii_digits
 from advisor.graph.build import GraphRecord, OpRecord, build_model_graph, empty_desc, f32
 from advisor.graph.dtypes import CPP_DTYPE_ATTRS, cpp_dtype_name, proto_dtype_name
-from advisor.graph.model import ModelGraph
+from advisor.graph.model_graph import ModelGraph
 from advisor.graph.proto import ge_onnx_pb2
 from advisor.graph.prototext import parse_text_file
 from advisor.model import canonical_format
-from advisor.util import is_ascii_digits
 
 _A = ge_onnx_pb2.AttributeProto
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
 from advisor.graph.build import GraphRecord, OpRecord, build_model_graph, f32
 from advisor.graph.dtypes import CPP_DTYPE_ATTRS, cpp_dtype_name, proto_dtype_name
-from advisor.graph.model import ModelGraph
+from advisor.graph.model_graph import ModelGraph
 from advisor.graph.proto import ge_ir_pb2
 from advisor.graph.prototext import parse_text_file
 from advisor.model import canonical_format

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.graph.model import ModelGraph
-from advisor.util import paused_gc
+from advisor.common.util import paused_gc
+from advisor.graph.model_graph import ModelGraph
 
 _STRIP = (
     re.compile(r"_MemSet$"),

@@ -15,10 +15,10 @@ import os
 import re
 from pathlib import Path
 
-from advisor import safeload
-from advisor.errors import InputError
-from advisor.graph.model import ModelGraph
-from advisor.util import paused_gc
+from advisor.common import safeload
+from advisor.common.errors import InputError
+from advisor.common.util import paused_gc
+from advisor.graph.model_graph import ModelGraph
 
 GRAPH_SUFFIXES = (".json", ".txt", ".pbtxt", ".prototxt", ".onnx")
 

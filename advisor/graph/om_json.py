@@ -15,7 +15,7 @@ from typing import Any
 
 from advisor.graph.build import GraphRecord, OpRecord, build_model_graph, empty_desc
 from advisor.graph.dtypes import CPP_DTYPE_ATTRS, cpp_dtype_name, proto_dtype_name
-from advisor.graph.model import ModelGraph
+from advisor.graph.model_graph import ModelGraph
 from advisor.model import canonical_format
 
 _CAMEL = {

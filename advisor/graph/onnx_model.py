@@ -17,10 +17,10 @@ import onnx
 from google.protobuf import json_format
 from onnx import AttributeProto, GraphProto, ModelProto
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
 from advisor.graph.build import GraphRecord, OpRecord, build_model_graph, empty_desc, f32
 from advisor.graph.dtypes import ONNX_DTYPE_ATTRS, onnx_dtype_name
-from advisor.graph.model import ModelGraph
+from advisor.graph.model_graph import ModelGraph
 
 
 def _value(a: AttributeProto, subgraphs: list[tuple[str, GraphProto]], owner: str) -> Any:

@@ -22,8 +22,8 @@ from pathlib import Path
 from google.protobuf import descriptor_pb2, text_format
 from google.protobuf.message import DecodeError, Message
 
-from advisor import safeload
-from advisor.errors import InputError
+from advisor.common import safeload
+from advisor.common.errors import InputError
 
 FAST_MIN_BYTES = 4_000_000
 """Below this size the protoc subprocess (about 0.4 s to start) is not worth it."""

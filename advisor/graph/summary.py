@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from advisor.graph.model import ModelGraph
+from advisor.graph.model_graph import ModelGraph
 from advisor.model import HEAVY_FORMATS
 
 UNKNOWN_FORMATS = frozenset({"RESERVED", "UNDEFINED", "MAX"})

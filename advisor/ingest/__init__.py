@@ -31,15 +31,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from advisor import safeload
-from advisor.errors import InputError
+from advisor.common import safeload
+from advisor.common.errors import InputError
+from advisor.common.stagetimes import stage
+from advisor.common.util import paused_gc, release_memory, tune_allocator
 from advisor.ingest import context
 from advisor.ingest.detect import Discovery, RankSource, detect, detect_job, detect_jobs
 from advisor.ingest.normalize import share_constant_columns, store_metrics
 from advisor.ingest.sanitize import sanitize
 from advisor.model import EventSelection, Meta, OpsProjection, Profile
-from advisor.stagetimes import stage
-from advisor.util import paused_gc, release_memory, tune_allocator
 
 _READERS = {
     "msprof-cann6": "advisor.ingest.msprof",

@@ -35,7 +35,7 @@ import pandas as pd
 from advisor.model import Meta, Profile
 
 if TYPE_CHECKING:
-    from advisor.graph.model import ModelGraph
+    from advisor.graph.model_graph import ModelGraph
 
 CONTEXTS = ("om-acl", "torch-eager", "torch-graph", "mindspore-graph", "mindspore-pynative", "kernel-dev", "unknown")
 
@@ -55,7 +55,7 @@ _OPP_CANN = (
 @lru_cache(maxsize=1)
 def signals() -> Mapping[str, Any]:
     """The built-in ``rules/context.yaml`` (validated against its schema)."""
-    from advisor.rules import builtin_rules_dir, load_rules_file
+    from advisor.config.loader import builtin_rules_dir, load_rules_file
 
     return load_rules_file(builtin_rules_dir() / "context.yaml")
 

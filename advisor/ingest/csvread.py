@@ -6,7 +6,7 @@ collected", a UTF-8 BOM, CRLF line ends, call stacks with newlines inside quoted
 parses the file in parallel with every wanted column typed as string; numeric columns are then trimmed and cast
 in one vectorized pass, so ``"1736413971558972.912\\t"`` becomes a float of microseconds (never rescaled).
 
-Unusable files raise :class:`advisor.errors.InputError` with a one-line reason: binary data, undecodable text,
+Unusable files raise :class:`advisor.common.errors.InputError` with a one-line reason: binary data, undecodable text,
 an empty file, missing required columns, rows with too many fields (garbled) or a short last row (truncated).
 A short row in the middle of an otherwise sound file -- seen in a real msinsight fixture -- is kept, its
 missing trailing cells read as N/A, and reported in ``notes``.
@@ -27,7 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
+from advisor.common.util import release_memory
 from advisor.ingest import timebase
 from advisor.ingest.columns import (
     TIMESTAMP_COLUMNS,
@@ -40,7 +41,6 @@ from advisor.ingest.columns import (
 )
 from advisor.ingest.normalize import broadcast_constant, to_number
 from advisor.model import Meta
-from advisor.util import release_memory
 
 NULL_CELLS = ["N/A", ""]
 """Cells that mean "no value" in every Ascend CSV (``NULL`` is a real format name and is kept)."""

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from advisor import safeload
-from advisor.errors import InputError
+from advisor.common import safeload
+from advisor.common.errors import InputError
+from advisor.common.util import is_ascii_digits
 from advisor.ingest.detect import Discovery, RankSource, number_ranks
-from advisor.util import is_ascii_digits
 
 FAMILIES = {
     "msprof-cann6": "msprof", "msprof-cann7": "msprof", "msprof-db": "msprof", "msprof-op": "msprof",

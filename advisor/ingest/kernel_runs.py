@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
 from advisor.model import (
     COMPUTE_CORES,
     OP_ID_COLUMNS,

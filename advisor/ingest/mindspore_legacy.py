@@ -51,8 +51,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor import safeload
-from advisor.errors import InputError
+from advisor.common import safeload
+from advisor.common.errors import InputError
+from advisor.common.util import is_ascii_digits
 from advisor.ingest.normalize import finalize_ops
 from advisor.ingest.timebase import us_from_float, us_from_ns
 from advisor.model import (
@@ -66,7 +67,6 @@ from advisor.model import (
     empty_frame,
     mindspore_op_type,
 )
-from advisor.util import is_ascii_digits
 
 SYSCNT_PER_US = 100.0
 """Step-trace values are 100 MHz system-counter cycles: cycles / 100 = us."""

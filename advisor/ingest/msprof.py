@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from advisor import safeload
-from advisor.errors import InputError
+from advisor.common import safeload
+from advisor.common.errors import InputError
+from advisor.common.util import is_ascii_digits, release_memory
 from advisor.ingest import columns as C
 from advisor.ingest.csvread import found_list, read_columns, read_table, sniff_header
 from advisor.ingest.event_summary import merge_summaries
@@ -45,7 +46,6 @@ from advisor.model import (
     empty_frame,
     mindspore_op_type,
 )
-from advisor.util import is_ascii_digits, release_memory
 
 _EXPORT_TS = re.compile(r"_(\d{14,17})$")
 _SLICE = re.compile(r"_slice_(\d+)")

@@ -67,14 +67,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
+from advisor.common.units import fmt_us
+from advisor.common.util import is_ascii_digits
 from advisor.ingest import columns as C
 from advisor.ingest import msprof_op_jsonl as J
 from advisor.ingest.csvread import read_table
 from advisor.ingest.normalize import finalize_ops
 from advisor.model import KERNEL_BLOCK_KEY_COLUMNS, KERNEL_BLOCKS_EXTRA, Meta, Profile
-from advisor.units import fmt_us
-from advisor.util import is_ascii_digits
 
 METRIC_SETS = ("PipeUtilization", "ArithmeticUtilization", "Memory", "MemoryL0", "MemoryUB", "L2Cache",
                "ResourceConflictRatio")

@@ -39,11 +39,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
+from advisor.common.intervals import union_length
 from advisor.ingest.msprof_op import mark_kernel_dev
 from advisor.ingest.normalize import finalize_ops
 from advisor.ingest.timeline import read_trace
-from advisor.intervals import union_length
 from advisor.model import Meta, Profile
 
 INSTRUCTIONS_EXTRA = "msprof_op_instructions"

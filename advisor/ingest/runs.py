@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
 from advisor.ingest.detect import RankSource
 from advisor.model import (
     OP_ID_COLUMNS,

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
 from advisor.model import OP_TENSOR_COLUMNS, Meta, Profile, metric_values
 
 MAX_DURATION_US = 1e11

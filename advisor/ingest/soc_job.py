@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
 from advisor.ingest import columns as C
 from advisor.ingest.csvread import read_table
 from advisor.ingest.normalize import clean_text, finalize_ops

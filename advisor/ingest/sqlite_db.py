@@ -54,8 +54,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor import safeload
-from advisor.errors import InputError
+from advisor.common import safeload
+from advisor.common.errors import InputError
 from advisor.ingest.columns import metric_name
 from advisor.ingest.event_summary import EventCounter, note_counted, split_events
 from advisor.ingest.normalize import finalize_ops

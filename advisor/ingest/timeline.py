@@ -51,7 +51,8 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
+from advisor.common.util import release_memory
 from advisor.ingest.event_summary import EventCounter, note_counted, split_events
 from advisor.ingest.jsonstream import StreamError, iter_array_chunks
 from advisor.ingest.normalize import finalize_ops
@@ -67,7 +68,6 @@ from advisor.model import (
     label_mask,
 )
 from advisor.timemodel import COMM_DEVICE_TASK, comm_streams
-from advisor.util import release_memory
 
 try:  # the C backend is ~10x faster; pure-python fallback keeps the reader working everywhere
     import ijson.backends.yajl2_c as _ijson

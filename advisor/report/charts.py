@@ -22,9 +22,9 @@ import matplotlib.pyplot as plt  # noqa: E402  (backend must be chosen first)
 import networkx as nx  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from advisor.escaping import matplotlib_text  # noqa: E402
+from advisor.common.escaping import matplotlib_text  # noqa: E402
+from advisor.common.units import duration_scale  # noqa: E402
 from advisor.report.common import RooflinePoint, Subgraph, core_label, fmt_us  # noqa: E402
-from advisor.units import duration_scale  # noqa: E402
 
 BOUND_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "latency": "#7f7f7f", "overhead": "#7f7f7f",
                 "vector": "#ff7f0e", "none": "#9467bd", "unknown": "#9467bd"}

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.units import fmt_us
+from advisor.common.units import fmt_us
 
 SEVERITIES = ("critical", "major", "minor", "info")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
@@ -287,7 +287,7 @@ ADVICE_NOTES_HEADING = "Advice not ranked (no measured saving, or below material
 
 
 def advice_notes(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    """(rule, title, why it is not ranked) for each of the report's ``notes`` (``advisor.hierarchy.split_notes``),
+    """(rule, title, why it is not ranked) for each of the report's ``notes`` (``advisor.pipeline.hierarchy.split_notes``),
     largest saving first."""
     return [(str(n.get("rule", "")), str(n.get("title", "")), str(n.get("reason", "")))
             for n in report.get("notes") or []]

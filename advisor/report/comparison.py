@@ -1,4 +1,4 @@
-"""A comparison of two runs (``advisor.compare.compare``) as text: terminal, JSON or Markdown."""
+"""A comparison of two runs (``advisor.compare.runs.compare``) as text: terminal, JSON or Markdown."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from advisor.escaping import deep, json_text, terminal
+from advisor.common.escaping import deep, json_text, terminal
 from advisor.report.common import fmt_us
 
 

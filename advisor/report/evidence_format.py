@@ -13,9 +13,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from advisor.common.units import fmt_us
 from advisor.report.common import fmt_value
 from advisor.report.summary_rows import fmt_bytes
-from advisor.units import fmt_us
 
 # key suffix -> (unit shown after the label-less value, how the value is formatted)
 _DURATION_SUFFIXES = ("_us", " us")
@@ -101,7 +101,7 @@ def evidence_label(key: str) -> str:
 
 
 def evidence_value(key: str, value: Any) -> str:
-    """An evidence value with its unit, read from the key: ``_us`` a duration (:func:`advisor.units.fmt_us`),
+    """An evidence value with its unit, read from the key: ``_us`` a duration (:func:`advisor.common.units.fmt_us`),
     a share or ratio a percentage, bandwidth/throughput with their units; the rest as :func:`fmt_value`."""
     key = str(key)
     if isinstance(value, bool) or value is None or not isinstance(value, (int, float)):

@@ -15,8 +15,8 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from advisor import escaping
-from advisor.escaping import controls, deep
+from advisor.common import escaping
+from advisor.common.escaping import controls, deep
 from advisor.report import charts
 from advisor.report.common import (
     ADVICE_NOTES_HEADING,

@@ -10,8 +10,8 @@ from typing import Any
 
 import jsonschema
 
-from advisor import escaping, safeload
-from advisor.errors import InputError
+from advisor.common import escaping, safeload
+from advisor.common.errors import InputError
 
 SCHEMA_VERSION = "1"
 

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from advisor.escaping import controls, deep
+from advisor.common.escaping import controls, deep
 from advisor.report.common import SEVERITY_RANK, fmt_us, symptom_lines
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")

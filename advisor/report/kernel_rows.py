@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from advisor.units import fmt_us
+from advisor.common.units import fmt_us
 
 MAX_KERNELS = 6
 """Kernels shown in the human-readable reports (the JSON keeps every one)."""

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from advisor import escaping
+from advisor.common import escaping
 from advisor.report.common import (
     ADVICE_NOTES_HEADING,
     POINT_KEYS,

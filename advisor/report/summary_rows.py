@@ -1,4 +1,4 @@
-"""The report's ``model_summary`` (advisor.model_summary) as rows a person reads: quantity, value, source.
+"""The report's ``model_summary`` (advisor.toolkit.model_summary) as rows a person reads: quantity, value, source.
 
 Shared by the terminal, Markdown and HTML reports. Only what the run recorded appears (a quantity without data
 has no row; a recorded-but-empty one says "not recorded", never 0); every row names the file and column or

@@ -11,11 +11,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from advisor.escaping import deep, terminal
+from advisor.common.escaping import deep, terminal
+from advisor.common.units import fmt_us
 from advisor.report.common import ADVICE_NOTES_HEADING, advice_notes, chip_name, symptom_lines, time_rows, time_sources
 from advisor.report.kernel_rows import kernel_sections
 from advisor.report.summary_rows import model_summary_rows
-from advisor.units import fmt_us
 
 _SEVERITY_STYLE = {"critical": "bold red", "major": "red", "minor": "yellow", "info": "cyan"}
 

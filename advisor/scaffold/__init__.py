@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 from advisor import __version__
-from advisor.errors import UsageError
+from advisor.common.errors import UsageError
+from advisor.common.output import write_atomic
 from advisor.hookspecs import API_VERSION
-from advisor.output import write_atomic
 
 TEMPLATE_DIR = Path(__file__).parent / "template"
 

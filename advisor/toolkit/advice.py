@@ -47,7 +47,7 @@ def for_run(texts: Mapping[str, Any] | None, fam: str) -> Any:
 
 @lru_cache(maxsize=1)
 def _atc_options() -> Mapping[str, Any]:
-    from advisor.rules import builtin_rules_dir, load_rules_file
+    from advisor.config.loader import builtin_rules_dir, load_rules_file
 
     return load_rules_file(builtin_rules_dir() / "atc-options.yaml")["options"]
 

@@ -2,7 +2,7 @@
 
 For each op of a rank (one row per name, type and core): calls, total and mean time, FLOPs and bytes per call
 (the PMU's ``cube_fops``/``vector_fops`` and main-memory bandwidth where the profile has them, else the tensor
-shapes and dtypes through the shape math of :mod:`advisor.costmodel`), arithmetic intensity, the chip's ridge for
+shapes and dtypes through the shape math of :mod:`advisor.toolkit.costmodel`), arithmetic intensity, the chip's ridge for
 the op's unit and dtype, roof and attained throughput, and:
 
 * ``bound`` -- ``compute`` or ``memory`` from the intensity against the ridge (the primary criterion);
@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from advisor.costmodel import op_work
 from advisor.model import canonical_dtype, canonical_format, metric_values, parse_list, parse_shapes
 from advisor.toolkit.common import combined_codes
 from advisor.toolkit.cores import CoreCounts, core_counts, task_occupancy
+from advisor.toolkit.costmodel import op_work
 from advisor.toolkit.time import isin_mask
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def rules_of(ctx: AnalysisContext) -> Mapping[str, Any]:
 @lru_cache(maxsize=1)
 def builtin_rules() -> Mapping[str, Any]:
     """The built-in ``rules/bound.yaml`` (validated), for contexts built without the engine's toolkit rules."""
-    from advisor.rules import builtin_rules_dir, load_rules_file
+    from advisor.config.loader import builtin_rules_dir, load_rules_file
 
     return load_rules_file(builtin_rules_dir() / f"{RULES_NAME}.yaml")
 
@@ -481,7 +481,7 @@ def _metric_bytes(df: pd.DataFrame) -> np.ndarray:
 
 def _shape_work(row: pd.Series, rules: Mapping[str, Any]) -> tuple[float, float, bool, str]:
     """(FLOPs, bytes, runs on the cube, the dtype its peak is read for) of one op from its tensor descriptions
-    (:func:`advisor.costmodel.op_work`); NaN when unknown. Op types the rules do not know get FLOPs only on the
+    (:func:`advisor.toolkit.costmodel.op_work`); NaN when unknown. Op types the rules do not know get FLOPs only on the
     vector cores (elsewhere their work is unknown: a custom or fused kernel)."""
     op_type = _text(row["type"])
     ins, outs = list(parse_shapes(row["input_shapes"])), list(parse_shapes(row["output_shapes"]))

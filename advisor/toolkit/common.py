@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.findings import Severity
-from advisor.graph.model import ModelGraph
+from advisor.graph.model_graph import ModelGraph
 from advisor.kb import AnalysisContext
 from advisor.model import Profile, canonical_dtype, parse_list, parse_shapes
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from advisor.common.units import fmt_us
 from advisor.findings import Finding
 from advisor.toolkit.common import severity_for
 from advisor.toolkit.time import FREE_TIME_KEY
-from advisor.units import fmt_us
 
 
 def free_part(f: Finding) -> float:

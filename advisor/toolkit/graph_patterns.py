@@ -17,15 +17,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.costmodel import numel
-from advisor.graph.model import ModelGraph
+from advisor.common.util import lazy_module
+from advisor.graph.model_graph import ModelGraph
 from advisor.model import dtype_bytes
-from advisor.util import lazy_module
+from advisor.toolkit.costmodel import numel
 
 nx = lazy_module("networkx")  # imported when a graph is analyzed
 
 # ---------------------------------------------------------------------------------------------------------
-# tensors (``numel``, the element count of a shape, is the cost model's: ``advisor.costmodel.numel``)
+# tensors (``numel``, the element count of a shape, is the cost model's: ``advisor.toolkit.costmodel.numel``)
 # ---------------------------------------------------------------------------------------------------------
 
 

@@ -35,12 +35,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.common.util import finite_float
 from advisor.model import Profile, metric_values
 from advisor.platform import counts_decided, is_assumed
 from advisor.toolkit.bound import classify
 from advisor.toolkit.cores import core_counts
 from advisor.toolkit.time import isin_mask
-from advisor.util import finite_float
 
 BLOCKS_EXTRA = "msprof_op_blocks"
 """``profile.extras`` key of msprof op's per-block rows (advisor.ingest.msprof_op)."""

@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.common.util import finite_float
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext
 from advisor.toolkit.common import pct, severity_for
 from advisor.toolkit.run_context import family_of
 from advisor.toolkit.time import OTHER_COMM_KEY
-from advisor.util import finite_float
 
 PEER_COLUMNS = ["group", "peer", "src", "held_us", "sole_us", "uncovered_us", "ops", "op", "step", "wait_us",
                 "op_held_us"]

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from advisor.intervals import intersect, length, union
+from advisor.common.intervals import intersect, length, union
 from advisor.model import Profile
 from advisor.timemodel import COMM_CORES, COMPUTE_KEYS, UNCOVERED_KEYS, StepTime, TimeModel, compute_bucket
 

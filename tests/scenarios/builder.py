@@ -12,7 +12,7 @@ from typing import Any
 import networkx as nx
 import pandas as pd
 
-from advisor.graph.model import ModelGraph
+from advisor.graph.model_graph import ModelGraph
 from advisor.ingest.normalize import finalize_ops
 from advisor.model import Meta, Profile
 

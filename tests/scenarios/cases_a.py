@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from advisor.graph.model import ModelGraph
+from advisor.config.loader import EffectiveRules
+from advisor.graph.model_graph import ModelGraph
 from advisor.model import Profile
-from advisor.rules import EffectiveRules
 from advisor.testing import load_rules
 from tests.scenarios.builder import GraphBuilder, OpRow, desc, make_profile
 
@@ -322,11 +322,11 @@ def _builtin_rules() -> EffectiveRules:
 
 def run_kb(kb_cls: type, profile: Profile | None, graph: ModelGraph | None, rules: Any = None,
            chip: str = "Ascend310P3") -> tuple[list[Any], Any]:
-    """Run one knowledge base through ``advisor.engine.run``; returns (findings, status). A missing profile is
+    """Run one knowledge base through ``advisor.engine.kb_engine.run``; returns (findings, status). A missing profile is
     an empty one (graph-only analysis)."""
     import pandas as pd
 
-    from advisor.engine import KBInfo, run
+    from advisor.engine.kb_engine import KBInfo, run
     from advisor.ingest.normalize import finalize_ops
     from advisor.model import OPS_COLUMNS, Meta
     from advisor.platform import resolve_platform

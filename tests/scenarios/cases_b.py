@@ -15,15 +15,15 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from advisor.graph.model import ModelGraph
+from advisor.graph.model_graph import ModelGraph
 from advisor.model import Profile, dtype_bytes
 from tests.scenarios.builder import GraphBuilder, OpRow, desc, make_profile
 
 if TYPE_CHECKING:
-    from advisor.engine import KBStatus
+    from advisor.config.loader import EffectiveRules
+    from advisor.engine.kb_engine import KBStatus
     from advisor.findings import Finding
     from advisor.kb import KnowledgeBase
-    from advisor.rules import EffectiveRules
 
 CHIP = "Ascend310P3"
 HOST_TYPES = {"Data", "Const", "NetOutput"}
@@ -40,7 +40,7 @@ def peaks(chip: str = CHIP) -> dict[str, float]:
     """Cube TFLOPS, vector TFLOPS (fp16) and bandwidth (GB/s) of the chip, from rules/platforms.yaml."""
     import yaml
 
-    from advisor.rules import builtin_rules_dir
+    from advisor.config.loader import builtin_rules_dir
 
     chips = yaml.safe_load((builtin_rules_dir() / "platforms.yaml").read_text())["chips"]
     c = chips[chip]
@@ -387,7 +387,7 @@ def sample_graph(rel: str) -> ModelGraph:
 def run_kbs(kbs: list[type[KnowledgeBase]], profile: Profile, graph: ModelGraph | None, rules: EffectiveRules,
             chip: str = CHIP) -> tuple[list[Finding], list[KBStatus]]:
     """Run knowledge bases through the engine, as ``advisor analyze`` does."""
-    from advisor.engine import KBInfo, run
+    from advisor.engine.kb_engine import KBInfo, run
     from advisor.platform import resolve_platform
 
     return run([KBInfo(k, "test", "", "") for k in kbs], profile, graph, rules, resolve_platform(rules, chip))

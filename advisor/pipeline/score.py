@@ -25,9 +25,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from advisor.common.units import fmt_us
+from advisor.config.loader import Waiver
 from advisor.findings import Finding
-from advisor.rules import Waiver
-from advisor.units import fmt_us
 
 FORMULA = __doc__ or ""
 

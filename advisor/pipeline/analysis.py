@@ -15,18 +15,20 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from advisor import consistency, engine, executor, hierarchy, safeload, score, stage_progress, stagetimes
-from advisor.errors import InputError
+from advisor.common import safeload, stage_progress, stagetimes
+from advisor.common.errors import InputError
+from advisor.common.given_paths import PathSpelling, as_given
+from advisor.config.loader import EffectiveRules
+from advisor.core.steady import analyzed_ops
+from advisor.engine import kb_engine as engine
 from advisor.findings import Finding
-from advisor.given_paths import PathSpelling, as_given
-from advisor.graph.model import ModelGraph
+from advisor.graph.model_graph import ModelGraph
 from advisor.ingest.sanitize import require_analyzable
 from advisor.model import OPS_COLUMNS, Meta, Profile, empty_frame
+from advisor.pipeline import consistency, executor, hierarchy, score
+from advisor.pipeline.rank_summary import RankSummary
+from advisor.pipeline.report_dict import build_report, cluster_section
 from advisor.platform import platform_for_run
-from advisor.rank_summary import RankSummary
-from advisor.report.build import build_report, cluster_section
-from advisor.rules import EffectiveRules
-from advisor.steady import analyzed_ops
 
 if TYPE_CHECKING:
     from advisor.ingest.detect import Discovery
@@ -73,7 +75,7 @@ def _noop(_: str) -> None:
 
 
 def load_rules(options: AnalysisOptions, found: engine.Discovery | None = None) -> EffectiveRules:
-    """The rules in force for these options (:func:`advisor.engine.load_rules`)."""
+    """The rules in force for these options (:func:`advisor.engine.kb_engine.load_rules`)."""
     return engine.load_rules(found, options.rules_file, options.pyproject)
 
 
@@ -82,7 +84,7 @@ def select_kbs(options: AnalysisOptions, found: engine.Discovery | None = None) 
     ``--skip-kb``."""
     infos = engine.discover(found) + list(options.extra_kbs)
     if options.ecosystem is not None:
-        from advisor.legacy import load_ecosystem
+        from advisor.engine.msadvisor_ecosystem import load_ecosystem
 
         infos += [engine.KBInfo(cls, "ecosystem", str(options.ecosystem), "") for cls in
                   load_ecosystem(options.ecosystem)]
@@ -127,7 +129,7 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
     from advisor import ingest
 
     if src.layout == "static-audit":
-        from advisor import static_audit
+        from advisor.pipeline import static_audit
 
         return static_audit.analyze(src, graph, infos, rules, chip, time_limit_s, cann)
     rank = f"rank {src.rank} of {ranks_in_input}: " if ranks_in_input > 1 and src.rank is not None else ""
@@ -155,7 +157,7 @@ def chip_platform(meta: Meta, rules: EffectiveRules, chip: str | None, graph: Mo
     the profile records, else a chip it names, else the graph's SoC, with the kernels' own counters in ``ops``
     deciding between a family's chips and checked against the others); what decided goes to the notes, and a chip
     found from core counts becomes the run's chip."""
-    from advisor.chip_evidence import kernel_evidence
+    from advisor.core.chip_evidence import kernel_evidence
 
     data = rules.for_kb("platforms")
     evidence = None
@@ -197,7 +199,7 @@ def target_cann(meta: Meta, cann: str | None) -> None:
 
 
 def _analyze_rank_job(args: tuple[Any, Any]) -> RankResult:
-    """The per-rank job of :func:`advisor.executor.run_jobs`: ``((graph, options, rules, infos, ranks in the input),
+    """The per-rank job of :func:`advisor.pipeline.executor.run_jobs`: ``((graph, options, rules, infos, ranks in the input),
     source)``."""
     (graph, options, rules, infos, ranks), src = args
     if infos is None:
@@ -214,7 +216,7 @@ def run_analysis(path: Path | None, graph_path: Path | None = None, options: Ana
                  progress: Progress = _noop, workers: int | None = None,
                  job: Discovery | None = None) -> AnalysisResult:
     """Analyze ``path`` (the one job under it; or ``job``, one of the jobs ``ingest.detect_jobs`` found under it).
-    Several ranks are analyzed on Dask (advisor.executor): a local cluster, or ``options.scheduler``."""
+    Several ranks are analyzed on Dask (advisor.pipeline.executor): a local cluster, or ``options.scheduler``."""
     from advisor import ingest
 
     options = options or AnalysisOptions()
@@ -223,7 +225,7 @@ def run_analysis(path: Path | None, graph_path: Path | None = None, options: Ana
     rules = load_rules(options, found)
     infos = select_kbs(options, found)
 
-    from advisor import static_audit
+    from advisor.pipeline import static_audit
 
     if path is not None and graph_path is None and static_audit.is_graph_file(path):
         path, graph_path = None, path  # `advisor analyze model.onnx`: the graph alone
@@ -288,7 +290,7 @@ def run_analysis(path: Path | None, graph_path: Path | None = None, options: Ana
 def _analyze_ranks(path: Path, sources: list[Any], graph: ModelGraph | None, infos: list[engine.KBInfo],
                    rules: EffectiveRules, options: AnalysisOptions, progress: Progress,
                    workers: int | None) -> tuple[list[RankResult], list[executor.RankFailure]]:
-    """Every rank through :mod:`advisor.executor`: in this process, on the embedded local Dask cluster (several
+    """Every rank through :mod:`advisor.pipeline.executor`: in this process, on the embedded local Dask cluster (several
     ranks) or on ``options.scheduler``. A single rank's error stops the run; in a cluster an unreadable rank is
     skipped and reported, unless no rank could be read."""
     if len(sources) == 1 and not options.scheduler:
@@ -341,7 +343,7 @@ def root_causes(findings: list[Finding], infos: Sequence[engine.KBInfo], rules: 
     """(findings, notes): symptoms under the one cause that explains them, top-level savings partitioning the
     window, one finding per rule and title over ranks, the waiting cluster causes explain moved under them, findings
     with no or an immaterial saving listed apart as notes, severities from the share of the window, ranked
-    (``advisor.hierarchy``, thresholds in ``rules/findings.yaml``)."""
+    (``advisor.pipeline.hierarchy``, thresholds in ``rules/findings.yaml``)."""
     docs = [r for i in infos for r in i.cls.rules]
     roles = {r.id: r.role for r in docs}
     levels = {i.id: rules.for_kb(i.cls.rules_file).get("severity") for i in infos
@@ -367,6 +369,6 @@ def root_causes(findings: list[Finding], infos: Sequence[engine.KBInfo], rules: 
 
 def hierarchy_defaults() -> dict[str, Any]:
     """The built-in ``rules/findings.yaml`` (rules loaded without it: a test's own rules directory)."""
-    from advisor.rules import builtin_rules_dir, load_rules_file
+    from advisor.config.loader import builtin_rules_dir, load_rules_file
 
     return load_rules_file(builtin_rules_dir() / "findings.yaml", validate=False)

@@ -32,8 +32,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from advisor import safeload
-from advisor.errors import InputError
+from advisor.common import safeload
+from advisor.common.errors import InputError
 from advisor.findings import SEVERITIES, Finding, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 

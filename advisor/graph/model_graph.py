@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.util import lazy_module
+from advisor.common.util import lazy_module
 
 nx = lazy_module("networkx")  # imported when a graph is analyzed
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from advisor.intervals import Blocks, complement, intersect, length, union
+from advisor.common.intervals import Blocks, complement, intersect, length, union
 from advisor.model import Profile, label_mask
 
 DEVICE_PROCESSES = frozenset({"Ascend Hardware", "HCCL", "Communication", "Overlap Analysis", "Step Trace"})

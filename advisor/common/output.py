@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
-from advisor.errors import OutputError
+from advisor.common.errors import OutputError
 
 
 def _is_stream(mode: int) -> bool:

@@ -21,7 +21,7 @@ to one node:
   ``materiality.notes_below`` -- or with no measured saving (an environment hint, an overview) -- is a note, not a
   finding (:func:`split_notes`); severity comes from the share of the steady-state window alone (:func:`reseverity`).
 
-The score counts every op once at the largest weighed saving any finding gives it (``advisor.score``), before this.
+The score counts every op once at the largest weighed saving any finding gives it (``advisor.pipeline.score``), before this.
 Findings of several ranks with the same rule and title are one finding (``ranks`` lists them).
 """
 
@@ -33,10 +33,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from advisor.common.units import fmt_us
 from advisor.findings import SEVERITIES, Finding
-from advisor.score import Limits, limits_of, per_op_savings
+from advisor.pipeline.score import Limits, limits_of, per_op_savings
 from advisor.toolkit.sequences import related
-from advisor.units import fmt_us
 
 CAUSE = "cause"
 SYMPTOM = "symptom"

@@ -17,7 +17,7 @@ Override file format (YAML; the same keys under ``[tool.advisor]`` in TOML)::
         reason: "input layout conversion, unavoidable"
 
 Every layer is validated when loaded: the override file against the format above, each merged rules file again
-against its schema. A problem is a :class:`advisor.errors.RulesError` naming the file, the key and the problem.
+against its schema. A problem is a :class:`advisor.common.errors.RulesError` naming the file, the key and the problem.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import best_match
 
-from advisor import safeload
-from advisor.errors import InputError, RulesError
-from advisor.gate import SCHEMA_PROPERTIES as GATE_PROPERTIES
+from advisor.common import safeload
+from advisor.common.errors import InputError, RulesError
+from advisor.config.gate import SCHEMA_PROPERTIES as GATE_PROPERTIES
 
 RULES_SUFFIX = ".yaml"
 
@@ -249,7 +249,7 @@ def _validate(data: Any, schema: Mapping[str, Any], path: Path | str, prefix: st
 
 
 def load_yaml(path: Path) -> Any:
-    """Parse a YAML file (bounded: ``advisor.safeload``); unreadable or malformed files are a RulesError."""
+    """Parse a YAML file (bounded: ``advisor.common.safeload``); unreadable or malformed files are a RulesError."""
     try:
         return safeload.load_yaml(path)
     except InputError as e:
@@ -348,7 +348,7 @@ _OVERRIDE_SCHEMA: dict[str, Any] = {
 
 _PYPROJECT_SCHEMA: dict[str, Any] = {
     **_OVERRIDE_SCHEMA, "properties": {**_OVERRIDE_SCHEMA["properties"], **GATE_PROPERTIES}}
-"""``[tool.advisor]``: the override format plus the CI gate's settings (``advisor.gate``: fail_under, fail_on,
+"""``[tool.advisor]``: the override format plus the CI gate's settings (``advisor.config.gate``: fail_under, fail_on,
 max_regression, max_score_drop), which belong to the project rather than to a rules file."""
 
 

@@ -1,7 +1,7 @@
 """Third-party knowledge bases run where they can be stopped and cannot touch what the others see.
 
 Built-in knowledge bases (this distribution's entry points) run in-process. Every other plugin is imported, asked
-for its knowledge bases, and run, in child processes (``python -m advisor.plugin_runner``: a *keeper* that runs
+for its knowledge bases, and run, in child processes (``python -m advisor.engine.plugin_runner``: a *keeper* that runs
 none of the plugin's code, and below it the *worker* that does), bounded by ``rules/plugins.yaml``:
 
 - a time limit that fires, at import as in ``analyze``: the limit of ``plugins.yaml``; a knowledge base's own
@@ -42,8 +42,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from advisor import safeload
-from advisor.errors import InputError
+from advisor.common import safeload
+from advisor.common.errors import InputError
 from advisor.findings import FIX_KINDS, SEVERITIES, Finding, Fix
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc
 
@@ -110,7 +110,7 @@ _SHIPPED: dict[str, Any] = {}
 def _shipped() -> dict[str, Any]:
     """``rules/plugins.yaml`` as shipped (discovery runs before the user's overrides are loaded)."""
     if not _SHIPPED:
-        from advisor.rules import builtin_rules_dir, load_rules_file
+        from advisor.config.loader import builtin_rules_dir, load_rules_file
 
         _SHIPPED.update(load_rules_file(builtin_rules_dir() / f"{LIMITS_RULES}.yaml", validate=False))
     return _SHIPPED
@@ -144,7 +144,7 @@ class IsolatedKnowledgeBase(KnowledgeBase):
     """(entry-point name, ``module:attr``) that provides it."""
 
     def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
-        raise RuntimeError(f"{self.id} runs in its own process (advisor.isolation.run_kb)")
+        raise RuntimeError(f"{self.id} runs in its own process (advisor.engine.isolation.run_kb)")
 
 
 def is_isolated(cls: type) -> bool:
@@ -193,7 +193,7 @@ _mark_hooks()
 _DISCOVERED: dict[tuple[str, str, tuple[str, str]], tuple[object | None, list[str]]] = {}
 """A memo, not discovery state: (entry point, ``module:attr``, (distribution, version)) -> what its child process
 returned. A worker that analyzes many ranks asks once per process instead of spawning a child per rank; an
-upgraded plugin has another key. What a run found is returned by ``advisor.engine.find_plugins``."""
+upgraded plugin has another key. What a run found is returned by ``advisor.engine.kb_engine.find_plugins``."""
 
 
 def discover_plugins(eps: Sequence[tuple[str, str, tuple[str, str]]]) \
@@ -340,7 +340,7 @@ def _too_many(most: int) -> str:
 
 
 class _Child:
-    """One ``python -m advisor.plugin_runner`` keeper (and its worker), started at construction, with its own time
+    """One ``python -m advisor.engine.plugin_runner`` keeper (and its worker), started at construction, with its own time
     limit; :meth:`result` reads its answer, :meth:`close` (always called by it) ends everything it started."""
 
     def __init__(self, job: dict[str, Any], limit_s: float, limits: Limits, data: Sealed | None = None) -> None:
@@ -369,7 +369,7 @@ class _Child:
             self._started = time.monotonic()
             with open(self._log_path, "wb") as log:
                 self._proc = subprocess.Popen(
-                    [sys.executable, "-m", "advisor.plugin_runner", str(os.getpid()), job_spec, str(write_fd)],
+                    [sys.executable, "-m", "advisor.engine.plugin_runner", str(os.getpid()), job_spec, str(write_fd)],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, pass_fds=[write_fd, *passed],
                     start_new_session=True)
         except BaseException:

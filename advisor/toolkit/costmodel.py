@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from advisor.common.units import fmt_us
 from advisor.model import canonical_dtype, canonical_format, dtype_bytes
-from advisor.units import fmt_us
 
 if TYPE_CHECKING:
-    from advisor.graph.model import ModelGraph
+    from advisor.graph.model_graph import ModelGraph
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from advisor.units import fmt_us
+from advisor.common.units import fmt_us
 
 _BOOL_SET = re.compile(r"\b([A-Za-z_][A-Za-z0-9_.]*)\s*[=:]\s*(True|False|true|false)\b")
 _PCT = re.compile(r"(\d+(?:\.\d+)?)\s*%")

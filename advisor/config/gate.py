@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from advisor.escaping import terminal_line
+from advisor.common.escaping import terminal_line
 
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
@@ -31,7 +31,7 @@ SCHEMA_PROPERTIES: dict[str, Any] = {
     "max_regression": {"type": "number", "minimum": 0},
     "max_score_drop": {"type": "number", "minimum": 0},
 }
-"""The gate keys ``[tool.advisor]`` accepts beside the rules (``advisor.rules`` validates them with the rest)."""
+"""The gate keys ``[tool.advisor]`` accepts beside the rules (``advisor.config.loader`` validates them with the rest)."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class GateSettings:
 def configured(start: Path | None = None) -> dict[str, Any]:
     """The gate keys of the nearest ``pyproject.toml`` with a ``[tool.advisor]`` table (from ``start``, default
     the working directory, upwards), validated; empty when there is none."""
-    from advisor.rules import find_pyproject, validate_pyproject_section
+    from advisor.config.loader import find_pyproject, validate_pyproject_section
 
     pyproject = find_pyproject(start or Path.cwd())
     if pyproject is None:

@@ -10,7 +10,7 @@ saved reports, rules files, ``pyproject.toml``, GE text dumps) goes through here
 - numbers a Python parser turns into errors (``Infinity``, 5000-digit integers) become one-line errors or
   ``None``.
 
-Failures are :class:`advisor.errors.InputError` naming the file; callers that load rules turn them into
+Failures are :class:`advisor.common.errors.InputError` naming the file; callers that load rules turn them into
 ``RulesError``. Streamed trace JSON keeps its own block parser (``advisor.ingest.jsonstream``), with its own bounds.
 """
 
@@ -27,7 +27,7 @@ import numpy as np
 import orjson
 import yaml
 
-from advisor.errors import InputError
+from advisor.common.errors import InputError
 
 MAX_DEPTH = 200
 """Deepest nesting accepted in a JSON/YAML/TOML document. Real profiler metadata, OM JSON graphs, saved reports

@@ -2,7 +2,7 @@
 
 Mish chains, unfused Conv+BN+Act, preprocessing AIPP can absorb, AI CPU engines and fp32 on the cube are all visible
 in the graph before the model is ever run. The audit builds an estimated ops table from the graph with the chip cost
-model (:mod:`advisor.costmodel`), runs the graph-capable rules of every knowledge base on it (a rule is
+model (:mod:`advisor.toolkit.costmodel`), runs the graph-capable rules of every knowledge base on it (a rule is
 graph-capable when its :class:`advisor.kb.RuleDoc` ``needs`` names ``graph``), and labels every finding as an
 estimate that a profile would confirm. The report's ``input.layout`` is ``static-audit``.
 """
@@ -13,16 +13,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from advisor import costmodel, engine
-from advisor.errors import InputError
+from advisor.common.errors import InputError
+from advisor.config.loader import EffectiveRules
+from advisor.engine import kb_engine as engine
 from advisor.findings import Finding
 from advisor.model import Meta, Profile
 from advisor.platform import exact_chip, is_assumed, resolve_platform
-from advisor.rules import EffectiveRules
+from advisor.toolkit import costmodel
 
 if TYPE_CHECKING:
-    from advisor.analysis import RankResult
-    from advisor.graph.model import ModelGraph
+    from advisor.graph.model_graph import ModelGraph
+    from advisor.pipeline.analysis import RankResult
 
 LAYOUT = "static-audit"
 CONFIRM = ("a profile would confirm it (msprof --application=<app> --output=<dir>, or the framework profiler, then "
@@ -141,8 +142,8 @@ def static_platform(rules: EffectiveRules, chip: str | None, graph_soc: str | No
 def analyze(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo], rules: EffectiveRules,
             chip: str | None, time_limit_s: float | None, cann: str | None = None) -> RankResult:
     """Estimate the graph's ops, run the graph-capable rules on them, label the findings as estimates."""
-    from advisor.analysis import RankResult, target_cann
-    from advisor.rank_summary import RankSummary
+    from advisor.pipeline.analysis import RankResult, target_cann
+    from advisor.pipeline.rank_summary import RankSummary
 
     if graph is None:
         raise InputError(src.root, "a static audit needs a model graph")

@@ -1,6 +1,6 @@
 """The JSON report assembled from what an analysis produced (schema: ``advisor/schemas/report.schema.json``).
 
-``advisor.analysis`` runs the stages and hands their results here; every renderer reads the dict this returns.
+``advisor.pipeline.analysis`` runs the stages and hands their results here; every renderer reads the dict this returns.
 """
 
 from __future__ import annotations
@@ -14,23 +14,23 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from advisor import __version__
+from advisor.common.provenance import produced_by
 from advisor.findings import Finding
 from advisor.hookspecs import API_VERSION
-from advisor.provenance import produced_by
 from advisor.timemodel import merge
 
 if TYPE_CHECKING:
-    from advisor.engine import KBStatus
-    from advisor.executor import RankFailure
-    from advisor.graph.model import ModelGraph
-    from advisor.rank_summary import RankSummary
-    from advisor.score import Score, WaivedFinding
+    from advisor.engine.kb_engine import KBStatus
+    from advisor.graph.model_graph import ModelGraph
+    from advisor.pipeline.executor import RankFailure
+    from advisor.pipeline.rank_summary import RankSummary
+    from advisor.pipeline.score import Score, WaivedFinding
 
 
 def cluster_section(findings: list[Finding]) -> dict[str, Any] | None:
     """The report's ``cluster`` section: the cluster knowledge base's overview (its ``cluster.spread`` finding
     carries it as ``evidence["cluster_section"]``, taken out here so the report holds it once): one definition of
-    the slow rank for the section and the findings. Call before the findings are folded (``advisor.hierarchy``)."""
+    the slow rank for the section and the findings. Call before the findings are folded (``advisor.pipeline.hierarchy``)."""
     for f in findings:
         if f.rule == "cluster.spread" and isinstance(f.evidence.get("cluster_section"), dict):
             return f.evidence.pop("cluster_section")
@@ -95,7 +95,7 @@ def build_report(path: Path, ranks: list[RankSummary], graph: ModelGraph | None,
                  kb_rules: dict[str, list[str]] | None = None, cluster: dict[str, Any] | None = None,
                  skipped: Sequence[RankFailure] = (), notes: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """The JSON report (schema: advisor/schemas/report.schema.json). ``notes``: advice with no or an immaterial
-    measured saving, listed apart from the findings (``advisor.hierarchy.split_notes``)."""
+    measured saving, listed apart from the findings (``advisor.pipeline.hierarchy.split_notes``)."""
     metas = [r.meta for r in ranks]
     layouts = sorted({m.layout for m in metas})
     summary = _summary(ranks)

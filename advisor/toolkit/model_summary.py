@@ -3,7 +3,7 @@ much memory traffic it causes compared with what its tensors need (the report's 
 
 Every figure names its source. Work (GOps) comes from the PMU metrics where the profile has them (``cube_fops``,
 ``vector_fops``: msprof ArithmeticUtilization), else from tensor shapes with the cost model
-(:mod:`advisor.costmodel`; ``theoretical``). Utilization = work / (peak x the unit's busy time). Memory traffic:
+(:mod:`advisor.toolkit.costmodel`; ``theoretical``). Utilization = work / (peak x the unit's busy time). Memory traffic:
 real = measured DDR/HBM bytes (SoC JOB ``DDR Total(byte)``, or ``main_mem_read_bw + main_mem_write_bw`` x
 ``aicore_time``), theoretical = the ops' input + output tensor bytes; redundancy = real / theoretical (1 = every
 tensor moved once). Memory Bound follows the chip: the SoC guide's ``max(Dstr, DLD, WLD) / max(Mac Busy,
@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor import costmodel
+from advisor.config.loader import EffectiveRules
 from advisor.model import Profile, metric_values
-from advisor.rules import EffectiveRules
+from advisor.toolkit import costmodel
 from advisor.toolkit.common import type_mask
 
 COMPUTE_CORES = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV")

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from advisor import hookspecs, isolation, plugin_location, stage_progress, stagetimes
-from advisor.errors import RulesError, UsageError
-from advisor.findings import Finding
-from advisor.kb import ROLES, TOOLKIT_RULES, AnalysisContext, KnowledgeBase, RankData
-from advisor.rules import (
+from advisor import hookspecs
+from advisor.common import stage_progress, stagetimes
+from advisor.common.errors import RulesError, UsageError
+from advisor.common.util import release_memory
+from advisor.config.loader import (
     RULES_SUFFIX,
     EffectiveRules,
     builtin_rules_dir,
@@ -33,10 +33,12 @@ from advisor.rules import (
     load_effective_rules,
     load_rules_file,
 )
-from advisor.util import release_memory
+from advisor.engine import isolation, plugin_location
+from advisor.findings import Finding
+from advisor.kb import ROLES, TOOLKIT_RULES, AnalysisContext, KnowledgeBase, RankData
 
 if TYPE_CHECKING:  # annotations only: discovery (also in plugin child processes) does not need pandas
-    from advisor.graph.model import ModelGraph
+    from advisor.graph.model_graph import ModelGraph
     from advisor.model import EventSelection, OpsProjection, Profile
 
 ENTRY_POINT_GROUP = "advisor.knowledge_bases"
@@ -112,7 +114,7 @@ class Discovery:
 # discovery
 # ---------------------------------------------------------------------------------------------------------
 def _where(e: BaseException, module: str | None) -> str:
-    """`` at my_kb/kb.py:42``: the plugin's own frame (``advisor.plugin_location``), so its author sees where it
+    """`` at my_kb/kb.py:42``: the plugin's own frame (``advisor.engine.plugin_location``), so its author sees where it
     broke; nothing for an ImportError, whose message names the module (the frames are importlib's)."""
     return "" if isinstance(e, ImportError) else plugin_location.where(e, module)
 
@@ -156,7 +158,7 @@ def find_plugins(entry_points: bool = True) -> Discovery:
             load_entry_point(found, ep.name, ep.value)
         else:
             third_party.append((ep, package))
-    # third-party plugins are imported and asked for their knowledge bases in child processes (advisor.isolation):
+    # third-party plugins are imported and asked for their knowledge bases in child processes (advisor.engine.isolation):
     # one that exits, hangs or prints at import cannot take this process with it
     for name, (plugin, errors) in isolation.discover_plugins([(ep.name, ep.value, pkg) for ep, pkg in third_party]):
         for reason in errors:

@@ -2,7 +2,7 @@
 
 A knowledge base that indexes a missing pandas column raises inside pandas (``base.py:3823``); its author needs
 the line of ``kb.py`` that made the call. Used by the engine (built-in and in-process knowledge bases, hooks,
-entry points) and by the child process that runs a third-party one (``advisor.plugin_runner``).
+entry points) and by the child process that runs a third-party one (``advisor.engine.plugin_runner``).
 """
 
 from __future__ import annotations

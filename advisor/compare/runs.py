@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any
 import ijson
 import pandas as pd
 
-from advisor import provenance
-from advisor.compare_kernels import kernel_deltas
-from advisor.errors import InputError, UsageError
+from advisor.common import provenance
+from advisor.common.errors import InputError, UsageError
+from advisor.compare.kernels import kernel_deltas
 from advisor.report.json_report import load as load_saved_report
 
 if TYPE_CHECKING:
-    from advisor.analysis import AnalysisOptions
+    from advisor.pipeline.analysis import AnalysisOptions
 
 COMPARISON_VERSION = "1"
 MATCH_OVERLAP = 0.5
@@ -109,7 +109,7 @@ def load_side(path: Path, graph: Path | None, options: AnalysisOptions, label: s
             raise UsageError(f"--graph-{label} applies to a profile, but {path} is a saved report")
         report = load_saved_report(path)
         return Side(report, op_types_from_report(report), "report")
-    from advisor.analysis import run_analysis
+    from advisor.pipeline.analysis import run_analysis
 
     result = run_analysis(path, graph, options)
     ranks = getattr(result, "ranks", None) or []

@@ -1,4 +1,4 @@
-"""The child side of ``advisor.isolation``: ``python -m advisor.plugin_runner PARENT_PID JOB RESULT_FD``.
+"""The child side of ``advisor.engine.isolation``: ``python -m advisor.engine.plugin_runner PARENT_PID JOB RESULT_FD``.
 
 Two processes per job:
 
@@ -135,7 +135,7 @@ def _describe(cls: Any) -> dict[str, Any]:
 
 def _load(job: dict[str, Any]) -> tuple[Any, list[Any], list[str]]:
     """Import the job's entry point and ask it for its knowledge bases and rules dirs."""
-    from advisor import engine
+    from advisor.engine import kb_engine as engine
 
     found = engine.find_plugins(entry_points=False)
     engine.load_entry_point(found, job["name"], job["value"])
@@ -181,7 +181,7 @@ def _analyze(job: dict[str, Any]) -> dict[str, Any]:
 
 def _where(e: BaseException, job: dict[str, Any]) -> str:
     """`` at my_kb/kb.py:42``: the last frame in the plugin's own code, not the library frame that raised."""
-    from advisor.plugin_location import where
+    from advisor.engine.plugin_location import where
 
     return where(e, str(job.get("value", "")).split(":")[0] or None)
 

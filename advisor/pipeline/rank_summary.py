@@ -1,6 +1,6 @@
 """What the report and the cluster analysis keep of one rank once its knowledge bases have run.
 
-Built on the worker that read the rank (``advisor.executor``): small, no op rows, cheap to send between processes.
+Built on the worker that read the rank (``advisor.pipeline.executor``): small, no op rows, cheap to send between processes.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any
 
 import pandas as pd
 
-from advisor import cluster_data, score
+from advisor.config.loader import EffectiveRules
 from advisor.kb import RankData
 from advisor.model import Profile
-from advisor.rules import EffectiveRules
+from advisor.pipeline import cluster_data, score
 from advisor.timemodel import TimeModel
 from advisor.toolkit.time import FREE_TIME_KEY, OTHER_COMM_KEY, comm_op_names
 
@@ -31,16 +31,16 @@ class RankSummary:
     steps: pd.DataFrame
     join_ops: pd.DataFrame  # name, type, duration_us aggregated per unique name (the graph join, the score's caps)
     comm: pd.DataFrame
-    """One row per communication op (``advisor.cluster_data.COLLECTIVE_COLUMNS``), not per op x transport."""
+    """One row per communication op (``advisor.pipeline.cluster_data.COLLECTIVE_COLUMNS``), not per op x transport."""
     communication_matrix: Any
-    """Per-link sums of communication_matrix.json (``advisor.cluster_data.LINK_COLUMNS``)."""
+    """Per-link sums of communication_matrix.json (``advisor.pipeline.cluster_data.LINK_COLUMNS``)."""
     available: set[str]
     time: TimeModel
     """The rank's time model (window, steps, compute / communication / free): small, no op rows."""
     small_extras: dict[str, Any]
     """Extras cheap to pass between processes (profiler metadata), for cluster-scope knowledge bases."""
     model_summary: dict[str, Any] | None = None
-    """The rank's ``model_summary`` (advisor.model_summary: work, utilization, block dim, memory traffic, Memory
+    """The rank's ``model_summary`` (advisor.toolkit.model_summary: work, utilization, block dim, memory traffic, Memory
     Bound, L2 hit rate, execute calls)."""
     step_time: pd.DataFrame = field(default_factory=pd.DataFrame)
     transports: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -79,7 +79,7 @@ class RankSummary:
                    comm_op_names=comm_op_names(profile), kernels=_kernels(profile, platform, rules))
 
     def limits(self) -> score.Limits:
-        """What a finding on this rank may claim (see :func:`advisor.score.bound_savings`)."""
+        """What a finding on this rank may claim (see :func:`advisor.pipeline.score.bound_savings`)."""
         t = self.time
         op_us = dict(zip(self.join_ops["name"].astype(str), self.join_ops["duration_us"].astype(float), strict=True))
         return score.Limits(t.window_us, op_us, {FREE_TIME_KEY: t.free_us,
@@ -95,7 +95,7 @@ def _model_summary(profile: Profile, platform: dict[str, Any] | None, rules: Eff
                    busy_us: float) -> dict[str, Any] | None:
     if platform is None or rules is None:
         return None
-    from advisor.model_summary import summarize
+    from advisor.toolkit.model_summary import summarize
 
     return summarize(profile, platform, rules, busy_us=busy_us)
 

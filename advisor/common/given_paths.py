@@ -48,7 +48,7 @@ class PathSpelling:
 
 
 def as_given(outcome: Any, spelling: PathSpelling) -> Any:
-    """An :class:`advisor.executor.Outcome` of a rank job with its paths as the user gave them: the rank's
+    """An :class:`advisor.pipeline.executor.Outcome` of a rank job with its paths as the user gave them: the rank's
     ``summary.meta`` rewritten in place, a failure's path and reason rewritten."""
     if outcome.result is not None:
         spelling.meta(outcome.result.summary.meta)

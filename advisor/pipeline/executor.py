@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from advisor.errors import AdvisorError, UsageError
+from advisor.common.errors import AdvisorError, UsageError
 
 J = TypeVar("J")
 R = TypeVar("R")
