@@ -403,6 +403,17 @@ class Meta:
             self.sources[table] += f" + {name}"
 
 
+_time_model_builder: Callable[[Profile], TimeModel] | None = None
+"""How :attr:`Profile.time` is built: :func:`advisor.timemodel.build`, registered by that module when it is imported.
+The model is declared before the time model that reads it, so it names no later module; the plugin API imports both."""
+
+
+def register_time_model(build: Callable[[Profile], TimeModel]) -> None:
+    """Make ``build`` the builder of every profile's time model (``advisor.timemodel`` calls it on import)."""
+    global _time_model_builder
+    _time_model_builder = build
+
+
 @dataclass
 class Profile:
     """One rank's profile in the normalized vocabulary. Tables are never None (empty frames instead)."""
@@ -428,9 +439,9 @@ class Profile:
         """The rank's time model (``advisor.timemodel``): window, steps, compute / communication / free split.
         Built once, from the tables as ingest left them; every knowledge base, the score and the reports read it."""
         if self._time is None:
-            from advisor.timemodel import build
-
-            self._time = build(self)
+            if _time_model_builder is None:
+                raise RuntimeError("Profile.time is built by advisor.timemodel; import it first")
+            self._time = _time_model_builder(self)
         return self._time
 
     @property

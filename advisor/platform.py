@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -151,8 +151,6 @@ def platform_for_run(rules: EffectiveRules, profile_chip: str | None, hardware: 
     :mod:`advisor.core.chip_evidence`) decide when they can, and ``soc_source`` says what they measured and what they
     overrode. Counters that contradict a chip a file, the user or an exact name decided are said in a note; that
     chip stays."""
-    from advisor.core.chip_evidence import contradictions, match_evidence
-
     data = rules.for_kb("platforms")
     chips = data.get("chips", {})
     unknown = unknown_named_chip(data, hardware) if hardware is not None else None
@@ -426,6 +424,66 @@ def _builtin_platforms() -> dict[str, Any]:
     from advisor.config.loader import builtin_rules_dir, load_rules_file
 
     return load_rules_file(builtin_rules_dir() / "platforms.yaml", validate=False)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# matching the kernels' counters (advisor.core.chip_evidence) to a chip
+# ---------------------------------------------------------------------------------------------------------
+def match_evidence(chips: Mapping[str, Mapping[str, Any]], ev: KernelEvidence,
+                   candidates: Sequence[str] | None = None) -> tuple[ChipMatch | None, str]:
+    """The chip of ``chips`` (among ``candidates``: the named family's) the evidence describes, and why not when
+    None. With an AI core count: the chips with that count and enough vector cores, then the nearest clock (a count
+    no chip has: the nearest chip's peaks scaled, as for info.json). With a clock alone: the chips at that clock
+    with enough cores, when they all have the same counts."""
+    names = [n for n in (candidates or chips) if n in chips]
+    if not names or not ev.decides:
+        return None, "no chip to match"
+    hw = ev.hardware()
+
+    def enough(spec: Mapping[str, Any]) -> bool:
+        vec = int(spec.get("vector_core_num") or 0)
+        return (ev.min_vector_cores is None or vec >= ev.min_vector_cores or
+                (vec == 0 and int(spec["ai_core_num"]) >= ev.min_vector_cores)) and \
+            (ev.min_ai_cores is None or int(spec["ai_core_num"]) >= ev.min_ai_cores)
+
+    def clock_gap(n: str) -> tuple[int, float]:
+        c = chips[n].get("cube_freq_mhz")
+        return (1, 0.0) if c is None or ev.clock_mhz is None else (0, abs(float(c) - ev.clock_mhz))
+
+    if ev.ai_cores is not None:
+        same = [n for n in names if int(chips[n]["ai_core_num"]) == ev.ai_cores and enough(chips[n])]
+        if same:
+            same.sort(key=clock_gap)
+            best = same[0]
+            also = tuple(n for n in same[1:] if clock_gap(n) == clock_gap(best))
+            return ChipMatch(best, hw, True, _clock_of(chips[best]), also), ""
+        split = [n for n in names if enough(chips[n])] or names
+        nearest = min(split, key=lambda n: (abs(math.log(int(chips[n]["ai_core_num"]) / ev.ai_cores)), clock_gap(n)))
+        return ChipMatch(nearest, hw, False, _clock_of(chips[nearest])), ""
+    at_clock = [n for n in names if chips[n].get("cube_freq_mhz") is not None
+                and abs(float(chips[n]["cube_freq_mhz"]) - float(ev.clock_mhz or 0)) <= CLOCK_TOLERANCE *
+                float(chips[n]["cube_freq_mhz"]) and enough(chips[n])]
+    counts = {(int(chips[n]["ai_core_num"]), int(chips[n].get("vector_core_num") or 0)) for n in at_clock}
+    if len(counts) == 1:
+        (aic, _), = counts
+        return ChipMatch(at_clock[0], Hardware(aic, None, ev.clock_mhz, hw.source), True,
+                         _clock_of(chips[at_clock[0]]), tuple(at_clock[1:])), ""
+    if not at_clock:
+        return None, f"no chip in rules/platforms.yaml runs at {ev.clock_mhz:g} MHz with that many cores"
+    return None, f"{ev.clock_mhz:g} MHz fits {', '.join(at_clock)}, whose core counts differ"
+
+
+def contradictions(ev: KernelEvidence, platform: Mapping[str, Any]) -> list[str]:
+    """Where the counters disagree with the chip ``platform`` describes (its AI / vector core counts)."""
+    aic, vec = platform.get("ai_core_num"), int(platform.get("vector_core_num") or 0)
+    out = []
+    if ev.ai_cores is not None and aic and ev.ai_cores != int(aic):
+        out.append(f"{ev.ai_cores} AI cores, not {aic}")
+    elif ev.min_ai_cores is not None and aic and ev.min_ai_cores > int(aic):
+        out.append(f"at least {ev.min_ai_cores} AI cores, not {aic}")
+    if ev.min_vector_cores is not None and vec and ev.min_vector_cores > vec:
+        out.append(f"at least {ev.min_vector_cores} vector cores, not {vec}")
+    return out
 
 
 def builtin_chip_for(hw: Hardware) -> ChipMatch | None:

@@ -54,7 +54,8 @@ import pandas as pd
 from advisor.common.intervals import complement, overlap, union
 from advisor.common.units import fmt_us
 from advisor.common.util import finite_float
-from advisor.model import EventSelection, Profile, label_mask
+from advisor.core import freetime, steady
+from advisor.model import EventSelection, Profile, label_mask, register_time_model
 
 COMPUTE_KEYS: tuple[str, ...] = ("cube", "vector", "mix", "ai_cpu", "other")
 UNCOVERED_KEYS: tuple[str, ...] = ("wait", "transmit", "idle")
@@ -1169,8 +1170,6 @@ def time_model_events(rules: dict[str, Any] | None = None) -> EventSelection:
     """The events the time model reads row by row: HCCL ops and tasks, the device's communication-stream tasks,
     Overlap Analysis intervals, step markers, and the host events that tell what idle time is spent on (``advisor.core.freetime``); it reads the extent of every
     other event from ``Profile.event_summary``."""
-    from advisor.core import freetime
-
     return EventSelection(names=(r"ProfilerStep#\d+", COMM_DEVICE_TASK.pattern,
                                  *freetime.event_names(rules or builtin_time_rules())),
                           processes=tuple(re.escape(p) for p in (*HCCL_PROCESSES, OVERLAP_PROCESS)))
@@ -1354,8 +1353,6 @@ def _remove_pauses(split: _Split, iv: _Intervals, factor: float) -> tuple[list[E
 
 def build(profile: Profile) -> TimeModel:
     """The time model of ``profile`` (see the module doc for the sources, best first)."""
-    from advisor.core import freetime, steady
-
     rules = time_rules(profile.meta)
     iv = _intervals(profile)
     sources = dict(iv.sources)
@@ -1373,7 +1370,8 @@ def build(profile: Profile) -> TimeModel:
         if step.tasks and not step.free_by_kind:
             step.free_by_kind = freetime.split(step.free_us, lo, hi, busy, host, split.leads.get(step.step), skip)
     executions = sum(1 for s in split.steps if s.tasks) or _executions(profile)
-    steps, warm, info, more = steady.choose(split.steps, rules, executions, _first_step(profile))
+    steps, warm_up, info, more = steady.choose(split.steps, rules, executions, _first_step(profile))
+    warm = [Excluded("warm-up", s.window_us, why, s.step, s.start_us) for s, why in warm_up]
     notes.extend(more)
     if steps and not any(s.tasks for s in steps) and any(s.tasks for s in split.steps):
         _phase_sources(sources, profile, [s for s in split.steps if s.tasks])
@@ -1400,5 +1398,13 @@ def shares(model: TimeModel) -> Mapping[str, float]:
             "free": model.free_us / w}
 
 
+def build_time_model(profile: Profile) -> TimeModel:
+    """Build ``profile``'s time model now and keep it (``profile.time``): ingest does, once, from the tables as read,
+    so no knowledge base pays for it inside its own time limit."""
+    return profile.time
+
+
+register_time_model(build)
+
 __all__ = ["COMM_DEVICE_TASK", "COMPUTE_KEYS", "DEVICE_PROCESS", "LINK_WAIT_COLUMNS", "UNCOVERED_KEYS", "StepTime",
-           "TimeModel", "build", "comm_streams", "compute_bucket", "merge", "shares"]
+           "TimeModel", "build", "build_time_model", "comm_streams", "compute_bucket", "merge", "shares"]

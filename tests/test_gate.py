@@ -149,3 +149,12 @@ def test_saved_report_renders_in_every_format(tmp_path: Path) -> None:
     bad.write_text('{"not": "a report"}')
     err = runner.invoke(main, ["report", str(bad)])
     assert err.exit_code == 2 and "not an advisor report" in err.stderr
+
+
+def test_the_gate_keys_fail_on_is_the_findings_severity_scale():
+    """``[tool.advisor] fail_on`` is validated before any finding exists (advisor.config.loader); its enum is the
+    findings' severity scale, written once more there because config comes before the model."""
+    from advisor.config.loader import GATE_PROPERTIES
+    from advisor.findings import SEVERITIES
+
+    assert GATE_PROPERTIES["fail_on"]["enum"] == list(SEVERITIES)

@@ -102,7 +102,7 @@ def test_version_names_the_plugin_api(cli: CliFixture) -> None:
 
 def test_analyze_help_lists_the_exit_codes(cli: CliFixture) -> None:
     from advisor.cli import EXIT_INTERNAL_ERROR
-    from advisor.config import gate
+    from advisor.pipeline import gate
 
     rc, out, _ = cli("analyze", "--help")
     text = out[out.index("Exit codes"):out.index("Options:")]

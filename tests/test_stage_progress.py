@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from advisor.cli.analyze import StderrProgress
+from advisor.cli.emit import StderrProgress
 from advisor.common import stage_progress
 from advisor.examples import example_profile
 from advisor.pipeline.analysis import AnalysisOptions, run_analysis

@@ -3,68 +3,23 @@
 from __future__ import annotations
 
 import sys
-import threading
 from pathlib import Path
 
 import click
-from rich.console import Console
 
-from advisor.cli.console import make_console
+from advisor.cli.each import analyze_each
+from advisor.cli.emit import StderrProgress, emit, outcome
 from advisor.common.errors import UsageError
 from advisor.common.escaping import terminal_line
-from advisor.common.output import check_output, check_outside_inputs, output_target, write_atomic
-from advisor.common.stagetimes import stage
-from advisor.config import gate
+from advisor.common.output import check_outside_inputs, output_target
 from advisor.config.loader import find_pyproject
+from advisor.findings import SEVERITIES
+from advisor.pipeline import gate
 from advisor.pipeline.analysis import AnalysisOptions, run_analysis
-from advisor.report import EXTENSIONS, render
+from advisor.report import EXTENSIONS
 
 _STDOUT_FORMATS = ("terminal", "json", "markdown")
 EXIT_KB_FAILED = gate.EXIT_INCOMPLETE
-
-
-class StderrProgress:
-    """A spinner on stderr that appears only once the work has taken more than a second, and only on a TTY."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
-        self._status = None
-        self._text = "working"
-        self._timer: threading.Timer | None = None
-        self._lock = threading.Lock()
-
-    def __enter__(self) -> StderrProgress:
-        if self.enabled:
-            self._timer = threading.Timer(1.0, self._show)
-            self._timer.daemon = True
-            self._timer.start()
-        return self
-
-    def _show(self) -> None:
-        with self._lock:
-            if self._status is None:
-                self._status = Console(stderr=True).status(self._text)
-                self._status.start()
-
-    def __call__(self, text: str) -> None:
-        with self._lock:
-            self._text = text
-            if self._status is not None:
-                self._status.update(text)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        with self._lock:
-            if self._status is not None:
-                self._status.stop()
-
-
-
-
-def _files_read(report: dict) -> list[str]:
-    graph = report.get("graph") or {}
-    return [*report["input"].get("files_read", []), *([graph["source"]] if graph.get("source") else [])]
 
 
 @click.command("analyze")
@@ -88,7 +43,7 @@ def _files_read(report: dict) -> list[str]:
                    "of that release; overrides the version the profile or graph records.")
 @click.option("--fail-under", type=click.FloatRange(0, 100),
               help="Exit 1 when the score is below this value (default: fail_under of [tool.advisor], else none).")
-@click.option("--fail-on", type=click.Choice(gate.SEVERITIES),
+@click.option("--fail-on", type=click.Choice(SEVERITIES),
               help="JUnit: a rule's test case fails at this severity or worse (default: fail_on of "
                    "[tool.advisor], else major).")
 @click.option("--example", is_flag=True, help="Analyze the built-in example (an SSD-like model on Ascend 310P).")
@@ -145,7 +100,6 @@ def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | st
     if each:
         if path is None or example:
             raise UsageError("--each needs a PATH to look for runs below")
-        from advisor.cli.each import analyze_each
 
         code = analyze_each(path, graph_path, options, fmt, out, inputs, fail_on, fail_under, quiet, workers)
         if code:
@@ -161,26 +115,3 @@ def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | st
     code = outcome(result.report, fail_under)
     if code:
         sys.exit(code)
-
-
-def emit(report: dict, fmt: str, target: Path | None, fail_on: str, fail_under: float | None) -> None:
-    """Print ``report`` in ``fmt`` on stdout, or write it atomically to ``target``."""
-    with stage("render"):
-        if fmt == "terminal" and target is None:
-            from advisor.report.terminal import print_report
-
-            print_report(report, make_console())
-            return
-        text = (render(report, fmt, fail_on=fail_on, fail_under=fail_under) if fmt == "junit"
-                else render(report, fmt))
-        if target is None:
-            click.echo(text, nl=False)
-        else:
-            check_output(target, _files_read(report))
-            write_atomic(target, text)
-            click.echo(f"advisor: wrote {terminal_line(target)}", err=True)
-
-
-def outcome(report: dict, fail_under: float | None) -> int:
-    """The exit code ``report`` calls for (0, 1: below ``--fail-under``, 3: incomplete), said on stderr."""
-    return gate.outcome(report, fail_under)

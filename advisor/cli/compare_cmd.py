@@ -16,7 +16,7 @@ from advisor.common import provenance
 from advisor.common.escaping import terminal_line
 from advisor.common.output import check_output, output_target, write_atomic
 from advisor.compare.runs import compare, load_side
-from advisor.config import gate
+from advisor.pipeline import gate
 from advisor.pipeline.analysis import AnalysisOptions
 from advisor.report.comparison import build_terminal, render
 from advisor.report.comparison_junit import render as render_junit

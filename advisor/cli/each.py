@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from advisor.cli.emit import StderrProgress, emit, outcome
 from advisor.common.errors import InputError, OutputError
 from advisor.common.escaping import terminal_line
 from advisor.common.output import output_target
@@ -36,7 +37,6 @@ def analyze_each(path: Path, graph_path: Path | None, options: AnalysisOptions, 
                  inputs: list[Path | None], fail_on: str, fail_under: float | None, quiet: bool,
                  workers: int | None) -> int:
     """Analyze every job below ``path`` on its own (see the module doc); the worst exit code."""
-    from advisor.cli.analyze import StderrProgress, emit, outcome
     from advisor.ingest import detect_jobs
 
     out_dir = None if out is None else output_dir(out, path)

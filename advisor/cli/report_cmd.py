@@ -10,7 +10,8 @@ import click
 
 from advisor.common.escaping import terminal_line
 from advisor.common.output import output_target, write_atomic
-from advisor.config import gate
+from advisor.findings import SEVERITIES
+from advisor.pipeline import gate
 from advisor.report import EXTENSIONS, render
 from advisor.report.json_report import load
 
@@ -23,7 +24,7 @@ from advisor.report.json_report import load
 @click.option("--fail-under", type=click.FloatRange(0, 100),
               help="Exit 1 when the saved score is below this value, as `advisor analyze --fail-under` "
                    "(default: fail_under of [tool.advisor], else none).")
-@click.option("--fail-on", type=click.Choice(gate.SEVERITIES),
+@click.option("--fail-on", type=click.Choice(SEVERITIES),
               help="JUnit: a rule's test case fails at this severity or worse (default: fail_on of "
                    "[tool.advisor], else major).")
 def command(saved: Path, fmt: str, out: str | None, fail_under: float | None, fail_on: str | None) -> None:

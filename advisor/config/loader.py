@@ -37,9 +37,16 @@ from jsonschema.exceptions import best_match
 
 from advisor.common import safeload
 from advisor.common.errors import InputError, RulesError
-from advisor.config.gate import SCHEMA_PROPERTIES as GATE_PROPERTIES
 
 RULES_SUFFIX = ".yaml"
+
+GATE_PROPERTIES: dict[str, Any] = {
+    "fail_under": {"type": "number", "minimum": 0, "maximum": 100},
+    "fail_on": {"enum": ["critical", "major", "minor", "info"]},  # advisor.findings.SEVERITIES (tests/test_gate.py)
+    "max_regression": {"type": "number", "minimum": 0},
+    "max_score_drop": {"type": "number", "minimum": 0},
+}
+"""The CI gate's keys in ``[tool.advisor]`` beside the rule overrides (``advisor.pipeline.gate`` reads them)."""
 
 
 BUILTIN_RULES_PACKAGE = "advisor.builtin_rules"
@@ -348,7 +355,7 @@ _OVERRIDE_SCHEMA: dict[str, Any] = {
 
 _PYPROJECT_SCHEMA: dict[str, Any] = {
     **_OVERRIDE_SCHEMA, "properties": {**_OVERRIDE_SCHEMA["properties"], **GATE_PROPERTIES}}
-"""``[tool.advisor]``: the override format plus the CI gate's settings (``advisor.config.gate``: fail_under, fail_on,
+"""``[tool.advisor]``: the override format plus the CI gate's settings (``advisor.pipeline.gate``: fail_under, fail_on,
 max_regression, max_score_drop), which belong to the project rather than to a rules file."""
 
 

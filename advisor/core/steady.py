@@ -26,7 +26,7 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from advisor.model import Profile
-    from advisor.timemodel import Excluded, StepTime
+    from advisor.timemodel import StepTime
 
 
 def busy_us(step: StepTime) -> float:
@@ -51,13 +51,12 @@ def warmup_count(steps: list[StepTime], rules: dict[str, Any]) -> int:
 
 
 def choose(steps: list[StepTime], rules: dict[str, Any], executions: int, first_step: str | None = None,
-           ) -> tuple[list[StepTime], list[Excluded], dict[str, Any], list[str]]:
-    """(analyzed steps, warm-up steps left out, the ``steady_state`` record, notes) of a rank's recorded ``steps``
+           ) -> tuple[list[StepTime], list[tuple[StepTime, str]], dict[str, Any], list[str]]:
+    """(analyzed steps, the warm-up steps left out with why, the ``steady_state`` record, notes) of a rank's
+    recorded ``steps``
     in time order. ``executions``: how many steps the profile's device tasks record when no step holds them with
     time stamps (0 when there are no such tasks). ``first_step``: why the profile's first step is the program's
     first (its profiler schedule skipped nothing), when it says so."""
-    from advisor.timemodel import Excluded
-
     n_warm = warmup_count(steps, rules)
     warm, steady = steps[:n_warm], steps[n_warm:]
     notes: list[str] = []
@@ -74,10 +73,9 @@ def choose(steps: list[StepTime], rules: dict[str, Any], executions: int, first_
         info["median_step_us"] = round(median, 3)
         factor = float(rules["steady_state"]["warmup_factor"])
         for s in warm:
-            excluded.append(Excluded(
-                "warm-up", s.window_us, f"warm-up: {busy_us(s) / 1000:.2f} ms of device time, "
-                f"{busy_us(s) / median:.1f}x the median of the steps after it ({median / 1000:.2f} ms; "
-                f"steady_state.warmup_factor {factor:g}): not analyzed", s.step, s.start_us))
+            excluded.append((s, f"warm-up: {busy_us(s) / 1000:.2f} ms of device time, "
+                             f"{busy_us(s) / median:.1f}x the median of the steps after it ({median / 1000:.2f} ms; "
+                             f"steady_state.warmup_factor {factor:g}): not analyzed"))
     with_tasks = [s for s in steady if s.tasks]
     if with_tasks:
         analyzed = with_tasks

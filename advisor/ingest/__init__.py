@@ -40,6 +40,7 @@ from advisor.ingest.detect import Discovery, RankSource, detect, detect_job, det
 from advisor.ingest.normalize import share_constant_columns, store_metrics
 from advisor.ingest.sanitize import sanitize
 from advisor.model import EventSelection, Meta, OpsProjection, Profile
+from advisor.timemodel import build_time_model
 
 _READERS = {
     "msprof-cann6": "advisor.ingest.msprof",
@@ -144,7 +145,7 @@ def read_source(src: RankSource, ops_columns: OpsProjection | None = None,
                          + (f"; {skipped}" if skipped else ""))
     with stage("model"):
         context.apply(profile)
-        profile.time  # noqa: B018 - the time model is built here, once, from the tables as read
+        build_time_model(profile)
         release_memory()
     return profile
 

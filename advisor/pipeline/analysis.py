@@ -25,7 +25,8 @@ from advisor.findings import Finding
 from advisor.graph.model_graph import ModelGraph
 from advisor.ingest.sanitize import require_analyzable
 from advisor.model import OPS_COLUMNS, Meta, Profile, empty_frame
-from advisor.pipeline import consistency, executor, hierarchy, score
+from advisor.pipeline import consistency, executor, hierarchy, score, static_audit
+from advisor.pipeline.rank_result import RankResult, target_cann
 from advisor.pipeline.rank_summary import RankSummary
 from advisor.pipeline.report_dict import build_report, cluster_section
 from advisor.platform import platform_for_run
@@ -113,14 +114,6 @@ def load_graph_for(path: Path, graph_path: Path | None) -> tuple[ModelGraph | No
         return None, (str(found), f"graph dump not usable: {e.problem}")
 
 
-@dataclass
-class RankResult:
-    summary: RankSummary
-    findings: list[Finding]
-    statuses: list[engine.KBStatus]
-    platform: dict[str, Any]
-
-
 def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo], rules: EffectiveRules,
                  chip: str | None, time_limit_s: float | None, cann: str | None = None, *,
                  ranks_in_input: int = 1) -> RankResult:
@@ -129,8 +122,6 @@ def analyze_rank(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo],
     from advisor import ingest
 
     if src.layout == "static-audit":
-        from advisor.pipeline import static_audit
-
         return static_audit.analyze(src, graph, infos, rules, chip, time_limit_s, cann)
     rank = f"rank {src.rank} of {ranks_in_input}: " if ranks_in_input > 1 and src.rank is not None else ""
     stage_progress.say(lambda: rank + stage_progress.reading_message(src.root))
@@ -187,17 +178,6 @@ def _ops_file(meta: Meta) -> str:
     return next((n for n in names if n.startswith(kinds)), names[0] if len(names) == 1 else "the ops table")
 
 
-def target_cann(meta: Meta, cann: str | None) -> None:
-    """``--cann``: the release the advice is for (a model profiled on 8.0 and deployed on 8.1 gets 8.1's native
-    kernels and ATC options); the recorded one stays in the notes."""
-    if not cann:
-        return
-    recorded = meta.cann_version
-    meta.cann_version = cann
-    meta.notes.append(f"advice targets CANN {cann} (--cann)" + (f"; the input records CANN {recorded}"
-                                                                 if recorded and recorded != cann else ""))
-
-
 def _analyze_rank_job(args: tuple[Any, Any]) -> RankResult:
     """The per-rank job of :func:`advisor.pipeline.executor.run_jobs`: ``((graph, options, rules, infos, ranks in the input),
     source)``."""
@@ -224,8 +204,6 @@ def run_analysis(path: Path | None, graph_path: Path | None = None, options: Ana
     progress("loading rules")
     rules = load_rules(options, found)
     infos = select_kbs(options, found)
-
-    from advisor.pipeline import static_audit
 
     if path is not None and graph_path is None and static_audit.is_graph_file(path):
         path, graph_path = None, path  # `advisor analyze model.onnx`: the graph alone

@@ -23,7 +23,7 @@ from advisor.toolkit import costmodel
 
 if TYPE_CHECKING:
     from advisor.graph.model_graph import ModelGraph
-    from advisor.pipeline.analysis import RankResult
+    from advisor.pipeline.rank_result import RankResult
 
 LAYOUT = "static-audit"
 CONFIRM = ("a profile would confirm it (msprof --application=<app> --output=<dir>, or the framework profiler, then "
@@ -142,7 +142,7 @@ def static_platform(rules: EffectiveRules, chip: str | None, graph_soc: str | No
 def analyze(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo], rules: EffectiveRules,
             chip: str | None, time_limit_s: float | None, cann: str | None = None) -> RankResult:
     """Estimate the graph's ops, run the graph-capable rules on them, label the findings as estimates."""
-    from advisor.pipeline.analysis import RankResult, target_cann
+    from advisor.pipeline.rank_result import RankResult, target_cann
     from advisor.pipeline.rank_summary import RankSummary
 
     if graph is None:

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.common.units import fmt_us
+from advisor.findings import SEVERITIES
 
-SEVERITIES = ("critical", "major", "minor", "info")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
 FUSION_RULE_PREFIXES = ("ub-fusion.", "aipp-fusion.", "mish-leakyrelu.")

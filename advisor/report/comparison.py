@@ -13,6 +13,7 @@ from rich.text import Text
 
 from advisor.common.escaping import deep, json_text, terminal
 from advisor.report.common import fmt_us
+from advisor.report.kernel_rows import kernel_moved_text, kernel_predicted_text
 
 
 def _delta_text(us: float | None, pct: float | None = None, worse_if_positive: bool = True) -> Text:
@@ -82,20 +83,6 @@ def build_terminal(cmp: dict[str, Any], top: int = 10) -> Group:
     for n in cmp.get("notes", []):
         parts.append(Text(f"note: {n}", style="yellow"))
     return Group(*parts)
-
-
-def kernel_moved_text(k: dict[str, Any], limit: int = 3) -> str:
-    """``aiv mte3 0.36 -> 0.05; aiv scalar 0.63 -> 0.93``: the metrics of a kernel that moved most."""
-    return "; ".join(f"{m['side']} {m['unit']} {m['base']:.2f} → {m['new']:.2f}" for m in k["moved"][:limit])
-
-
-def kernel_predicted_text(k: dict[str, Any]) -> str:
-    """``predicted 15.50 ms, measured 16.53 ms (107 %): realized``."""
-    p = k["predicted"]
-    if p["verdict"] in ("unknown", "no prediction"):
-        return p["verdict"]
-    share = f" ({p['realized_share']:.0%})" if p.get("realized_share") is not None else ""
-    return f"predicted {fmt_us(p['saving_us'])}, measured {fmt_us(p['realized_us'])}{share}: {p['verdict']}"
 
 
 def _kernels_table(kernels: list[dict[str, Any]], top: int) -> Table | None:

@@ -27,7 +27,7 @@ from advisor.report.common import (
     time_sources,
 )
 from advisor.report.evidence_format import evidence_items, evidence_label, evidence_table
-from advisor.report.kernel_rows import kernel_sections
+from advisor.report.kernel_rows import kernel_moved_text, kernel_predicted_text, kernel_sections
 from advisor.report.summary_rows import model_summary_rows
 
 MAX_CHARS = 60_000
@@ -372,7 +372,6 @@ def render_comparison(cmp: dict[str, Any], max_chars: int = MAX_CHARS, top: int 
 
     kernels = (cmp.get("kernels") or [])[:top]
     if kernels:
-        from advisor.report.comparison import kernel_moved_text, kernel_predicted_text
 
         krows = [[_Raw(code(k["name"], 80)), fmt_us(k["base_us"]) if k["base_us"] is not None else "?",
                   fmt_us(k["new_us"]) if k["new_us"] is not None else "?", _signed_us(k["delta_us"]),

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from advisor.common.frames import isin_mask
 from advisor.common.intervals import intersect, length, union
 from advisor.model import Profile
 from advisor.timemodel import COMM_CORES, COMPUTE_KEYS, UNCOVERED_KEYS, StepTime, TimeModel, compute_bucket
@@ -62,17 +63,6 @@ def idle_during(profile: Profile, starts: np.ndarray, ends: np.ndarray) -> float
     if not ok.any():
         return 0.0
     return length(intersect(union(s[ok], e[ok]), idle))
-
-
-def isin_mask(series: pd.Series, values: Iterable[str]) -> np.ndarray:
-    """Rows whose value is one of ``values``: decided once per category on categorical columns (fast on millions
-    of rows), else by ``isin``."""
-    wanted = {str(v) for v in values}
-    if isinstance(series.dtype, pd.CategoricalDtype):
-        hit = np.array([str(c) in wanted for c in series.cat.categories], dtype=bool)
-        codes = series.cat.codes.to_numpy()
-        return (codes >= 0) & hit[np.maximum(codes, 0)] if len(hit) else np.zeros(len(series), dtype=bool)
-    return series.astype(object).isin(wanted).to_numpy(dtype=bool)
 
 
 def compute_tasks(cores: pd.Series, rows: np.ndarray | None = None) -> np.ndarray:

@@ -15,6 +15,8 @@ from typing import Any
 import click
 
 from advisor.common.escaping import terminal_line
+from advisor.config.loader import GATE_PROPERTIES as SCHEMA_PROPERTIES
+from advisor.config.loader import find_pyproject, validate_pyproject_section
 
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
@@ -22,16 +24,7 @@ EXIT_GATE_FAILED = 1
 EXIT_INCOMPLETE = 3
 """The report was written but a knowledge base failed or a rank could not be read: the analysis is incomplete."""
 
-SEVERITIES = ("critical", "major", "minor", "info")
 DEFAULTS: dict[str, Any] = {"fail_under": None, "fail_on": "major", "max_regression": 2.0, "max_score_drop": None}
-
-SCHEMA_PROPERTIES: dict[str, Any] = {
-    "fail_under": {"type": "number", "minimum": 0, "maximum": 100},
-    "fail_on": {"enum": list(SEVERITIES)},
-    "max_regression": {"type": "number", "minimum": 0},
-    "max_score_drop": {"type": "number", "minimum": 0},
-}
-"""The gate keys ``[tool.advisor]`` accepts beside the rules (``advisor.config.loader`` validates them with the rest)."""
 
 
 @dataclass(frozen=True)
@@ -45,8 +38,6 @@ class GateSettings:
 def configured(start: Path | None = None) -> dict[str, Any]:
     """The gate keys of the nearest ``pyproject.toml`` with a ``[tool.advisor]`` table (from ``start``, default
     the working directory, upwards), validated; empty when there is none."""
-    from advisor.config.loader import find_pyproject, validate_pyproject_section
-
     pyproject = find_pyproject(start or Path.cwd())
     if pyproject is None:
         return {}
