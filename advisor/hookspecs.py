@@ -12,7 +12,8 @@ Versioning: ``API_VERSION`` is ``MAJOR.MINOR`` and covers everything docs/plugin
 :mod:`advisor.kb` (``KnowledgeBase``, ``RuleDoc``, ``rule``, ``AnalysisContext``, ``RankData``),
 :mod:`advisor.findings` (``Finding``, ``Fix`` and its kinds), the normalized model of :mod:`advisor.model` (its
 tables' column names, ``Meta``, the ``profile.extras`` keys documented there), the time model
-(:class:`advisor.timemodel.TimeModel`, ``profile.time``) and the test kit :mod:`advisor.testing`. The minor number
+(:class:`advisor.timemodel.TimeModel`, ``profile.time``), the knowledge-base toolkit :mod:`advisor.toolkit` (every
+module listed in its docstring) and the test kit :mod:`advisor.testing`. The minor number
 grows when something is added (a new optional hook, a new field with a default, a new column or extras key); the
 major number grows on any incompatible change (a removed or renamed field, column or key, a changed meaning). A
 knowledge base states the version it was written for in ``api_version`` (``"1"``, ``"1.2"``...); the engine
@@ -32,6 +33,13 @@ later, the ops metric columns (all number columns but ``OPS_FULL_PRECISION_COLUM
 1.4 added ``KnowledgeBase.events_read`` (the timeline events a KB reads row by row), :class:`advisor.model.EventSelection`,
 ``Meta.events_read`` and ``profile.event_summary``: when every rank-scope KB of a run declares ``events_read``, the
 events none of them selects are counted per process and name instead of kept in ``profile.events``.
+1.5 made the toolkit (:mod:`advisor.toolkit` and its modules) API: a knowledge base imports nothing of advisor but
+the hooks, :mod:`advisor.kb`, :mod:`advisor.findings`, the model (:mod:`advisor.model`, :mod:`advisor.timemodel`,
+:mod:`advisor.platform`) and the toolkit. Added for that: interval arithmetic (``union``, ``overlap``,
+``union_length``, ``intersect``, ``length``, ``covered_before``) and ``fmt_us`` in :mod:`advisor.toolkit.time`,
+``ModelGraph`` in :mod:`advisor.toolkit.graph_patterns`, the cost model :mod:`advisor.toolkit.costmodel` and the
+model summary :mod:`advisor.toolkit.model_summary`. ``advisor.toolkit.run_context.family_of`` (an alias) is now
+``family``.
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ import pluggy
 if TYPE_CHECKING:
     from advisor.kb import KnowledgeBase
 
-API_VERSION = "1.4"
+API_VERSION = "1.5"
 """Major.minor of the plugin API. Minor bumps only add; major bumps break."""
 
 hookspec = pluggy.HookspecMarker("advisor")

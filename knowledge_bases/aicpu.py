@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 
 from advisor import hookimpl
-from advisor.common.intervals import covered_before, union
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection
@@ -43,7 +42,7 @@ from advisor.toolkit.common import (
     type_from_name,
     type_mask,
 )
-from advisor.toolkit.time import window_us
+from advisor.toolkit.time import covered_before, union, window_us
 
 REASON_TITLES = {
     "no_aicore_kernel": "op type without an AI Core kernel",

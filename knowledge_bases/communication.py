@@ -22,14 +22,22 @@ import numpy as np
 import pandas as pd
 
 from advisor import hookimpl
-from advisor.common.intervals import overlap, union, union_length
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection, Profile
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import pct, severity_for, soc_matches
 from advisor.toolkit.peers import group_coverage_finding, late_peer_finding, peer_totals, window_waits
-from advisor.toolkit.time import comm_op_names, comm_op_times, exposed_fraction, isin_mask, window_us
+from advisor.toolkit.time import (
+    comm_op_names,
+    comm_op_times,
+    exposed_fraction,
+    isin_mask,
+    overlap,
+    union,
+    union_length,
+    window_us,
+)
 
 COMM_PROCESSES = ("HCCL", "Communication")
 
@@ -575,7 +583,7 @@ def _parents(op_events: pd.DataFrame, t_start: np.ndarray) -> np.ndarray:
 # advice fitted to the run
 # ---------------------------------------------------------------------------------------------------------
 def _merge_advice(ctx: AnalysisContext) -> tuple[str, Fix | None]:
-    fam = rc.family_of(ctx)
+    fam = rc.family(ctx)
     if fam == rc.TORCH:
         return ("Merge them: larger gradient buckets (DDP bucket_cap_mb, Megatron --ddp-bucket-size), coalesced "
                 "all-reduce of flattened tensors, fewer and larger point-to-point messages.",
@@ -596,7 +604,7 @@ def _contention_advice(ctx: AnalysisContext) -> tuple[str, Fix | None]:
             "threshold bandwidth. Move the collectives to phases without large MatMuls (e.g. overlap them with "
             "vector work)")
     mc2 = soc_matches(ctx.platform.get("soc"), ctx.rules["bandwidth_contention"]["mc2_socs"])
-    if rc.family_of(ctx) == rc.TORCH and mc2:
+    if rc.family(ctx) == rc.TORCH and mc2:
         return (lead + ", or use fused compute-communication ops (torch_npu.npu_mm_all_reduce_base, MC2) that "
                 "pipeline the two.",
                 Fix("code", "use a fused MatMul + AllReduce for tensor-parallel layers",
@@ -609,7 +617,7 @@ def _alignment_advice(ctx: AnalysisContext, align: int) -> tuple[str, Fix | None
     rec = (f"Pad the communicated tensors to multiples of {align} bytes: sizes in multiples of {align // 2} "
            f"{half} or {align // 4} fp32 elements (hidden size, vocabulary, bucket sizes), so every SDMA transfer "
            "moves whole aligned blocks.")
-    fam = rc.family_of(ctx)
+    fam = rc.family(ctx)
     if fam == rc.TORCH:
         return rec, Fix("code", f"pad communicated tensors to {align}-byte multiples",
                         {"snippet": f"pad = (-t.numel() * t.element_size()) % {align} // t.element_size()\n"

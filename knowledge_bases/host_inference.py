@@ -25,8 +25,6 @@ import numpy as np
 import pandas as pd
 
 from advisor import hookimpl
-from advisor.common.intervals import overlap, union
-from advisor.common.units import fmt_us
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection
@@ -34,7 +32,7 @@ from advisor.platform import has_tool
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import pct, severity_for
 from advisor.toolkit.free_time import within_free_time
-from advisor.toolkit.time import FREE_TIME_KEY
+from advisor.toolkit.time import FREE_TIME_KEY, fmt_us, overlap, union
 
 _THRESHOLDS = ("contexts", "severity", "confidence")
 

@@ -17,7 +17,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from advisor import hookimpl
-from advisor.common.units import fmt_us
 from advisor.findings import Finding, Fix
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection
@@ -25,7 +24,7 @@ from advisor.toolkit import run_context as rc
 from advisor.toolkit.bound import rules_of
 from advisor.toolkit.common import severity_for
 from advisor.toolkit.kernels import KernelView, SideView, kernel_views
-from advisor.toolkit.time import window_us
+from advisor.toolkit.time import fmt_us, window_us
 
 _SYMPTOMS = ("roofline.memory-bound", "roofline.compute-bound", "roofline.latency-bound", "roofline.scalar-bound",
              "roofline.no-bound")

@@ -19,13 +19,12 @@ import numpy as np
 import pandas as pd
 
 from advisor import hookimpl
-from advisor.common.intervals import union_length
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import severity_for
-from advisor.toolkit.time import FREE_TIME_KEY
+from advisor.toolkit.time import FREE_TIME_KEY, union_length
 
 
 def _full_match(patterns: Sequence[str]) -> re.Pattern[str] | None:
@@ -133,7 +132,7 @@ class MemoryKB(KnowledgeBase):
                             for n, x in per.iterrows()]),
         }
         rec, fix = _advice(ctx)
-        if rc.family_of(ctx) == rc.TORCH:
+        if rc.family(ctx) == rc.TORCH:
             env = ctx.profile.meta.environment
             evidence["environment"] = {k: env[k] for k in ("PYTORCH_NPU_ALLOC_CONF", "PYTORCH_NO_NPU_MEMORY_CACHING")
                                        if k in env}
@@ -149,7 +148,7 @@ class MemoryKB(KnowledgeBase):
 
 
 def _advice(ctx: AnalysisContext) -> tuple[str, Fix | None]:
-    fam = rc.family_of(ctx)
+    fam = rc.family(ctx)
     if fam == rc.TORCH:
         return _torch_advice(ctx)
     if fam == rc.MINDSPORE:

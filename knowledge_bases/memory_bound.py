@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 
 from advisor import hookimpl
-from advisor.common.units import fmt_us
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection, metric_values
@@ -27,6 +26,7 @@ from advisor.toolkit import run_context as rc
 from advisor.toolkit.bound import memory_bound_share, op_bounds, rules_of
 from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for
 from advisor.toolkit.model_summary import SOC_FORMULA, memory_bound_formula
+from advisor.toolkit.time import fmt_us
 
 _SOC_PARTS = {
     "soc_dstr_ratio": ("DDR stores (Dstr)", "the layer writes its output feature map to DDR: fuse it with its "
@@ -181,7 +181,7 @@ def _advice(ctx: AnalysisContext, part: str | None, part_advice: str, share: flo
                  "AOE: the fix is in the model (fusion, dtypes, shapes).")
         return text
     half = rc.half_dtype(ctx.platform)
-    fam = rc.family_of(ctx)
+    fam = rc.family(ctx)
     fusion = {rc.TORCH: "fuse them with their neighbours so intermediates stay on chip (fused torch_npu APIs, or "
                         "graph mode so the graph compiler fuses them)",
               rc.MINDSPORE: "fuse them with their neighbours so intermediates stay on chip (graph kernel fusion: "

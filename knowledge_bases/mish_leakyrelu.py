@@ -22,7 +22,6 @@ import pandas as pd
 
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
-from advisor.graph.model_graph import ModelGraph
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection
 from advisor.toolkit.advice import context_of, family, native_kernel_for_run, native_since
@@ -42,6 +41,7 @@ from advisor.toolkit.common import (
     type_mask,
     walk,
 )
+from advisor.toolkit.graph_patterns import ModelGraph
 from advisor.toolkit.time import window_us
 
 

@@ -278,7 +278,7 @@ def _free_advice(ctx: AnalysisContext, dominant: str) -> tuple[str, Fix | None]:
 
 def _timeline_advice(ctx: AnalysisContext) -> str:
     """How to profile this run's framework so that its idle time gets a cause."""
-    fam = rc.family_of(ctx)
+    fam = rc.family(ctx)
     if fam == rc.MINDSPORE:
         return ("profile with the task timeline and AI CPU data on (mindspore.Profiler(..., aicore_metrics=..., "
                 "profile_communication=True); MindSpore 2.x writes ASCEND_PROFILER_OUTPUT with the trace).")
@@ -290,7 +290,7 @@ def _timeline_advice(ctx: AnalysisContext) -> str:
 
 def _input_advice(ctx: AnalysisContext) -> str:
     """Feeding the device faster, for this run's framework."""
-    fam = rc.family_of(ctx)
+    fam = rc.family(ctx)
     if fam == rc.MINDSPORE:
         return ("The device waits for the next batch between steps (the step trace's gap before each forward pass). "
                 "Parallelize the dataset pipeline (num_parallel_workers in dataset.map and dataset.batch, "
@@ -308,7 +308,7 @@ def _input_advice(ctx: AnalysisContext) -> str:
 
 def _host_advice(ctx: AnalysisContext) -> tuple[str, Fix | None]:
     """What raises host throughput for this run's framework (the causes themselves are other findings)."""
-    fam = rc.family_of(ctx)
+    fam = rc.family(ctx)
     if fam == rc.TORCH:
         return _torch_host_advice(ctx)
     if fam == rc.MINDSPORE:
@@ -386,7 +386,7 @@ def _acl_host_advice(ctx: AnalysisContext) -> str:
 
 def _comm_advice(ctx: AnalysisContext, dominant: str, kinds: dict[str, float],
                  uncovered: float) -> tuple[str, Fix | None]:
-    fam = rc.family_of(ctx)
+    fam = rc.family(ctx)
     prefix = rc.unknown_context(ctx)
     if dominant in ("wait", "idle"):
         rec = (f"{prefix}Most uncovered communication is {dominant} time ({pct(kinds[dominant] / uncovered)}): the "

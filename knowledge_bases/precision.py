@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 
 from advisor import hookimpl
-from advisor.common.units import fmt_us
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import OP_TENSOR_COLUMNS, EventSelection, canonical_format, parse_list, parse_shapes
@@ -26,7 +25,7 @@ from advisor.platform import cube_supports, has_tool, is_assumed, supports_dtype
 from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import atc_option, graph_cmdline, pct, severity_for, text_ids
 from advisor.toolkit.costmodel import cube_tflops, op_work
-from advisor.toolkit.time import isin_mask
+from advisor.toolkit.time import fmt_us, isin_mask
 
 _THRESHOLDS = ("conv_types", "transposed_conv_types", "matmul_types", "min_saving_us", "severity", "confidence",
                "contexts")
@@ -256,7 +255,7 @@ def _mode(ctx: AnalysisContext) -> str | None:
 
 def _fp32_advice(ctx: AnalysisContext, rows: pd.DataFrame) -> tuple[str, Fix]:
     r = ctx.rules
-    fam = rc.family_of(ctx)
+    fam = rc.family(ctx)
     names = ", ".join(list(rows["name"])[:4]) + (" ..." if len(rows) > 4 else "")
     if fam == rc.TORCH:
         half = "torch.bfloat16" if supports_dtype(ctx.platform, "bf16") else "torch.float16"

@@ -26,7 +26,6 @@ import numpy as np
 import pandas as pd
 
 from advisor import hookimpl
-from advisor.common.intervals import overlap, union
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection, Profile, metric_values
@@ -35,7 +34,7 @@ from advisor.toolkit import run_context as rc
 from advisor.toolkit.common import cat_lookup, cat_map, categorical, severity_for
 from advisor.toolkit.free_time import free_part, within_free_time
 from advisor.toolkit.sequences import related
-from advisor.toolkit.time import FREE_TIME_KEY, compute_tasks, idle_during
+from advisor.toolkit.time import FREE_TIME_KEY, compute_tasks, idle_during, overlap, union
 
 FUSIBLE = "schedule.fusible-ops"
 
@@ -341,7 +340,7 @@ class ScheduleKB(KnowledgeBase):
         total = float(np.nansum(_f(ev, "duration_us")[mask]))
         frac = float(cfg["saving_fraction"])
         stacks = _stacks(ev, np.flatnonzero(mask))
-        if rc.family_of(ctx) == rc.MINDSPORE:
+        if rc.family(ctx) == rc.MINDSPORE:
             rec = ("Each SyncBatchNorm layer all-reduces its statistics every step. If the per-device batch is large "
                    "enough, build the network with mindspore.nn.BatchNorm2d instead of mindspore.nn.SyncBatchNorm.")
             fix = Fix("code", "replace SyncBatchNorm with BatchNorm2d",
@@ -532,7 +531,7 @@ class ScheduleKB(KnowledgeBase):
         rows = [[f"{gs[sel][i]:.3f}", float(length[sel][i]), float(busy[sel][i]), int(count[sel][i])] for i in order]
         recorded = bool(gc_recorded.any())
         record = ("experimental_config = torch_npu.profiler._ExperimentalConfig(gc_detect_threshold=1)  # ms\n"
-                  if rc.family_of(ctx) == rc.TORCH else "")
+                  if rc.family(ctx) == rc.TORCH else "")
         how = ("Record GC with gc_detect_threshold to confirm, and call gc.freeze() after setup."
                if record else "Call gc.freeze() after setup and look for blocking host work (I/O, logging) in the "
                               "loop.")
@@ -699,7 +698,7 @@ _REVERT_SYNCBN = ("def revert_sync_batchnorm(module):\n"
 
 def _compile_advice(ctx: AnalysisContext, count: int) -> tuple[str, Fix | None]:
     lead = f"Operators were compiled {count} times while the model ran. "
-    fam = rc.family_of(ctx)
+    fam = rc.family(ctx)
     if fam == rc.TORCH:
         snippet = "torch_npu.npu.set_compile_mode(jit_compile=False)"
         return (lead + f"Put {snippet} at the start of the script (binary kernels need the CANN kernel package) "
@@ -720,7 +719,7 @@ def _compile_advice(ctx: AnalysisContext, count: int) -> tuple[str, Fix | None]:
 
 
 def _sync_advice(ctx: AnalysisContext) -> tuple[str, Fix]:
-    fam = rc.family_of(ctx)
+    fam = rc.family(ctx)
     if fam == rc.MINDSPORE:
         return ("The host waits for each kernel after launching it, so launches stop overlapping with execution. "
                 "Keep pynative_synchronize off (mindspore.set_context(pynative_synchronize=False), its default) and "
@@ -752,7 +751,7 @@ def _sync_advice(ctx: AnalysisContext) -> tuple[str, Fix]:
 def _fusion_advice(ctx: AnalysisContext, pattern: str, times: int, kinds: str) -> str:
     lead = rc.unknown_context(ctx) + f"The sequence {pattern} runs {times} times and is {kinds}: "
     context = rc.context_of(ctx)
-    fam = rc.family_of(ctx)
+    fam = rc.family(ctx)
     if context == "torch-graph":
         return lead + ("graph mode did not fuse it. Replace it with a fused torch_npu API if one exists (see the "
                        "affinity-API findings) or a fused custom operator.")

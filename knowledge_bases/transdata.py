@@ -24,7 +24,6 @@ import pandas as pd
 
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
-from advisor.graph.model_graph import ModelGraph
 from advisor.kb import AnalysisContext, KnowledgeBase, RuleDoc, rule
 from advisor.model import EventSelection
 from advisor.toolkit.advice import context_of, family
@@ -43,6 +42,7 @@ from advisor.toolkit.common import (
     stream_positions,
     walk,
 )
+from advisor.toolkit.graph_patterns import ModelGraph
 from advisor.toolkit.time import window_us
 
 NOT_SUPPORT = "Ops_Not_Support_Heavy_Format"

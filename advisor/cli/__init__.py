@@ -3,6 +3,8 @@
 Every command turns :class:`advisor.common.errors.AdvisorError` into one line on stderr and exit code 2; so are usage
 errors, OS errors on a path and input nested too deeply to parse. Whatever else escapes is a bug of advisor: one
 line, exit code 4 (``ADVISOR_TRACEBACK=1`` shows the traceback). Nothing prints a traceback on any input.
+
+May import every stage; nothing imports the CLI.
 """
 
 from __future__ import annotations

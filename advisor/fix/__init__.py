@@ -2,6 +2,8 @@
 
 ``advisor fix model.onnx --apply RULE`` uses :func:`run_fix`; ``advisor fix --atc-config REPORT.json`` uses
 :mod:`advisor.fix.atc_config`. Rewrites live one per module in :mod:`advisor.fix.rewrites`.
+
+May import the report (a saved report's findings), the graph readers and every earlier stage; never the CLI.
 """
 
 from __future__ import annotations

@@ -21,6 +21,9 @@ msprof-op                     ``msprof_op`` (``msprof op`` results: ``OPPROF_*``
                               the per-block metric CSVs; one launch, ``<OpName>/<n>/`` launches, ``device<N>/``)
 msprof-op-simulator           ``msprof_op_simulator`` (``msprof op simulator``: ``OPPROF_*/simulator/``)
 ============================  ===========================================================================
+
+May import :mod:`advisor.common`, :mod:`advisor.config`, the model and time model, and :mod:`advisor.graph`
+(execution context from a graph); never the plugin API, the engine or a later stage.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 Renderers read the report dict only, never profiles or findings objects, so a saved JSON report can be
 re-rendered (``advisor compare`` and ``advisor fix --atc-config`` read it too).
+
+May import the pipeline (types of what it renders) and every earlier stage; never ``compare``, ``fix`` or the
+CLI.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 The templates (``template/**/*.tmpl``) are plain files with ``string.Template`` placeholders (``$name``,
 ``$package``...; ``$$`` is a literal ``$``). The generated package is the worked example of docs/plugins.md: one
 knowledge base with one rule, its rules file and schema shipped as package data, a README and a pytest test.
+
+May import every stage (it is part of the CLI: ``advisor kb new``).
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ several of them need is here, stated once, so two knowledge bases never measure 
 - :mod:`advisor.toolkit.bound` -- the one op classification (compute / memory / latency / no clear bound from
   arithmetic intensity against the chip's ridge, pipe ratios as evidence, share of the practical roof and
   recoverable time), computed once per rank: ``op_bounds(ctx)``. No knowledge base classifies ops on its own.
+- :mod:`advisor.toolkit.costmodel` -- FLOPs and bytes of an op against the chip's peaks (the cost model behind the
+  bound classification and the static audit).
+- :mod:`advisor.toolkit.model_summary` -- the rank's cube / vector work and memory traffic (the report's
+  ``model_summary``).
 - :mod:`advisor.toolkit.cores` -- the chip's core counts (info.json, platform, or inferred from block dims) and
   the share of the core slots each task's blocks fill.
 - :mod:`advisor.toolkit.tuning` -- operator-level advice fitted to the run: operator tuning (AOE) the way the
@@ -27,4 +31,8 @@ several of them need is here, stated once, so two knowledge bases never measure 
   when not), the stated assumption for an unknown context, the 16-bit dtype the chip allows, recorded settings.
 
 No knowledge base imports another knowledge base's module; anything two of them share belongs here.
+
+Part of the plugin API (``advisor.hookspecs.API_VERSION`` covers it; docs/plugins.md). May import the model,
+:mod:`advisor.kb`, :mod:`advisor.graph`, :mod:`advisor.ingest` (normalization helpers), :mod:`advisor.config` and
+:mod:`advisor.common`; never the engine, a knowledge base or a later stage.
 """

@@ -27,8 +27,8 @@ import pandas as pd
 from advisor.common.util import finite_float
 from advisor.findings import Finding, Fix, table
 from advisor.kb import AnalysisContext
+from advisor.toolkit.advice import family
 from advisor.toolkit.common import pct, severity_for
-from advisor.toolkit.run_context import family_of
 from advisor.toolkit.time import OTHER_COMM_KEY
 
 PEER_COLUMNS = ["group", "peer", "src", "held_us", "sole_us", "uncovered_us", "ops", "op", "step", "wait_us",
@@ -314,7 +314,7 @@ def late_peer_finding(ctx: AnalysisContext, rule: str, cfg: Mapping[str, Any], w
                        + (f", and about as long on {_ranks_words(others)}" if others else "")
                        + f". {who[:1].upper() + who[1:]} {'is' if len(late) == 1 else 'are'} not in {outside}, so what "
                        "delayed " + them + " (longer compute, a host stall, data loading, a wait in another group) "
-                       "cannot be seen: profile " + them + " -- " + profile_all_ranks_advice(family_of(ctx)) + ".",
+                       "cannot be seen: profile " + them + " -- " + profile_all_ranks_advice(family(ctx)) + ".",
         fix=Fix("code", f"profile {who} with the others", {"ranks": late, "group": group or None}),
         confidence=confidence, saving_by_op=by_op)
 
@@ -362,7 +362,7 @@ def group_coverage_finding(ctx: AnalysisContext, rule: str, cfg: Mapping[str, An
                        f"{waiting_us / 1000:.1f} ms of uncovered communication waiting or idle inside collectives of "
                        f"a group whose other members ({ranks_text(missing)}) are not in {outside}, and no HCCL task "
                        "times name the link waited on. To see which rank arrives late and why, "
-                       + profile_all_ranks_advice(family_of(ctx)) + ".",
+                       + profile_all_ranks_advice(family(ctx)) + ".",
         confidence=0.3)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from advisor.kb import AnalysisContext
 from advisor.platform import supports_dtype
-from advisor.toolkit.advice import context_of, family
+from advisor.toolkit.advice import context_of, family  # family: torch / mindspore / om / kernel-dev / unknown
 
 TORCH = "torch"
 MINDSPORE = "mindspore"
@@ -22,11 +22,6 @@ OM = "om"
 """An offline model (ATC-built ``.om``) run by an ACL application."""
 KERNEL = "kernel-dev"
 UNKNOWN = "unknown"
-
-
-def family_of(ctx: AnalysisContext) -> str:
-    """``torch`` / ``mindspore`` / ``om`` / ``kernel-dev`` / ``unknown`` (:func:`advisor.toolkit.advice.family`)."""
-    return family(ctx)
 
 
 def applies(ctx: AnalysisContext, contexts: Iterable[str]) -> bool:
@@ -51,7 +46,7 @@ def a_run(context: str) -> str:
 
 def unknown_context(ctx: AnalysisContext) -> str:
     """The sentence that states the assumption when the context is unknown ("" otherwise)."""
-    if family_of(ctx) != UNKNOWN:
+    if family(ctx) != UNKNOWN:
         return ""
     evidence = ctx.profile.meta.context_evidence
     return ("The profile does not show how the model runs (framework or ACL application"
@@ -69,5 +64,5 @@ def env_value(ctx: AnalysisContext, var: str) -> str | None:
     return str(env[var]).strip() if var in env else None
 
 
-__all__ = ["KERNEL", "MINDSPORE", "OM", "TORCH", "UNKNOWN", "a_run", "applies", "context_of", "env_value", "family_of",
+__all__ = ["KERNEL", "MINDSPORE", "OM", "TORCH", "UNKNOWN", "a_run", "applies", "context_of", "env_value", "family",
            "half_dtype", "skip_note", "unknown_context"]

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from advisor.common.frames import isin_mask
-from advisor.common.intervals import intersect, length, union
+from advisor.common.intervals import covered_before, intersect, length, overlap, union, union_length
+from advisor.common.units import fmt_us
 from advisor.model import Profile
 from advisor.timemodel import COMM_CORES, COMPUTE_KEYS, UNCOVERED_KEYS, StepTime, TimeModel, compute_bucket
 
@@ -104,5 +105,8 @@ def comm_op_names(profile: Profile, comm_cores: Iterable[str] = COMM_CORES) -> s
 
 
 __all__ = ["COMM_CORES", "COMPUTE_KEYS", "FREE_TIME_KEY", "OTHER_COMM_KEY", "PSEUDO_OP_BUCKETS", "UNCOVERED_KEYS",
-           "comm_op_names", "comm_op_times", "compute_tasks", "exposed_fraction", "idle_during", "isin_mask", "time_of",
+           "comm_op_names", "comm_op_times", "compute_tasks", "covered_before", "exposed_fraction", "fmt_us",
+           "idle_during", "intersect", "isin_mask", "length", "overlap", "time_of", "union", "union_length",
            "window_us"]
+# covered_before, intersect, length, overlap, union, union_length (interval arithmetic, advisor.common.intervals)
+# and fmt_us (how a duration reads, advisor.common.units) are the toolkit's: knowledge bases import them from here.
