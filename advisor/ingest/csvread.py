@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
+import advisor.ingest.timebase as timebase
 from advisor.errors import InputError
-from advisor.ingest import timebase
 from advisor.ingest.columns import (
     TIMESTAMP_COLUMNS,
     Aliases,
