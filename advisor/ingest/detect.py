@@ -1,5 +1,9 @@
 """Layout detection: which producer wrote this path, how many ranks it holds, and whether they are one job.
 
+What each layout looks like is declared by its reader (``Layout.in_dir`` / ``Layout.as_file``, collected in
+:mod:`advisor.ingest.registry`); this module walks the folders and asks the registry's recognizers, in their
+detection order, which layout each one is.
+
 Detection looks at names only (cheap, no file is parsed), so it is safe on multi-GB directories -- except for
 the few-KB ``info.json.N`` / ``profiler_info_N.json`` / ``start_info`` / ``end_info`` files of a run, read for its
 rank id, host, chip and capture time (``advisor.ingest.jobs``).
