@@ -22,7 +22,8 @@ that the package has no import cycle):
 * this package: ``load`` / ``read_source``.
 
 Outside the package, ingest imports only the model and utilities (``advisor.model``, ``errors``, ``safeload``,
-``util``, ``units``, ``intervals``, ``platform``, ``rules``, ``stagetimes``, ``timemodel``), never analysis or reports.
+``util``, ``units``, ``intervals``, ``platform``, ``rules``, ``stagetimes``, ``timemodel``; ``graph.model`` for types
+only), never analysis, knowledge bases or reports.
 """
 
 from __future__ import annotations

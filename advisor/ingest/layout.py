@@ -65,7 +65,7 @@ class Layout:
     """The profiler that writes it: text and database exports of one profiler can be ranks of one job
     (``advisor.ingest.jobs``)."""
     summary: str
-    """One line: what the layout is on disk (docs, the error for a folder holding none)."""
+    """One line: what the layout is on disk, for whoever reads the registry (the README table says it for users)."""
     read: Callable[[Path, Meta], Profile]
     """The reader: ``read(root, meta) -> Profile`` for a :class:`RankSource` root of this layout."""
     in_dir: tuple[Match, ...] = ()
