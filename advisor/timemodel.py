@@ -1398,13 +1398,7 @@ def shares(model: TimeModel) -> Mapping[str, float]:
             "free": model.free_us / w}
 
 
-def build_time_model(profile: Profile) -> TimeModel:
-    """Build ``profile``'s time model now and keep it (``profile.time``): ingest does, once, from the tables as read,
-    so no knowledge base pays for it inside its own time limit."""
-    return profile.time
-
-
 register_time_model(build)
 
 __all__ = ["COMM_DEVICE_TASK", "COMPUTE_KEYS", "DEVICE_PROCESS", "LINK_WAIT_COLUMNS", "UNCOVERED_KEYS", "StepTime",
-           "TimeModel", "build", "build_time_model", "comm_streams", "compute_bucket", "merge", "shares"]
+           "TimeModel", "build", "comm_streams", "compute_bucket", "merge", "shares"]

@@ -8,6 +8,7 @@ import os
 import shutil
 import sqlite3
 import stat
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -130,6 +131,26 @@ def test_rank_from_database_when_layout_has_none(mini_db: Path) -> None:
 # ---------------------------------------------------------------------------------------------------------
 # real exports
 # ---------------------------------------------------------------------------------------------------------
+@needs_samples
+def test_mindspore_db_export_is_its_own_layout(tmp_path: Path) -> None:
+    """MindSpore 2.x writes the same database as torch_npu (msprof-analyze's schema) as
+    ``*_ascend_ms/ASCEND_PROFILER_OUTPUT/ascend_mindspore_profiler_<rank>.db``: the torch_npu sample under that name
+    is layout mindspore-db, read by the same reader, with MindSpore's framework and execution contexts."""
+    out = tmp_path / "rank0_ascend_ms" / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    shutil.copyfile(TORCH_DB, out / "ascend_mindspore_profiler_0.db")
+    shutil.copyfile(TORCH_DB.parent / "analysis.db", out / "analysis.db")
+    with closing(sqlite3.connect(read_only_uri(TORCH_DB), uri=True)) as con:
+        compute = con.execute("SELECT COUNT(*) FROM COMPUTE_TASK_INFO").fetchone()[0]
+    [profile] = load(out.parent)
+    assert profile.meta.layout == "mindspore-db" and profile.meta.rank == 0
+    assert profile.meta.framework == "mindspore"
+    assert profile.meta.context in ("mindspore-graph", "mindspore-pynative")
+    assert (profile.ops["core"] != "HCCL").sum() == compute
+    [alone] = load(out / "ascend_mindspore_profiler_0.db")
+    assert alone.meta.layout == "mindspore-db" and len(alone.ops) == len(profile.ops)
+
+
 @needs_samples
 def test_torch_npu_db_dir_end_to_end() -> None:
     [profile] = load(TORCH_DB_DIR)

@@ -109,8 +109,9 @@ def test_header_variant_labels() -> None:
 # ---------------------------------------------------------------------------------------------------------
 def test_v1_unprefixed_metrics_and_unitless_start_time() -> None:
     p = _one(DATA / "op_summary_v1.csv")
+    assert p.meta.layout == "op-summary-csv"
     ops = p.ops
-    assert len(ops) == 4
+    assert len(ops) == len(_raw_rows(DATA / "op_summary_v1.csv")[1]) == 4
     assert set(OPS_COLUMNS) <= set(ops.columns)
     conv = ops[ops["name"] == "Conv2D_1"].iloc[0]
     assert conv["type"] == "Conv2D" and conv["core"] == "AI_CORE"

@@ -4,63 +4,48 @@ This package is the only code that knows file layouts and CANN versions. ``load(
 rank (a parent directory of several ``*_ascend_pt`` / ``PROF_*`` / ``device_N`` folders gives several; several
 msprof runs of one device, e.g. a ``PROF_GROUP_*`` folder of ``--aic-metrics`` re-runs, give one, see ``runs``).
 
-Readers live one module per producer and expose ``read(root: Path, meta: Meta) -> Profile``:
+Layouts are declared by their reader modules (``LAYOUTS``: :class:`advisor.ingest.layout.Layout` records with the
+recognizers, reader and execution context of each) and collected in :mod:`advisor.ingest.registry`, the one list
+detection, reading and job grouping use; README's "What it reads" table lists them for users.
 
-============================  ===========================================================================
-layout                        module
-============================  ===========================================================================
-msprof-cann6 / msprof-cann7   ``msprof`` (``device_N/summary`` + ``timeline``; ``mindstudio_profiler_output``)
-op-summary-csv                ``msprof`` (a single op_summary / kernel_details CSV file)
-msprof-db                     ``sqlite_db`` (``msprof_*.db``)
-torch_npu-text, mindspore-text ``torch_npu`` (``ASCEND_PROFILER_OUTPUT`` CSV/JSON)
-torch_npu-db, mindspore-db    ``sqlite_db`` (``ascend_pytorch_profiler_*.db`` / ``ascend_mindspore_profiler_*.db``)
-mindspore-legacy              ``mindspore_legacy`` (MindSpore 1.x ``profiler/`` flat dir)
-soc-job                       ``soc_job`` (SS928/SS927 SVP ACL ``JOB*`` summaries)
-trace-json                    ``timeline`` (a lone trace JSON file)
-msprof-op                     ``msprof_op`` (``msprof op`` results: ``OPPROF_*`` with ``OpBasicInfo.csv`` and
-                              the per-block metric CSVs; one launch, ``<OpName>/<n>/`` launches, ``device<N>/``)
-msprof-op-simulator           ``msprof_op_simulator`` (``msprof op simulator``: ``OPPROF_*/simulator/``)
-============================  ===========================================================================
+Modules, bottom up -- each imports only those above it, never one below (``tests/test_ingest_registry.py`` checks
+that the package has no import cycle):
 
-May import :mod:`advisor.common`, :mod:`advisor.config`, the model and time model, and :mod:`advisor.graph`
-(execution context from a graph); never the plugin API, the engine or a later stage.
+* ``layout`` -- the records (Layout, RankSource, Discovery); imports no ingest module;
+* shared helpers: ``columns``, ``timebase``, ``normalize``, ``csvread``, ``jsonstream``, ``sanitize``,
+  ``event_summary``, ``task_types``, ``summary_tables`` (the summary CSVs msprof and the frameworks share);
+* readers, one module per producer, each with ``read(root, meta) -> Profile`` and its ``LAYOUTS``: ``timeline``,
+  ``msprof``, ``torch_npu``, ``sqlite_db``, ``mindspore_legacy``, ``soc_job``, ``kernel_runs``, ``msprof_op_jsonl``,
+  ``msprof_op``, ``msprof_op_simulator``;
+* ``registry`` (every layout), then ``jobs`` (which sources are one job), ``detect`` (what a path holds), ``runs``
+  (several runs of one device merged) and ``context`` (the execution context);
+* this package: ``load`` / ``read_source``.
+
+May import: :mod:`advisor.common`, :mod:`advisor.config`, the model (``advisor.model``, ``timemodel``,
+``platform``, :mod:`advisor.core`) and :mod:`advisor.graph`; never the plugin API, the engine, knowledge bases,
+the pipeline or reports (``tests/test_architecture.py``).
 """
 
 from __future__ import annotations
 
 import fnmatch
-import importlib
 import os
 from pathlib import Path
 from typing import Any
 
+import advisor.ingest.context as context
+import advisor.ingest.registry as registry
 from advisor.common import safeload
 from advisor.common.errors import InputError
 from advisor.common.stagetimes import stage
 from advisor.common.util import paused_gc, release_memory, tune_allocator
-from advisor.ingest import context
-from advisor.ingest.detect import Discovery, RankSource, detect, detect_job, detect_jobs
+from advisor.ingest.detect import detect, detect_job, detect_jobs
+from advisor.ingest.layout import Discovery, RankSource
 from advisor.ingest.normalize import share_constant_columns, store_metrics
+from advisor.ingest.runs import read_runs
 from advisor.ingest.sanitize import sanitize
 from advisor.model import EventSelection, Meta, OpsProjection, Profile
-from advisor.timemodel import build_time_model
-
-_READERS = {
-    "msprof-cann6": "advisor.ingest.msprof",
-    "msprof-cann7": "advisor.ingest.msprof",
-    "op-summary-csv": "advisor.ingest.msprof",
-    "msprof-db": "advisor.ingest.sqlite_db",
-    "torch_npu-text": "advisor.ingest.torch_npu",
-    "mindspore-text": "advisor.ingest.torch_npu",
-    "torch_npu-db": "advisor.ingest.sqlite_db",
-    "mindspore-db": "advisor.ingest.sqlite_db",
-    "mindspore-legacy": "advisor.ingest.mindspore_legacy",
-    "soc-job": "advisor.ingest.soc_job",
-    "trace-json": "advisor.ingest.timeline",
-    "msprof-op": "advisor.ingest.msprof_op",
-    "msprof-op-simulator": "advisor.ingest.msprof_op_simulator",
-}
-
+from advisor.timemodel import TimeModel  # importing it registers the builder of Profile.time
 
 REQUIRED_FILES = ("kernel_details*.csv", "op_summary*.csv", "OpBasicInfo*.csv", "trace_view.json", "msprof_*.json",
                   "*.db")
@@ -120,22 +105,20 @@ def read_source(src: RankSource, ops_columns: OpsProjection | None = None,
     model is built with ``time_rules`` (``rules/time.yaml``; None: the built-in file)."""
     unreadable = refuse_special_files(src.root)
     if src.runs:
-        from advisor.ingest.runs import read_runs
-
         # whole ops: which run is primary depends on the metrics each holds
         merged = read_runs(src, lambda run: read_source(run, None, events_read, time_rules))
         if ops_columns is not None:
             merged.ops = ops_columns.apply(merged.ops)
         merged.ops = store_metrics(share_constant_columns(merged.ops), ops_columns)  # pinned: see its doc
         return merged
-    module = importlib.import_module(_READERS[src.layout])
+    layout = registry.layout(src.layout)
     tune_allocator()  # before the first large column of this process
     meta = Meta(source=str(src.root), layout=src.layout, rank=src.rank, ops_columns=ops_columns,
                 events_read=events_read, time_rules=time_rules)
     for path, reason in unreadable:
         meta.skip(path, reason, unreadable=True)
     with stage("read"), paused_gc():
-        profile: Profile = module.read(src.root, meta)
+        profile: Profile = layout.read(src.root, meta)
         if ops_columns is not None:
             profile.ops = ops_columns.apply(profile.ops)
         release_memory()
@@ -153,6 +136,13 @@ def read_source(src: RankSource, ops_columns: OpsProjection | None = None,
     return profile
 
 
+def build_time_model(profile: Profile) -> TimeModel:
+    """Build the rank's time model now (``Profile.time`` is built on first use): once, from the tables exactly as
+    ingest left them, inside the ``model`` stage that times it and releases the memory building it took -- not
+    later inside the first knowledge base that happens to ask."""
+    return profile.time
+
+
 def load(path: str | Path) -> list[Profile]:
     """Detect the layout(s) under ``path`` and read every rank. Raises InputError on unusable input."""
     p = Path(path)
@@ -162,4 +152,4 @@ def load(path: str | Path) -> list[Profile]:
     return [read_source(s) for s in sources]
 
 
-__all__ = ["Discovery", "RankSource", "detect", "detect_job", "detect_jobs", "load", "read_source"]
+__all__ = ["Discovery", "RankSource", "build_time_model", "detect", "detect_job", "detect_jobs", "load", "read_source"]

@@ -17,7 +17,8 @@ Contexts (``Meta.context``; reported as ``input.context``):
 ==================== =======================================================================================
 
 The signals are data (``rules/context.yaml``, built-in values); the first context whose signals are present wins,
-and ``Meta.context_evidence`` says in one line which signal decided. A model graph refines an undecided profile
+a layout that tells the context by itself (``Layout.context`` in :mod:`advisor.ingest.registry`: an SVP ACL JOB
+summary, an msprof op result) right after the graph-mode markers, and ``Meta.context_evidence`` says in one line which signal decided. A model graph refines an undecided profile
 (an OM JSON means an offline model) and supplies the CANN version recorded in the OM when the profile has none.
 """
 
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+import advisor.ingest.registry as registry
 from advisor.model import Meta, Profile
 
 if TYPE_CHECKING:
@@ -39,8 +41,6 @@ if TYPE_CHECKING:
 
 CONTEXTS = ("om-acl", "torch-eager", "torch-graph", "mindspore-graph", "mindspore-pynative", "kernel-dev", "unknown")
 
-_TORCH_LAYOUTS = ("torch_npu-text", "torch_npu-db")
-_MINDSPORE_LAYOUTS = ("mindspore-text", "mindspore-db", "mindspore-legacy")
 _OPP_CANN = (
     # OM ``opp_version`` of CANN <= 6 (DOMAIN.md 1.2 / FORMATS.md 7): "1.<minor>.*" -> CANN release
     (re.compile(r"^1\.78\."), "5.0 beta"),
@@ -58,6 +58,19 @@ def signals() -> Mapping[str, Any]:
     from advisor.config.loader import builtin_rules_dir, load_rules_file
 
     return load_rules_file(builtin_rules_dir() / "context.yaml")
+
+
+def _layout_context(name: str) -> tuple[str, str] | None:
+    """(context, evidence) the layout decides by itself (``Layout.context``: an SVP ACL JOB is an offline model, an
+    msprof op result kernel development), None when the data decides."""
+    layout = registry.find(name)
+    return layout.context if layout else None
+
+
+def _layout_framework(name: str) -> str | None:
+    """``torch_npu`` / ``mindspore`` for a framework's export layout (``Layout.framework``), else None."""
+    layout = registry.find(name)
+    return layout.framework if layout else None
 
 
 def _names(series: pd.Series) -> list[str]:
@@ -110,17 +123,18 @@ def detect(profile: Profile) -> tuple[str, str]:
         return "torch-graph", f"aclgraph capture/replay API {hit} (torch_npu graph mode)"
     if hit := _containing(event_names, s["torchair_markers"]):
         return "torch-graph", f"TorchAir graph-mode marker '{hit}' in the trace"
-    if meta.layout == "soc-job":
-        return "om-acl", "SS928/SS927 SVP ACL JOB summary: an offline model run through SVP ACL"
+    if decided := _layout_context(meta.layout):
+        return decided
     if hit := _first(apis, s["om_acl_apis"]):
         return "om-acl", f"ACL model API {hit} in the API records: an offline model run through ACL"
 
-    if meta.layout in _MINDSPORE_LAYOUTS or str(meta.framework or "").lower().startswith("mindspore"):
+    framework = _layout_framework(meta.layout)
+    if framework == "mindspore" or str(meta.framework or "").lower().startswith("mindspore"):
         return _mindspore(profile, s, event_names, op_names)
-    torch = meta.layout in _TORCH_LAYOUTS or meta.torch_npu_version or "Python" in processes
+    torch = framework == "torch_npu" or meta.torch_npu_version or "Python" in processes
     if torch:
         why = (f"torch_npu {meta.torch_npu_version} profiler export" if meta.torch_npu_version
-               else f"{meta.layout} layout" if meta.layout in _TORCH_LAYOUTS else "Python events in the trace")
+               else f"{meta.layout} layout" if framework == "torch_npu" else "Python events in the trace")
         if not apis and not event_names:  # nothing in which a graph-mode marker could have shown
             return "torch-eager", (f"{why} with no trace or API records to show TorchAir or aclgraph markers: eager "
                                    "mode (torch_npu's default) assumed")
@@ -141,8 +155,6 @@ def _without_framework(profile: Profile, s: Mapping[str, Any], apis: list[str], 
     op_api = _prefixed(apis, s["eager_api_prefixes"])
     launch = _first(apis, s["kernel_launch_apis"])
     model_ids = bool(len(ops)) and bool(ops["model_id"].notna().any())
-    if meta.layout == "msprof-op":
-        return "kernel-dev", "msprof op (single-operator) output"
     if launch and not op_api and not model_ids:
         return "kernel-dev", (f"kernels launched through the runtime ({launch}) with no op or model API: "
                               "hand-launched kernels (kernel development)")

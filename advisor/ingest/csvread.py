@@ -27,9 +27,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
+import advisor.ingest.timebase as timebase
 from advisor.common.errors import InputError
 from advisor.common.util import release_memory
-from advisor.ingest import timebase
 from advisor.ingest.columns import (
     TIMESTAMP_COLUMNS,
     Aliases,

@@ -1,5 +1,9 @@
 """Layout detection: which producer wrote this path, how many ranks it holds, and whether they are one job.
 
+What each layout looks like is declared by its reader (``Layout.in_dir`` / ``Layout.as_file``, collected in
+:mod:`advisor.ingest.registry`); this module walks the folders and asks the registry's recognizers, in their
+detection order, which layout each one is.
+
 Detection looks at names only (cheap, no file is parsed), so it is safe on multi-GB directories -- except for
 the few-KB ``info.json.N`` / ``profiler_info_N.json`` / ``start_info`` / ``end_info`` files of a run, read for its
 rank id, host, chip and capture time (``advisor.ingest.jobs``).
@@ -23,151 +27,36 @@ Runs are not ranks: several msprof results of the same device (``PROF_*`` / ``OP
 from __future__ import annotations
 
 import os
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
+import advisor.ingest.registry as registry
 from advisor.common import safeload
 from advisor.common.errors import InputError
-
-_DEVICE_DIR = re.compile(r"^device_(\d+)$")
-_RANK_WORD = re.compile(r"(?:^|[_-])rank[_-]?(\d+)(?:[_-]|$)", re.IGNORECASE)
-_RANK_IN_NAME = re.compile(r"_(\d{1,6})(?:_ascend_(?:pt|ms))?$")
-"""A trailing number of at most 6 digits (``worker_3_ascend_pt``); torch_npu's default names end in a 14-17 digit
-time stamp (``rank0_752_20260925054655567_ascend_pt``), which is no rank."""
-_SOC_SUMMARY = re.compile(r"^op_summary_\d+\..+\.csv$")
-"""An SS928/SS927 per-picture op summary: ``op_summary_<device>.<model>.<...>.csv`` (``advisor.ingest.soc_job``)."""
-_MS_LEGACY_MARKERS = ("aicore_intermediate_", "framework_raw_", "step_trace_raw_", "hccl_raw_", "aicpu_intermediate_")
-
-
-@dataclass(frozen=True)
-class RankSource:
-    """One rank's data: where it is and which reader reads it."""
-
-    root: Path
-    layout: str
-    rank: int | None = None
-    runs: tuple[RankSource, ...] = ()
-    """Other runs of the same device (re-runs with other metric sets): read and merged with this one."""
-
-
-def _has_csv(d: Path, prefix: str) -> bool:
-    return any(d.glob(f"{prefix}*.csv"))
+from advisor.ingest.jobs import device_id, number_ranks, one_job, partition
+from advisor.ingest.layout import Discovery, RankSource
 
 
 def _classify_dir(d: Path) -> list[RankSource]:
-    """The rank sources found directly at ``d`` (not in its children), or [] when ``d`` is not a profile."""
+    """The rank sources found directly at ``d`` (not in its children), or [] when ``d`` is not a profile: the first
+    of the layouts' directory recognizers (``registry.directory_matches``, in detection order) that finds any."""
     if d.name == "ASCEND_PROFILER_OUTPUT":  # pointed inside a torch_npu/MindSpore dir: analyze the whole dir
         return _classify_dir(d.parent)
-    if d.name.startswith("OPPROF_") or any(d.glob("OpBasicInfo*.csv")) or _is_msprof_op_jsonl(d) \
-            or _msprof_op_devices(d):
-        return _msprof_op_sources(d)
-    out_dir = d / "ASCEND_PROFILER_OUTPUT"
-    if out_dir.is_dir() or d.name.endswith(("_ascend_pt", "_ascend_ms")):
-        is_ms = d.name.endswith("_ascend_ms") or any(out_dir.glob("ascend_mindspore_profiler*.db"))
-        has_db = any(out_dir.glob("ascend_pytorch_profiler*.db")) or any(out_dir.glob("ascend_mindspore_profiler*.db"))
-        has_text = any((out_dir / n).exists() for n in ("kernel_details.csv", "op_statistic.csv",
-                                                         "step_trace_time.csv", "trace_view.json"))
-        kind = "mindspore" if is_ms else "torch_npu"
-        layout = f"{kind}-text" if has_text or not has_db else f"{kind}-db"
-        return [RankSource(d, layout, _rank_from_name(d.name))]
-
-    if (d / "mindstudio_profiler_output").is_dir():
-        return [RankSource(d, "msprof-cann7", None)]
-    devices = sorted(
-        (c for c in d.iterdir() if c.is_dir() and _DEVICE_DIR.match(c.name)),
-        key=lambda c: int(_DEVICE_DIR.match(c.name).group(1)),  # type: ignore[union-attr]
-    )
-    device_with_output = [c for c in devices if (c / "summary").is_dir() or (c / "timeline").is_dir()]
-    if device_with_output:
-        return [RankSource(c, "msprof-cann6", int(_DEVICE_DIR.match(c.name).group(1)))  # type: ignore[union-attr]
-                for c in device_with_output]
-    if _DEVICE_DIR.match(d.name) and ((d / "summary").is_dir() or (d / "timeline").is_dir()):
-        return [RankSource(d, "msprof-cann6", int(_DEVICE_DIR.match(d.name).group(1)))]  # type: ignore[union-attr]
-    if any(d.glob("msprof_*.db")):
-        return [RankSource(d, "msprof-db", None)]
-    if any(_has_csv(d, m) for m in _MS_LEGACY_MARKERS):
-        ids = legacy_device_ids(d)
-        if len(ids) > 1:  # one flat dir can hold several devices' files (e.g. hccl_raw_0.csv, hccl_raw_2.csv)
-            return [RankSource(d, "mindspore-legacy", i) for i in ids]
-        return [RankSource(d, "mindspore-legacy", None)]
-    if any(_SOC_SUMMARY.match(p.name) for p in d.glob("op_summary_*.csv")) or \
-            (d.name.upper().startswith("JOB") and any(d.glob("*/op_summary_*.*.csv"))):
-        return [RankSource(d, "soc-job", None)]
-    if any(_has_csv(d, kind) for kind in ("op_summary", "kernel_details", "op_statistic")):
-        return [RankSource(d, "msprof-cann7", None)]
+    for match in registry.directory_matches():
+        found = match.find(d)
+        if found:
+            return found
     return []
-
-
-_OPPROF_DEVICE_DIR = re.compile(r"^device(\d+)$")
-
-
-def _msprof_op_sources(d: Path) -> list[RankSource]:
-    """An ``msprof op`` result: one launch (``OpBasicInfo.csv`` here), several (``<OpName>/<n>/``), one rank per
-    ``device<N>/`` (multi-device MC2/LCCL ops), the JSON Lines capture (``summary.jsonl`` / ``HardwareInfo.jsonl``
-    beside the metric CSVs), or the simulator's ``simulator/`` tree."""
-    if any(d.glob("OpBasicInfo*.csv")) or any(d.glob("*/*/OpBasicInfo*.csv")) or _is_msprof_op_jsonl(d):
-        return [RankSource(d, "msprof-op", None)]
-    devices = _msprof_op_devices(d)
-    if devices:
-        return [RankSource(c, "msprof-op", n) for n, c in devices]
-    if (d / "simulator").is_dir():
-        return [RankSource(d, "msprof-op-simulator", None)]
-    return []
-
-
-def _msprof_op_devices(d: Path) -> list[tuple[int, Path]]:
-    """``(N, device<N>/)`` children of ``d`` holding msprof op launches (``OpBasicInfo.csv`` in it or two levels
-    down, or the JSON Lines capture), in device order."""
-    return sorted((int(m.group(1)), c) for c in d.iterdir()
-                  if c.is_dir() and (m := _OPPROF_DEVICE_DIR.match(c.name))
-                  and (any(c.glob("OpBasicInfo*.csv")) or any(c.glob("*/*/OpBasicInfo*.csv"))
-                       or _is_msprof_op_jsonl(c)))
-
-
-def _is_msprof_op_jsonl(d: Path) -> bool:
-    """msprof op's JSON Lines capture (``advisor.ingest.msprof_op_jsonl``), by file names only."""
-    from advisor.ingest.msprof_op import is_jsonl_capture
-
-    try:
-        return is_jsonl_capture(d)
-    except OSError:
-        return False
-
-
-_MS_LEGACY_FILE = re.compile(r"^(?:aicore_intermediate|framework_raw|step_trace_raw|hccl_raw|aicpu_intermediate)_(\d+)")
-
-
-def legacy_device_ids(d: Path) -> list[int]:
-    """Device ids of a MindSpore 1.x profiler dir, from its file names (``hccl_raw_2.csv`` -> 2)."""
-    return sorted({int(m.group(1)) for p in d.glob("*.csv") if (m := _MS_LEGACY_FILE.match(p.name))})
-
-
-def _rank_from_name(name: str) -> int | None:
-    """``rank0_...`` / ``rank_1_ascend_pt`` / ``test_rank_0`` -> the rank; else a short trailing number."""
-    m = _RANK_WORD.search(name) or _RANK_IN_NAME.search(name)
-    return int(m.group(1)) if m else None
 
 
 def _classify_file(p: Path) -> RankSource:
-    name = p.name.lower()
-    if name.endswith(".db"):
-        if name.startswith("msprof"):
-            return RankSource(p, "msprof-db")
-        if name.startswith("ascend_mindspore_profiler"):
-            return RankSource(p, "mindspore-db")
-        return RankSource(p, "torch_npu-db")
-    if name.startswith("opbasicinfo") and name.endswith(".csv"):
-        return RankSource(p.parent, "msprof-op")
-    if name in ("summary.jsonl", "hardwareinfo.jsonl") and _is_msprof_op_jsonl(p.parent):
-        return RankSource(p.parent, "msprof-op")
-    if name.endswith(".npu-rep"):
+    """The layout of a single file given on its own (``registry.file_matches``); InputError for another file."""
+    for match in registry.file_matches():
+        found = match.find(p)
+        if found:
+            return found[0]
+    if p.name.lower().endswith(".npu-rep"):
         raise InputError(p, "a packed msprof op (npu-compute) report: unpack it with 'npu-compute --import "
                             f"{p.name} --export DIR' and analyze the directory it prints")
-    if name.endswith(".csv"):
-        return RankSource(p, "op-summary-csv")
-    if name.endswith(".json"):
-        return RankSource(p, "trace-json")
     raise InputError(p, "not a profile: expected a profiling directory, an op_summary/kernel_details CSV, "
                         "a msprof/torch_npu .db or a trace JSON")
 
@@ -182,14 +71,6 @@ MAX_DIRS = 50_000
 millions of directories (a dataset, a home directory) is not a profile; the walk stops there and says so."""
 
 
-@dataclass
-class Discovery:
-    """What a walk below a folder found: the rank sources (runs of one device folded), and what the walk skipped."""
-
-    sources: list[RankSource]
-    notes: list[str] = field(default_factory=list)
-
-
 def detect(path: Path) -> list[RankSource]:
     """Every rank of the one job under ``path`` (itself, or found at any depth below it). Raises InputError when
     ``path`` holds nothing usable, or runs of several jobs (see ``advisor.ingest.jobs``)."""
@@ -198,15 +79,11 @@ def detect(path: Path) -> list[RankSource]:
 
 def detect_job(path: Path) -> Discovery:
     """:func:`detect` with the walk's notes (symlink loops skipped, bounds reached)."""
-    from advisor.ingest.jobs import one_job
-
     return one_job(path, discover(path))
 
 
 def detect_jobs(path: Path) -> list[Discovery]:
     """Every job under ``path``, each with its own ranks (``advisor analyze --each``)."""
-    from advisor.ingest.jobs import partition
-
     found = discover(path)
     return [Discovery(number_ranks(job), found.notes) for job in partition(found.sources)]
 
@@ -234,14 +111,6 @@ def discover(path: Path) -> Discovery:
                                "msprof_*.db, MindSpore profiler/ CSVs, JOB* summaries, msprof op OPPROF_*)"
                                + (f"; {walked.notes[0]}" if walked.notes else ""))
     return Discovery(found, walked.notes)
-
-
-def number_ranks(found: list[RankSource]) -> list[RankSource]:
-    """Ranks that carry no rank of their own (or the same one) numbered by their order."""
-    ranks = [s.rank for s in found]
-    if len(found) > 1 and (None in ranks or len(set(ranks)) != len(ranks)):
-        return [RankSource(s.root, s.layout, i, s.runs) for i, s in enumerate(found)]
-    return found
 
 
 def _without_aliases(found: list[RankSource]) -> list[RankSource]:
@@ -365,25 +234,22 @@ def _is_ancestor_link(link: Path) -> bool:
 # ---------------------------------------------------------------------------------------------------------
 # runs of one device
 # ---------------------------------------------------------------------------------------------------------
-RUN_LAYOUTS = frozenset({"msprof-cann6", "msprof-cann7", "msprof-db", "msprof-op", "msprof-op-simulator"})
-"""Layouts whose directories record no rank of their own: several of them with one device are runs."""
-
-
 def group_runs(sources: list[RankSource]) -> list[RankSource]:
     """Fold msprof sources that are runs of one device (same device id, or an unknown one where a single device is
     known; same host; no distinct rank ids in their ``info.json``; the same ``PROF_GROUP_*`` session or none) into
     one source carrying the others in ``runs``; everything else is returned as it was."""
-    keys = _run_keys([s for s in sources if s.layout in RUN_LAYOUTS])
+    runs = registry.run_layouts()
+    keys = _run_keys([s for s in sources if s.layout in runs])
     by_key: dict[tuple[str, int | None], list[RankSource]] = {}
     for s in sources:
-        if s.layout in RUN_LAYOUTS:
+        if s.layout in runs:
             by_key.setdefault(keys[id(s)], []).append(s)
     out: list[RankSource] = []
     done: set[int] = set()
     for s in sources:
         if id(s) in done:
             continue
-        group = by_key.get(keys[id(s)], []) if s.layout in RUN_LAYOUTS else []
+        group = by_key.get(keys[id(s)], []) if s.layout in runs else []
         if len(group) < 2:
             out.append(s)
             continue
@@ -427,16 +293,6 @@ def _fold(group: list[RankSource]) -> list[RankSource]:
     first, *others = group
     runs = [RankSource(m.root, m.layout, m.rank) for g in others for m in (g, *g.runs)]
     return [RankSource(first.root, first.layout, first.rank, (*first.runs, *runs))]
-
-
-def device_id(src: RankSource) -> int | None:
-    """The device a msprof source profiled: its ``device_N`` directory (itself for CANN <= 6, inside the PROF
-    directory otherwise), or the ``device<N>`` of a multi-device msprof op result; None when not recorded."""
-    if src.layout in ("msprof-cann6", "msprof-op"):
-        return src.rank
-    root = src.root if src.root.is_dir() else src.root.parent
-    ids = {int(m.group(1)) for c in root.iterdir() if c.is_dir() and (m := _DEVICE_DIR.match(c.name))}
-    return ids.pop() if len(ids) == 1 else None
 
 
 def _run_info(src: RankSource) -> tuple[int | None, str | None]:

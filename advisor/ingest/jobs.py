@@ -22,24 +22,21 @@ them all.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import advisor.ingest.registry as registry
 from advisor.common import safeload
 from advisor.common.errors import InputError
 from advisor.common.util import is_ascii_digits
-from advisor.ingest.detect import Discovery, RankSource, number_ranks
+from advisor.ingest.layout import Discovery, RankSource
+from advisor.ingest.mindspore_legacy import legacy_device_ids
+from advisor.ingest.msprof import info_json_files, parse_device_info
 
-FAMILIES = {
-    "msprof-cann6": "msprof", "msprof-cann7": "msprof", "msprof-db": "msprof", "msprof-op": "msprof",
-    "msprof-op-simulator": "msprof", "op-summary-csv": "msprof",
-    "torch_npu-text": "torch_npu", "torch_npu-db": "torch_npu",
-    "mindspore-text": "MindSpore", "mindspore-db": "MindSpore", "mindspore-legacy": "MindSpore 1.x",
-    "soc-job": "SoC JOB", "trace-json": "trace JSON",
-}
-"""Layout -> the profiler that writes it: text and database exports of one profiler can be ranks of one job."""
+_DEVICE_DIR = re.compile(r"^device_(\d+)$")
 
 MAX_RANK_SKEW_S = 60.0
 """Seconds by which the capture ranges of two ranks of one job may miss each other and still count as overlapping:
@@ -213,20 +210,27 @@ def _rel(root: Path, base: Path) -> str:
     return str(rel) if str(rel) != "." else root.name
 
 
+def number_ranks(found: list[RankSource]) -> list[RankSource]:
+    """Ranks that carry no rank of their own (or the same one) numbered by their order."""
+    ranks = [s.rank for s in found]
+    if len(found) > 1 and (None in ranks or len(set(ranks)) != len(ranks)):
+        return [RankSource(s.root, s.layout, i, s.runs) for i, s in enumerate(found)]
+    return found
+
+
 # ---------------------------------------------------------------------------------------------------------
 # what a source records about itself (small JSON files only)
 # ---------------------------------------------------------------------------------------------------------
 def identify(src: RankSource) -> RunIdentity:
     """The :class:`RunIdentity` of ``src`` (and of its runs, for a device's re-runs: their time ranges joined)."""
-    family = FAMILIES.get(src.layout, src.layout)
+    known = registry.find(src.layout)
+    family = known.family if known else src.layout
     root = src.root if src.root.is_dir() else src.root.parent
     if family in ("torch_npu", "MindSpore"):
         return _framework_identity(family, root, src.rank)
     if family == "msprof" and src.layout != "op-summary-csv":
         return _msprof_identity(src)
     if src.layout == "mindspore-legacy" and src.rank is None:  # one device's files: its id is in their names
-        from advisor.ingest.detect import legacy_device_ids
-
         ids = legacy_device_ids(root)
         return RunIdentity(family, None, (None, ids[0]) if len(ids) == 1 else None, None, None, None)
     return RunIdentity(family, None, src.rank, None, None, None)
@@ -266,18 +270,24 @@ def _dir(root: Path) -> Path:
 
 
 def _device_of(src: RankSource) -> int | None:
-    from advisor.ingest.detect import device_id
-
     try:
         return device_id(src)
     except OSError:
         return None
 
 
+def device_id(src: RankSource) -> int | None:
+    """The device a msprof source profiled: its ``device_N`` directory (itself for CANN <= 6, inside the PROF
+    directory otherwise), or the ``device<N>`` of a multi-device msprof op result; None when not recorded."""
+    if src.layout in ("msprof-cann6", "msprof-op"):
+        return src.rank
+    root = src.root if src.root.is_dir() else src.root.parent
+    ids = {int(m.group(1)) for c in root.iterdir() if c.is_dir() and (m := _DEVICE_DIR.match(c.name))}
+    return ids.pop() if len(ids) == 1 else None
+
+
 def _info_json(root: Path) -> tuple[tuple[int | None, int | None, float | None] | None, object | None, str | None]:
     """(chip counts, rank id, host) from the first ``info.json.N`` of a run; Nones when absent or unreadable."""
-    from advisor.ingest.msprof import info_json_files, parse_device_info
-
     files = info_json_files(root)
     if not files:
         return None, None, None
@@ -354,4 +364,4 @@ def _ns(value: object) -> int | None:
     return None
 
 
-__all__ = ["FAMILIES", "MAX_RANK_SKEW_S", "RunIdentity", "identify", "one_job", "partition"]
+__all__ = ["MAX_RANK_SKEW_S", "RunIdentity", "device_id", "identify", "number_ranks", "one_job", "partition"]

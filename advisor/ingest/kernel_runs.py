@@ -28,8 +28,10 @@ import numpy as np
 import pandas as pd
 
 from advisor.common.errors import InputError
+from advisor.ingest.msprof import read_output_dir
 from advisor.model import (
     COMPUTE_CORES,
+    KERNEL_BLOCKS_EXTRA,
     OP_ID_COLUMNS,
     OP_TASK_COLUMNS,
     OP_TENSOR_COLUMNS,
@@ -60,9 +62,6 @@ def timed_exports(root: Path) -> list[Path]:
 def combine(root: Path, op_profile: Profile, timed: list[Path]) -> Profile:
     """``op_profile`` (the msprof op launches read from ``root``) with the timed export in ``root`` (see the module
     doc); ``op_profile`` alone when the export cannot be read (listed as skipped)."""
-    from advisor.ingest.msprof import read_output_dir
-    from advisor.ingest.msprof_op import BLOCKS_EXTRA
-
     meta = op_profile.meta
     try:
         profile = read_output_dir(root, meta)
@@ -79,7 +78,7 @@ def combine(root: Path, op_profile: Profile, timed: list[Path]) -> Profile:
     launches = op_profile.ops.copy()
     kernels = [match_kernel(str(n), compute) for n in launches["name"].astype(str)]
     launches["kernel"] = kernels
-    blocks = op_profile.extras.get(BLOCKS_EXTRA)
+    blocks = op_profile.extras.get(KERNEL_BLOCKS_EXTRA)
     attached = [k for k in kernels if k is not None]
     _drop_unmatched(launches, compute, timed[-1].name, root, meta)
     given: dict[str, np.ndarray] = {}
@@ -91,7 +90,7 @@ def combine(root: Path, op_profile: Profile, timed: list[Path]) -> Profile:
     if blocks is not None:
         blocks = blocks[blocks["launch"].isin(launches.loc[launches["kernel"].notna(), "launch"])].copy()
         blocks["name"] = blocks["launch"].map(dict(zip(launches["launch"], launches["kernel"], strict=True)))
-        profile.extras[BLOCKS_EXTRA] = blocks.reset_index(drop=True)
+        profile.extras[KERNEL_BLOCKS_EXTRA] = blocks.reset_index(drop=True)
     for key, value in op_profile.extras.items():
         profile.extras.setdefault(key, value)
     profile.extras[LAUNCHES_EXTRA] = launches.reset_index(drop=True)

@@ -54,8 +54,10 @@ import pandas as pd
 from advisor.common import safeload
 from advisor.common.errors import InputError
 from advisor.common.util import is_ascii_digits
+from advisor.ingest.layout import Layout, Match, RankSource
 from advisor.ingest.normalize import finalize_ops
 from advisor.ingest.timebase import us_from_float, us_from_ns
+from advisor.ingest.timeline import read_trace
 from advisor.model import (
     COMM_COLUMNS,
     OP_STATS_COLUMNS,
@@ -255,8 +257,6 @@ def _timeline_ops(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _read_timeline(root: Path, dev: int, meta: Meta, known_names: set[str]) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    from advisor.ingest.timeline import read_trace
-
     for name in (f"ascend_timeline_display_{dev}.json", f"timeline_display_{dev}.json"):
         path = root / name
         if not path.is_file():
@@ -574,6 +574,36 @@ def _extras(root: Path, dev: int, meta: Meta, profile: Profile) -> None:
     cluster = _cluster_analyse(root, dev, meta)
     if cluster is not None:
         profile.extras["cluster_analyse"] = cluster
+
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the layout this module reads (advisor.ingest.registry)
+# ---------------------------------------------------------------------------------------------------------
+_MARKERS = ("aicore_intermediate_", "framework_raw_", "step_trace_raw_", "hccl_raw_", "aicpu_intermediate_")
+_MARKER_FILE = re.compile(r"^(?:aicore_intermediate|framework_raw|step_trace_raw|hccl_raw|aicpu_intermediate)_(\d+)")
+
+
+def legacy_device_ids(d: Path) -> list[int]:
+    """Device ids of a MindSpore 1.x profiler dir, from its file names (``hccl_raw_2.csv`` -> 2)."""
+    return sorted({int(m.group(1)) for p in d.glob("*.csv") if (m := _MARKER_FILE.match(p.name))})
+
+
+def _profiler_dir(d: Path) -> list[RankSource]:
+    """A MindSpore 1.x ``profiler/`` directory; one flat dir can hold several devices' files (``hccl_raw_0.csv``,
+    ``hccl_raw_2.csv``): one rank each."""
+    if not any(any(d.glob(f"{marker}*.csv")) for marker in _MARKERS):
+        return []
+    ids = legacy_device_ids(d)
+    if len(ids) > 1:
+        return [RankSource(d, "mindspore-legacy", i) for i in ids]
+    return [RankSource(d, "mindspore-legacy", None)]
+
+
+LAYOUTS = (
+    Layout("mindspore-legacy", "MindSpore 1.x", "MindSpore 1.x: a flat profiler/ directory (aicore_intermediate_*, "
+           "framework_raw_*, ...)", read, in_dir=(Match(70, _profiler_dir),), framework="mindspore"),
+)
 
 
 __all__ = ["device_ids", "read", "read_framework", "read_hccl_raw", "read_step_trace", "read_type_stats",

@@ -10,47 +10,57 @@ Layouts (FORMATS.md section 0):
 * ``op-summary-csv``: ``root`` is one op_summary / kernel_details CSV file of any header variant, including the
   derived Ascend310 per-op subset (no name/timing columns) of Ascend/workload_analysis.
 
-The ops-table helpers here are shared with the torch_npu reader (kernel_details.csv is a renamed op_summary).
+The summary tables msprof shares with the framework exports (op_summary, op_statistic, api_statistic, step_trace_time,
+l2_cache) are read by :mod:`advisor.ingest.summary_tables`; this module adds msprof's own (task_time, step_trace,
+msprof_tx, info.json) and its directory layouts.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+import advisor.ingest.columns as C
+import advisor.ingest.timebase as timebase
 from advisor.common import safeload
 from advisor.common.errors import InputError
-from advisor.common.util import is_ascii_digits, release_memory
-from advisor.ingest import columns as C
-from advisor.ingest.csvread import found_list, read_columns, read_table, sniff_header
+from advisor.common.util import is_ascii_digits
+from advisor.ingest.csvread import read_table
 from advisor.ingest.event_summary import merge_summaries
-from advisor.ingest.normalize import clean_text, finalize_ops, read_projection, store_metrics
+from advisor.ingest.layout import Layout, Match, RankSource
+from advisor.ingest.normalize import clean_text, finalize_ops
+from advisor.ingest.summary_tables import (
+    complete,
+    concat,
+    find_kind,
+    optional_table,
+    read_api_stats,
+    read_l2_cache,
+    read_op_stats,
+    read_ops_files,
+    read_step_trace_time,
+)
 from advisor.ingest.timebase import us_from_float
+from advisor.ingest.timeline import read_trace
 from advisor.model import (
     API_COLUMNS,
     COMPUTE_CORES,
     EVENTS_COLUMNS,
-    OP_METRIC_COLUMNS,
     OP_STATS_COLUMNS,
     STEPS_COLUMNS,
     TX_COLUMNS,
     Hardware,
     Meta,
     Profile,
-    empty_frame,
     mindspore_op_type,
 )
 
-_EXPORT_TS = re.compile(r"_(\d{14,17})$")
-_SLICE = re.compile(r"_slice_(\d+)")
 _DEVICE_DIR = re.compile(r"^device_(\d+)$")
-_EXTRA_TEXT_OPS = ("hf32_eligible", "model_name")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -73,154 +83,8 @@ def read(root: Path, meta: Meta) -> Profile:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# file discovery
+# msprof's own tables
 # ---------------------------------------------------------------------------------------------------------
-def find_kind(directory: Path, kind: str, meta: Meta, *, ext: str = "csv", exclude: tuple[str, ...] = ()) -> list[Path]:
-    """Files ``<kind>[_suffix].<ext>`` directly in ``directory``; of several timestamped exports only the newest
-    (all of its slices) is kept and the older ones are recorded as skipped."""
-    if not directory.is_dir():
-        return []
-    pattern = re.compile(rf"^{re.escape(kind)}(?:_[^.]*)?\.{re.escape(ext)}$")
-    found = [p for p in directory.iterdir()
-             if p.is_file() and pattern.match(p.name) and not p.name.startswith(exclude)]
-    stamped = {p: m.group(1) for p in found if (m := _EXPORT_TS.search(p.stem))}
-    if len(set(stamped.values())) > 1:
-        newest = max(stamped.values())
-        for p, ts in stamped.items():
-            if ts != newest:
-                meta.skip(p, f"older export ({ts}); the newest {kind} export ({newest}) is read")
-        found = [p for p in found if stamped.get(p, newest) == newest]
-    return sorted(found, key=_file_order)
-
-
-def _file_order(p: Path) -> tuple[int, str]:
-    m = _SLICE.search(p.stem)
-    return (int(m.group(1)) if m else -1, p.name)
-
-
-def optional_table(path: Path, meta: Meta, reader: Callable[[Path, Meta], pd.DataFrame]) -> pd.DataFrame | None:
-    """Read an optional file; a broken one is recorded in ``meta.files_skipped`` instead of failing the profile."""
-    try:
-        df = reader(path, meta)
-    except InputError as e:
-        meta.skip(path, e.problem)
-        return None
-    meta.read(path)
-    return df
-
-
-def concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
-    """Concatenate per-file tables (an empty typed frame when there are none)."""
-    frames = [f for f in frames if f is not None]
-    if not frames:
-        return empty_frame(columns)
-    if len(frames) == 1:
-        return frames[0]
-    return pd.concat(frames, ignore_index=True)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# ops tables (op_summary / kernel_details, every variant)
-# ---------------------------------------------------------------------------------------------------------
-def read_ops_files(paths: list[Path], meta: Meta) -> pd.DataFrame:
-    """Read one or more op_summary / kernel_details CSVs (the main table: errors raise) into a normalized ops table."""
-    frames = []
-    for p in paths:
-        frames.append(_read_ops_csv(p, meta))
-        meta.read(p)
-    raw = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    del frames
-    ops = finalize_ops(raw, share_missing=True)
-    del raw
-    if meta.ops_columns is not None:  # the derived columns exist now: drop their unwanted sources at once
-        ops = meta.ops_columns.apply(ops)
-    release_memory()
-    for col in _EXTRA_TEXT_OPS:
-        if col in ops.columns:
-            ops[col] = clean_text(ops[col]).astype("category")
-    if ops["device_id"].nunique() > 1:
-        ids = ", ".join(str(int(v)) for v in sorted(ops["device_id"].dropna().unique())[:8])
-        meta.notes.append(f"the ops table holds several devices ({ids}); they are analyzed together")
-    return store_metrics(ops, meta.ops_columns)  # before the trace is read: ~0.15 GB less at 2M tasks
-
-
-def _read_ops_csv(path: Path, meta: Meta) -> pd.DataFrame:
-    header = sniff_header(path)
-    resolved = C.resolve_header(header, C.OPS_ALIASES, extra=C.ops_metric_name)
-    # the Ascend/workload_analysis per-op files are named <Op>_<SoC>_*.csv; a kernel_details or op_summary file that
-    # lacks its name or duration column is damaged, not that subset
-    derived = (not resolved.has("name") and resolved.has("input_shapes") and resolved.has("aicore_time_us")
-               and "_Ascend" in path.stem and not path.name.lower().startswith(("kernel_details", "op_summary")))
-    if not resolved.has("name") and not derived:
-        raise InputError(path, f"no {C.describe_missing(['name'], C.OPS_ALIASES)} column; found: {found_list(header)}")
-    if not resolved.has("duration_us") and not derived:
-        raise InputError(path, f"no {C.describe_missing(['duration_us'], C.OPS_ALIASES)} column; "
-                               f"found: {found_list(header)}")
-    frame, notes = read_columns(path, header, _projected(resolved.columns, meta), text=C.OPS_TEXT_ALIASES.keys(),
-                                meta=meta, share_constants=True)
-    meta.notes.extend(notes)
-    # "(%)" metrics are percentages: make them fractions here, where the unit is known (finalize_ops can only
-    # guess from the values, which fails for a file whose utilizations are all below 1 %)
-    for col, source in resolved.sources.items():
-        if source.replace(" ", "").endswith("(%)") and col in frame.columns:
-            frame[col] = frame[col] / 100.0
-    _note_header(path, resolved, meta)
-    if derived:
-        frame = _complete_derived_subset(path, frame, meta)
-    return frame
-
-
-def _projected(columns: dict[str, int], meta: Meta) -> dict[str, int]:
-    """The metric columns of ``columns`` the analysis reads (``meta.ops_columns``), and every other column (ids and
-    text are few; the reader may use them before ingest drops the unwanted ones)."""
-    if meta.ops_columns is None:
-        return columns
-    wanted = read_projection(meta.ops_columns)
-    return {c: pos for c, pos in columns.items() if wanted.wants(c) or not _is_metric(c)}
-
-
-def _is_metric(column: str) -> bool:
-    """A PMU metric: a unified one, or a column the header names beyond the aliases (``aic_*``, ``aiv_*``...)."""
-    return column in OP_METRIC_COLUMNS or column not in C.OPS_ALIASES
-
-
-def _note_header(path: Path, resolved: C.ResolvedHeader, meta: Meta) -> None:
-    """Record what the header says: variant, CANN hint, chip class, missing OP State."""
-    variant, cann = C.ops_header_variant(resolved)
-    note = f"{path.name}: {variant}"
-    if note not in meta.notes:
-        meta.notes.append(note)
-    if cann and not meta.cann_version:
-        meta.cann_version = cann
-    if not meta.chip:
-        if C.split_core_metrics(resolved):
-            meta.chip = "Ascend910B-class"
-            meta.notes.append("chip inferred from the aic_/aiv_ split metric columns (Atlas A2/A3-class)")
-        elif named := C.chip_from_name(path.name):
-            meta.chip = named
-            meta.notes.append(f"chip {named} taken from the file name")
-    if not resolved.has("op_state"):
-        msg = "the profile has no OP State column: static/dynamic shape is unknown (not assumed dynamic)"
-        if msg not in meta.notes:
-            meta.notes.append(msg)
-    if resolved.source("start_us") in ("Task Start Time", "Start Time"):
-        meta.notes.append(f"{path.name}: '{resolved.source('start_us')}' has no unit in the header; read as us")
-
-
-def _complete_derived_subset(path: Path, frame: pd.DataFrame, meta: Meta) -> pd.DataFrame:
-    """Name, type, core and duration for the derived per-op subset (Ascend/workload_analysis ``<Op>_<SoC>_*.csv``):
-    one row per measured op instance, all on AI Core, timed by ``aicore_time(us)``."""
-    op_type = re.split(r"_(?=Ascend)", path.stem, maxsplit=1)[0] or path.stem
-    n = len(frame)
-    frame["type"] = op_type
-    frame["name"] = pd.Series([f"{op_type}_{i}" for i in range(n)], index=frame.index, dtype="str")
-    frame["core"] = "AI_CORE"
-    frame["duration_us"] = frame["aicore_time_us"]
-    meta.notes.append(f"{path.name}: derived per-op subset without name/timing columns; ops are named "
-                      f"{op_type}_<row>, core AI_CORE, duration = aicore_time(us)")
-    return frame
-
-
 def ops_from_task_time(task_time: pd.DataFrame) -> pd.DataFrame:
     """Ops from msprof task_time rows when no op_summary exists: named kernels only (not PROFILING_ENABLE...)."""
     named = task_time[task_time["name"].notna()]
@@ -229,40 +93,9 @@ def ops_from_task_time(task_time: pd.DataFrame) -> pd.DataFrame:
     return finalize_ops(named[keep].reset_index(drop=True))
 
 
-# ---------------------------------------------------------------------------------------------------------
-# summary tables shared with torch_npu
-# ---------------------------------------------------------------------------------------------------------
-def read_op_stats(path: Path, meta: Meta) -> pd.DataFrame:
-    """op_statistic -> OP_STATS_COLUMNS (``ratio`` as a 0-1 fraction)."""
-    t = read_table(path, C.OP_STATS_ALIASES, text=C.OP_STATS_TEXT, required=["type", "total_us"])
-    meta.notes.extend(t.notes)
-    df = t.frame
-    for col in ("type", "core", "model_name"):
-        if col in df.columns:
-            df[col] = clean_text(df[col])
-    if "core" in df.columns:
-        df["core"] = df["core"].str.upper()
-    if "ratio" in df.columns:
-        df["ratio"] = df["ratio"] / 100.0
-    return _complete(df, OP_STATS_COLUMNS)
-
-
-def read_api_stats(path: Path, meta: Meta) -> pd.DataFrame:
-    """api_statistic / CANN 5.x acl_statistic -> API_COLUMNS (plus ``variance``)."""
-    t = read_table(path, C.API_ALIASES, text=C.API_TEXT, required=["name", "total_us"])
-    meta.notes.extend(t.notes)
-    df = t.frame
-    for col in ("level", "name", "device_id"):
-        if col in df.columns:
-            df[col] = clean_text(df[col])
-    return _complete(df, API_COLUMNS)
-
-
 def read_tx(path: Path, meta: Meta) -> pd.DataFrame:
     """msprof_tx (msproftx ranges and marks) -> TX_COLUMNS (plus ``tid``, ``pid``, ``domain``); time stamps are
     offsets from the rank's origin like the ops' (CANN 6.x writes integer ns); marks last 0 us."""
-    from advisor.ingest import timebase
-
     t = read_table(path, C.TX_ALIASES, text=C.TX_TEXT, required=["name"], meta=meta)
     meta.notes.extend(t.notes)
     df = t.frame
@@ -299,14 +132,7 @@ def read_task_time(path: Path, meta: Meta) -> pd.DataFrame:
     for col in ("name", "core"):
         if col in df.columns:
             df[col] = clean_text(df[col])
-    return _complete(df, list(C.TASK_TIME_ALIASES))
-
-
-def read_step_trace_time(path: Path, meta: Meta) -> pd.DataFrame:
-    """torch_npu step_trace_time (any variant) -> STEPS_COLUMNS (plus the exclude-receive column)."""
-    t = read_table(path, C.STEP_TRACE_TIME_ALIASES, text=(), required=["step", "computing_us"])
-    meta.notes.extend(t.notes)
-    return _complete(t.frame, STEPS_COLUMNS)
+    return complete(df, list(C.TASK_TIME_ALIASES))
 
 
 def read_msprof_step_trace(path: Path, meta: Meta) -> pd.DataFrame:
@@ -326,21 +152,12 @@ def read_msprof_step_trace(path: Path, meta: Meta) -> pd.DataFrame:
         df["duration_us"] = end - start
     df["preparing_us"] = aug
     df["computing_us"] = _column(df, "fp_bp_us")
-    return _complete(df, STEPS_COLUMNS)
+    return complete(df, STEPS_COLUMNS)
 
 
 def _column(df: pd.DataFrame, name: str) -> np.ndarray:
     return pd.to_numeric(df[name], errors="coerce").to_numpy(dtype="float64") if name in df else \
         np.full(len(df), np.nan)
-
-
-def _complete(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """Add the contract's missing columns as NaN, contract columns first."""
-    for col in columns:
-        if col not in df.columns:
-            df[col] = np.nan
-    rest = [c for c in df.columns if c not in columns]
-    return df[list(columns) + rest]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -485,8 +302,6 @@ class Traces:
         does a truncated one (a copy cut short: whatever else it has, the run's timeline is not all there, and a
         report from half a trace would look complete). ``events``/``steps`` False drop those tables (another file
         of the directory is their source)."""
-        from advisor.ingest.timeline import read_trace
-
         for path in paths:
             try:
                 t = read_trace(path, meta, device_ops=device_ops, select=meta.events_read if events else None)
@@ -575,16 +390,9 @@ def _read_summaries(directory: Path, meta: Meta, profile: Profile) -> None:
     if any(t is not None and len(t) for t in tx):
         profile.tx = concat(tx, TX_COLUMNS)
         meta.source_of("tx", tx_files[-1])
-    l2 = [optional_table(p, meta, _read_l2_cache) for p in find_kind(directory, "l2_cache", meta)]
+    l2 = [optional_table(p, meta, read_l2_cache) for p in find_kind(directory, "l2_cache", meta)]
     if any(t is not None and len(t) for t in l2):
         profile.extras["l2_cache"] = pd.concat([t for t in l2 if t is not None], ignore_index=True)
-
-
-def _read_l2_cache(path: Path, meta: Meta) -> pd.DataFrame:
-    """l2_cache (same header as torch_npu's l2_cache.csv, plus Device_id) -> ``extras["l2_cache"]``."""
-    from advisor.ingest.torch_npu import read_l2_cache
-
-    return read_l2_cache(path, meta)
 
 
 def _read_cann6(device_dir: Path, meta: Meta) -> Profile:
@@ -674,3 +482,49 @@ def types_from_full_names(ops: pd.DataFrame, meta: Meta, source: str) -> pd.Data
     meta.notes.append(f"{source}: op types taken from the framework's full op names (<scope>/<Type>-op<N>) for "
                       f"{int(fill.sum())} task(s)")
     return ops
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the layouts this module reads (advisor.ingest.registry)
+# ---------------------------------------------------------------------------------------------------------
+_SUMMARY_KINDS = ("op_summary", "kernel_details", "op_statistic")
+
+
+def _cann7_export(d: Path) -> list[RankSource]:
+    """A CANN >= 7 ``PROF_*``: its ``mindstudio_profiler_output/``."""
+    return [RankSource(d, "msprof-cann7")] if (d / "mindstudio_profiler_output").is_dir() else []
+
+
+def _loose_summaries(d: Path) -> list[RankSource]:
+    """A bare directory of msprof summary CSVs (tried last: the more specific layouts hold such CSVs too)."""
+    return [RankSource(d, "msprof-cann7")] if any(any(d.glob(f"{k}*.csv")) for k in _SUMMARY_KINDS) else []
+
+
+def _cann6_devices(d: Path) -> list[RankSource]:
+    """A CANN <= 6 ``PROF_*``: one rank per ``device_N/`` holding ``summary/`` or ``timeline/`` (or ``d`` is one)."""
+
+    def has_output(c: Path) -> bool:
+        return (c / "summary").is_dir() or (c / "timeline").is_dir()
+
+    devices = sorted(((int(m.group(1)), c) for c in d.iterdir() if c.is_dir() and (m := _DEVICE_DIR.match(c.name))),
+                     key=lambda nc: nc[0])
+    found = [RankSource(c, "msprof-cann6", n) for n, c in devices if has_output(c)]
+    if found:
+        return found
+    if (m := _DEVICE_DIR.match(d.name)) and has_output(d):
+        return [RankSource(d, "msprof-cann6", int(m.group(1)))]
+    return []
+
+
+def _op_csv_file(p: Path) -> list[RankSource]:
+    return [RankSource(p, "op-summary-csv")] if p.name.lower().endswith(".csv") else []
+
+
+LAYOUTS = (
+    Layout("msprof-cann6", "msprof", "msprof, CANN <= 6: PROF_*/device_N/{summary,timeline}", read,
+           in_dir=(Match(50, _cann6_devices),), runs=True),
+    Layout("msprof-cann7", "msprof", "msprof, CANN >= 7: PROF_*/mindstudio_profiler_output (or a bare directory of "
+           "its summary CSVs)", read, in_dir=(Match(40, _cann7_export), Match(90, _loose_summaries)), runs=True),
+    Layout("op-summary-csv", "msprof", "one op_summary / kernel_details CSV file", read,
+           as_file=(Match(90, _op_csv_file),)),
+)

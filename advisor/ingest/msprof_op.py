@@ -67,12 +67,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+import advisor.ingest.columns as C
+import advisor.ingest.kernel_runs as kernel_runs
+import advisor.ingest.msprof_op_jsonl as J
 from advisor.common.errors import InputError
 from advisor.common.units import fmt_us
 from advisor.common.util import is_ascii_digits
-from advisor.ingest import columns as C
-from advisor.ingest import msprof_op_jsonl as J
 from advisor.ingest.csvread import read_table
+from advisor.ingest.layout import Layout, Match, RankSource
 from advisor.ingest.normalize import finalize_ops
 from advisor.model import KERNEL_BLOCK_KEY_COLUMNS, KERNEL_BLOCKS_EXTRA, Meta, Profile
 
@@ -113,8 +115,6 @@ _NOT_READ = {"dump": "raw msprof op dump (MindStudio Insight input), not read",
 def read(root: Path, meta: Meta) -> Profile:
     """Reader-registry entry for layout ``msprof-op``: ``root`` is an ``OPPROF_*`` directory (or one device's /
     one launch's directory inside it), or a JSON Lines capture's result directory."""
-    from advisor.ingest import kernel_runs
-
     root = Path(root)
     if root.is_file():
         root = root.parent
@@ -530,6 +530,60 @@ def _note_clock(ops: pd.DataFrame, meta: Meta) -> None:
     if low.any():
         meta.notes.append(f"{int(low.sum())} of {len(ops)} launch(es) ran below the rated AI Core clock "
                           f"(down to {cur[low].min():g} of {rated[low].max():g} MHz, OpBasicInfo Current Freq)")
+
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the layout this module reads (advisor.ingest.registry)
+# ---------------------------------------------------------------------------------------------------------
+_OPPROF_DEVICE_DIR = re.compile(r"^device(\d+)$")
+_JSONL_FILES = (J.SUMMARY.lower(), J.HARDWARE_INFO.lower())
+
+
+def _jsonl_capture(d: Path) -> bool:
+    """:func:`is_jsonl_capture`, False for a folder that cannot be listed."""
+    try:
+        return is_jsonl_capture(d)
+    except OSError:
+        return False
+
+
+def _launches_at(d: Path) -> bool:
+    """``d`` holds msprof op launches: ``OpBasicInfo.csv`` in it or two levels down, or the JSON Lines capture."""
+    return any(d.glob("OpBasicInfo*.csv")) or any(d.glob("*/*/OpBasicInfo*.csv")) or _jsonl_capture(d)
+
+
+def _device_dirs(d: Path) -> list[tuple[int, Path]]:
+    """``(N, device<N>/)`` children of ``d`` holding msprof op launches, in device order."""
+    return sorted((int(m.group(1)), c) for c in d.iterdir()
+                  if c.is_dir() and (m := _OPPROF_DEVICE_DIR.match(c.name)) and _launches_at(c))
+
+
+def _result_dir(d: Path) -> list[RankSource]:
+    """An ``msprof op`` result: one launch (``OpBasicInfo.csv`` here), several (``<OpName>/<n>/``), the JSON Lines
+    capture -- or one rank per ``device<N>/`` (multi-device MC2/LCCL ops)."""
+    if not (d.name.startswith("OPPROF_") or any(d.glob("OpBasicInfo*.csv")) or _jsonl_capture(d)
+            or _device_dirs(d)):
+        return []
+    if _launches_at(d):
+        return [RankSource(d, "msprof-op")]
+    return [RankSource(c, "msprof-op", n) for n, c in _device_dirs(d)]
+
+
+def _result_file(p: Path) -> list[RankSource]:
+    """An ``OpBasicInfo.csv`` (or the JSON Lines capture's ``summary.jsonl`` / ``HardwareInfo.jsonl``) given alone:
+    its directory."""
+    name = p.name.lower()
+    if (name.startswith("opbasicinfo") and name.endswith(".csv")) or (name in _JSONL_FILES and _jsonl_capture(p.parent)):
+        return [RankSource(p.parent, "msprof-op")]
+    return []
+
+
+LAYOUTS = (
+    Layout("msprof-op", "msprof", "msprof op (kernel tuning): OPPROF_* with OpBasicInfo.csv (or summary.jsonl) and "
+           "the per-block metric CSVs", read, in_dir=(Match(10, _result_dir),), as_file=(Match(20, _result_file),),
+           context=("kernel-dev", "msprof op (single-operator) output"), runs=True),
+)
 
 
 __all__ = ["BLOCKS_EXTRA", "BLOCK_KEY_COLUMNS", "KERNEL_MODE_CORE", "MAX_BLOCK_ROWS", "MAX_METRIC_CSV_BYTES",

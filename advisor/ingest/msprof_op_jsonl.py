@@ -45,9 +45,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+import advisor.ingest.columns as C
 from advisor.common import safeload
 from advisor.common.errors import InputError
-from advisor.ingest import columns as C
+from advisor.ingest.msprof import mhz
 from advisor.model import Hardware, Meta
 
 SUMMARY = "summary.jsonl"
@@ -211,8 +212,6 @@ def _positive_int(value: object) -> int | None:
 
 
 def _clock(value: object) -> float | None:
-    from advisor.ingest.msprof import mhz
-
     f = mhz(value)
     return f if f else None
 

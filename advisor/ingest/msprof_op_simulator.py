@@ -41,6 +41,7 @@ import pandas as pd
 
 from advisor.common.errors import InputError
 from advisor.common.intervals import union_length
+from advisor.ingest.layout import Layout, Match, RankSource
 from advisor.ingest.msprof_op import mark_kernel_dev
 from advisor.ingest.normalize import finalize_ops
 from advisor.ingest.timeline import read_trace
@@ -205,6 +206,21 @@ def _op_row(root: Path, spans: dict[str, tuple[float, float]], busy: dict[tuple[
     row["aicore_time_us"] = row.get(lead, row.get("aiv_time_us", np.nan))
     row.pop("aic_span_us", None)
     return row
+
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the layout this module reads (advisor.ingest.registry)
+# ---------------------------------------------------------------------------------------------------------
+def _simulator_dir(d: Path) -> list[RankSource]:
+    """An ``OPPROF_*`` directory holding ``simulator/`` (tried after msprof op's on-board results)."""
+    return [RankSource(d, "msprof-op-simulator")] if d.name.startswith("OPPROF_") and (d / "simulator").is_dir() else []
+
+
+LAYOUTS = (
+    Layout("msprof-op-simulator", "msprof", "msprof op simulator: OPPROF_*/simulator/", read,
+           in_dir=(Match(20, _simulator_dir),), runs=True),
+)
 
 
 __all__ = ["CODE_LINES_EXTRA", "INSTRUCTIONS_EXTRA", "PIPE_METRIC", "read"]

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.common.errors import InputError
-from advisor.ingest.detect import RankSource
+from advisor.ingest.layout import RankSource
 from advisor.model import (
     OP_ID_COLUMNS,
     OP_TASK_COLUMNS,

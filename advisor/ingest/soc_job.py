@@ -20,9 +20,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+import advisor.ingest.columns as C
 from advisor.common.errors import InputError
-from advisor.ingest import columns as C
 from advisor.ingest.csvread import read_table
+from advisor.ingest.layout import Layout, Match, RankSource
 from advisor.ingest.normalize import clean_text, finalize_ops
 from advisor.model import Meta, Profile
 
@@ -103,3 +104,25 @@ def _fill_memory_bound(df: pd.DataFrame) -> None:
     with np.errstate(divide="ignore", invalid="ignore"):
         computed = np.where(busy > 0, load / busy, np.nan)
     df["memory_bound"] = np.where(missing, computed, df["memory_bound"].to_numpy(dtype="float64"))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the layout this module reads (advisor.ingest.registry)
+# ---------------------------------------------------------------------------------------------------------
+_SOC_SUMMARY = re.compile(r"^op_summary_\d+\..+\.csv$")
+"""An SS928/SS927 per-picture op summary: ``op_summary_<device>.<model>.<...>.csv``."""
+
+
+def _job_dir(d: Path) -> list[RankSource]:
+    """A ``JOB*`` directory of per-picture op summaries (here, or one level down)."""
+    if any(_SOC_SUMMARY.match(p.name) for p in d.glob("op_summary_*.csv")) or \
+            (d.name.upper().startswith("JOB") and any(d.glob("*/op_summary_*.*.csv"))):
+        return [RankSource(d, "soc-job")]
+    return []
+
+
+LAYOUTS = (
+    Layout("soc-job", "SoC JOB", "SS928/SS927 SVP ACL: JOB* per-picture op summaries", read,
+           in_dir=(Match(80, _job_dir),),
+           context=("om-acl", "SS928/SS927 SVP ACL JOB summary: an offline model run through SVP ACL")),
+)

@@ -58,9 +58,11 @@ from advisor.common import safeload
 from advisor.common.errors import InputError
 from advisor.ingest.columns import metric_name
 from advisor.ingest.event_summary import EventCounter, note_counted, split_events
+from advisor.ingest.layout import Find, Layout, Match, RankSource
 from advisor.ingest.normalize import finalize_ops
 from advisor.ingest.task_types import fill_missing_cores
 from advisor.ingest.timebase import us_from_float, us_from_ns
+from advisor.ingest.torch_npu import MATRIX_COLUMNS, find_export, split_matrix_op
 from advisor.model import (
     API_COLUMNS,
     COMM_COLUMNS,
@@ -370,8 +372,6 @@ def read_analysis_matrix(path: Path, meta: Meta) -> pd.DataFrame:
     """``analysis.db`` ``CommAnalyzerMatrix`` as communication_matrix.json reads (``torch_npu.MATRIX_COLUMNS``: one
     row per step x op x link, ``allreduce-top1`` style op keys split into op and ``stat``); empty without the
     table. A damaged table is skipped with its reason (the file's other tables were already read)."""
-    from advisor.ingest.torch_npu import MATRIX_COLUMNS, split_matrix_op
-
     path = Path(path)
     try:
         with _database_errors(path), closing(connect(path)) as con:
@@ -1105,6 +1105,36 @@ def _read_profiler_jsons(pt_dir: Path, meta: Meta) -> None:
         env = data.get("ENV_VARIABLES") if isinstance(data, dict) else None
         if isinstance(env, dict):
             meta.environment.update({str(k): str(v) for k, v in env.items()})
+
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the layouts this module reads (advisor.ingest.registry)
+# ---------------------------------------------------------------------------------------------------------
+def _msprof_db_dir(d: Path) -> list[RankSource]:
+    return [RankSource(d, "msprof-db")] if any(d.glob("msprof_*.db")) else []
+
+
+def _db_file(prefix: str, layout: str) -> Find:
+    """A lone ``.db`` file named ``<prefix>*`` (any name when ``prefix`` is empty) is ``layout``."""
+
+    def find(p: Path) -> list[RankSource]:
+        name = p.name.lower()
+        return [RankSource(p, layout)] if name.endswith(".db") and name.startswith(prefix) else []
+
+    return find
+
+
+LAYOUTS = (
+    Layout("msprof-db", "msprof", "msprof SQLite export: msprof_*.db", read,
+           in_dir=(Match(60, _msprof_db_dir),), as_file=(Match(10, _db_file("msprof", "msprof-db")),), runs=True),
+    Layout("torch_npu-db", "torch_npu", "torch_npu: *_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_*.db",
+           read, in_dir=(Match(31, find_export("torch_npu-db")),),
+           as_file=(Match(19, _db_file("", "torch_npu-db")),), framework="torch_npu"),
+    Layout("mindspore-db", "MindSpore", "MindSpore 2.x: *_ascend_ms/ASCEND_PROFILER_OUTPUT/"
+           "ascend_mindspore_profiler_*.db", read, in_dir=(Match(33, find_export("mindspore-db")),),
+           as_file=(Match(11, _db_file("ascend_mindspore_profiler", "mindspore-db")),), framework="mindspore"),
+)
 
 
 __all__ = ["connect", "read", "read_analysis_db", "read_analysis_matrix", "table_columns", "table_names"]

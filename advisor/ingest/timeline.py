@@ -55,6 +55,7 @@ from advisor.common.errors import InputError
 from advisor.common.util import release_memory
 from advisor.ingest.event_summary import EventCounter, note_counted, split_events
 from advisor.ingest.jsonstream import StreamError, iter_array_chunks
+from advisor.ingest.layout import Layout, Match, RankSource
 from advisor.ingest.normalize import finalize_ops
 from advisor.ingest.timebase import ns_of, ns_of_many, set_origin, us_from_ns
 from advisor.model import (
@@ -995,6 +996,20 @@ def read(root: Path, meta: Meta) -> Profile:
     if root.is_dir():
         raise InputError(root, "expected a trace JSON file, got a directory")
     return read_trace_file(root, meta)
+
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the layout this module reads (advisor.ingest.registry)
+# ---------------------------------------------------------------------------------------------------------
+def _trace_file(p: Path) -> list[RankSource]:
+    return [RankSource(p, "trace-json")] if p.name.lower().endswith(".json") else []
+
+
+LAYOUTS = (
+    Layout("trace-json", "trace JSON", "one trace JSON file (msprof_*.json, trace_view.json)", read,
+           as_file=(Match(91, _trace_file),)),
+)
 
 
 __all__ = ["COUNTER_COLUMNS", "DEVICE_PROCESS", "TraceTables", "add_events", "comm_task_events", "read", "read_trace",

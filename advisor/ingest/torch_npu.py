@@ -33,21 +33,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+import advisor.ingest.columns as C
 from advisor.common import safeload
 from advisor.common.errors import InputError
-from advisor.ingest import columns as C
-from advisor.ingest.csvread import read_table
-from advisor.ingest.msprof import (
-    Traces,
+from advisor.ingest.layout import Find, Layout, Match, RankSource
+from advisor.ingest.msprof import Traces, read_device_info
+from advisor.ingest.normalize import finalize_ops
+from advisor.ingest.summary_tables import (
     optional_table,
     read_api_stats,
-    read_device_info,
+    read_l2_cache,
     read_op_stats,
     read_ops_files,
     read_step_trace_time,
+    text_table,
 )
-from advisor.ingest.normalize import clean_text, finalize_ops
 from advisor.ingest.timebase import us_from_float
+from advisor.ingest.timeline import add_events, comm_task_events
 from advisor.model import COMM_COLUMNS, MEMORY_COLUMNS, Meta, Profile
 
 _STEP_KEY = re.compile(r"(\d+)$")
@@ -139,8 +141,6 @@ def _read_trace_view(trace: Path, meta: Meta, profile: Profile, has_kernels: boo
 def _keep_comm_tasks(traces: Traces, device: list[pd.DataFrame], meta: Meta, trace: Path) -> None:
     """The trace's device tasks were read to fill cores: its collectives' tasks (a Level0 kernel table lists compute
     tasks only) stay as ``Ascend Hardware`` events, the time model's record of how the collectives waited."""
-    from advisor.ingest.timeline import add_events, comm_task_events
-
     frames = [f for f in (comm_task_events(d) for d in device) if len(f)]
     if not frames or not traces.events:
         return
@@ -340,50 +340,31 @@ def read_communication_matrix(path: Path, meta: Meta) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------------------
 # CSV side tables
 # ---------------------------------------------------------------------------------------------------------
-def _text_table(path: Path, meta: Meta, aliases: C.Aliases, text: frozenset[str], required: list[str],
-                *, multiline: bool = False) -> pd.DataFrame:
-    t = read_table(path, aliases, text=text, required=required, multiline=multiline, meta=meta)
-    meta.notes.extend(t.notes)
-    df = t.frame
-    for col in text:
-        if col in df.columns:
-            df[col] = clean_text(df[col])
-    for col in aliases:
-        if col not in df.columns:
-            df[col] = pd.Series(pd.NA, index=df.index, dtype="string") if col in text else np.nan
-    return df
-
-
 def read_memory_record(path: Path, meta: Meta) -> pd.DataFrame:
     """memory_record.csv (2023 and 2024+ variants) -> MEMORY_COLUMNS (+ ``device``)."""
-    df = _text_table(path, meta, C.MEMORY_RECORD_ALIASES, C.MEMORY_RECORD_TEXT, ["component", "timestamp_us"])
+    df = text_table(path, meta, C.MEMORY_RECORD_ALIASES, C.MEMORY_RECORD_TEXT, ["component", "timestamp_us"])
     df["component"] = df["component"].astype("category")
     return df[MEMORY_COLUMNS + ["device"]]
 
 
 def read_operator_details(path: Path, meta: Meta) -> pd.DataFrame:
     """operator_details.csv: per torch op host/device durations and the call stack (multi-line cells)."""
-    return _text_table(path, meta, C.OPERATOR_DETAILS_ALIASES, C.OPERATOR_DETAILS_TEXT, ["name"], multiline=True)
-
-
-def read_l2_cache(path: Path, meta: Meta) -> pd.DataFrame:
-    """l2_cache.csv: L2 hit/victim rate per task."""
-    return _text_table(path, meta, C.L2_CACHE_ALIASES, C.L2_CACHE_TEXT, ["name", "hit_rate"])
+    return text_table(path, meta, C.OPERATOR_DETAILS_ALIASES, C.OPERATOR_DETAILS_TEXT, ["name"], multiline=True)
 
 
 def read_operator_memory(path: Path, meta: Meta) -> pd.DataFrame:
     """operator_memory.csv: allocations per op (size, lifetime)."""
-    return _text_table(path, meta, C.OPERATOR_MEMORY_ALIASES, C.OPERATOR_MEMORY_TEXT, ["name", "size_kb"])
+    return text_table(path, meta, C.OPERATOR_MEMORY_ALIASES, C.OPERATOR_MEMORY_TEXT, ["name", "size_kb"])
 
 
 def read_npu_module_mem(path: Path, meta: Meta) -> pd.DataFrame:
     """npu_module_mem.csv: reserved memory per CANN component over time."""
-    return _text_table(path, meta, C.NPU_MODULE_MEM_ALIASES, C.NPU_MODULE_MEM_TEXT, ["component", "reserved_mb"])
+    return text_table(path, meta, C.NPU_MODULE_MEM_ALIASES, C.NPU_MODULE_MEM_TEXT, ["component", "reserved_mb"])
 
 
 def read_static_op_mem(path: Path, meta: Meta) -> pd.DataFrame:
     """static_op_mem.csv (graph mode): static memory per op node range of a graph, in KB."""
-    return _text_table(path, meta, C.STATIC_OP_MEM_ALIASES, C.STATIC_OP_MEM_TEXT, ["name", "size_kb"])
+    return text_table(path, meta, C.STATIC_OP_MEM_ALIASES, C.STATIC_OP_MEM_TEXT, ["name", "size_kb"])
 
 
 _EXTRA_TABLES = {
@@ -393,3 +374,49 @@ _EXTRA_TABLES = {
     "operator_memory": read_operator_memory,
     "npu_module_mem": read_npu_module_mem,
 }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the layouts this module reads (advisor.ingest.registry); the database exports are sqlite_db's
+# ---------------------------------------------------------------------------------------------------------
+_RANK_WORD = re.compile(r"(?:^|[_-])rank[_-]?(\d+)(?:[_-]|$)", re.IGNORECASE)
+_RANK_IN_NAME = re.compile(r"_(\d{1,6})(?:_ascend_(?:pt|ms))?$")
+"""A trailing number of at most 6 digits (``worker_3_ascend_pt``); torch_npu's default names end in a 14-17 digit
+time stamp (``rank0_752_20260925054655567_ascend_pt``), which is no rank."""
+_TEXT_FILES = ("kernel_details.csv", "op_statistic.csv", "step_trace_time.csv", "trace_view.json")
+
+
+def rank_from_name(name: str) -> int | None:
+    """``rank0_...`` / ``rank_1_ascend_pt`` / ``test_rank_0`` -> the rank; else a short trailing number."""
+    m = _RANK_WORD.search(name) or _RANK_IN_NAME.search(name)
+    return int(m.group(1)) if m else None
+
+
+def export_layout(d: Path) -> str | None:
+    """``torch_npu-text`` / ``torch_npu-db`` / ``mindspore-text`` / ``mindspore-db`` for a framework profiler's rank
+    directory (``*_ascend_pt`` / ``*_ascend_ms``, or any holding ``ASCEND_PROFILER_OUTPUT/``); None for another."""
+    out_dir = d / "ASCEND_PROFILER_OUTPUT"
+    if not (out_dir.is_dir() or d.name.endswith(("_ascend_pt", "_ascend_ms"))):
+        return None
+    is_ms = d.name.endswith("_ascend_ms") or any(out_dir.glob("ascend_mindspore_profiler*.db"))
+    has_db = any(out_dir.glob("ascend_pytorch_profiler*.db")) or any(out_dir.glob("ascend_mindspore_profiler*.db"))
+    has_text = any((out_dir / n).exists() for n in _TEXT_FILES)
+    kind = "mindspore" if is_ms else "torch_npu"
+    return f"{kind}-text" if has_text or not has_db else f"{kind}-db"
+
+
+def find_export(layout: str) -> Find:
+    """The recognizer of one of the four framework export layouts (see :func:`export_layout`)."""
+
+    def find(d: Path) -> list[RankSource]:
+        return [RankSource(d, layout, rank_from_name(d.name))] if export_layout(d) == layout else []
+
+    return find
+
+
+LAYOUTS = (
+    Layout("torch_npu-text", "torch_npu", "torch_npu: *_ascend_pt/ASCEND_PROFILER_OUTPUT CSV + JSON", read,
+           in_dir=(Match(30, find_export("torch_npu-text")),), framework="torch_npu"),
+    Layout("mindspore-text", "MindSpore", "MindSpore 2.x: *_ascend_ms/ASCEND_PROFILER_OUTPUT CSV + JSON", read,
+           in_dir=(Match(32, find_export("mindspore-text")),), framework="mindspore"),
+)
