@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from advisor import engine
+from advisor import engine, rule_aliases
 from advisor.cli.rules_cmd import align, leaf_lines, source_label
 from advisor.errors import UsageError
 from advisor.escaping import terminal
@@ -138,6 +138,21 @@ def _index(infos: list[engine.KBInfo]) -> tuple[dict[str, tuple[RuleDoc, engine.
     return rules, {info.id: info for info in infos}
 
 
+def _explain_renamed(old: str, current: list[str], rules: dict[str, tuple[RuleDoc, engine.KBInfo]],
+                     eff: EffectiveRules, fmt: str) -> None:
+    """A former rule id (rules/aliases.yaml): says what replaced it, then explains the current rule(s)."""
+    said = (f"{old} was renamed: it is now {current[0]}" if len(current) == 1 else
+            f"{old} was split: its findings are now reported by {', '.join(current)}")
+    said += " (rules/aliases.yaml; waivers and advisor compare accept the former id)"
+    docs = [(rule_dict(rules[r][0], rules[r][1], eff), kb_dict(rules[r][1])) for r in current]
+    if fmt == "json":
+        click.echo(json.dumps({"topic": "rule", "renamed": {"from": old, "to": current, "note": said},
+                               "knowledge_base": docs[0][1], "rules": [r for r, _ in docs]},
+                              indent=2, ensure_ascii=False))
+        return
+    click.echo(terminal("\n\n".join([said, *(render_rule(r, kb, eff).rstrip() for r, kb in docs)])))
+
+
 @click.command("explain")
 @click.argument("topic", metavar="RULE|KB_ID|score")
 @click.option("--rules", "rules_file", type=click.Path(path_type=Path, exists=True, dir_okay=False),
@@ -162,13 +177,18 @@ def command(topic: str, rules_file: Path | None, ecosystem: Path | None, fmt: st
 
         infos += [engine.KBInfo(cls, "ecosystem", str(ecosystem), "") for cls in load_ecosystem(ecosystem)]
     rules, kbs = _index(infos)
+    eff = engine.load_rules(found, rules_file)
+    renamed = [r for r in rule_aliases.current_ids(topic, rule_aliases.from_values(
+        eff.values.get(rule_aliases.ALIASES_FILE))) if r in rules] if topic not in rules else []
+    if renamed:
+        _explain_renamed(topic, renamed, rules, eff, fmt)
+        return
     if topic not in rules and topic not in kbs:
         choices = sorted([*rules, *kbs, "score"])
         close = difflib.get_close_matches(topic, choices, n=3, cutoff=0.5)
         hint = f"; did you mean {' or '.join(close)}?" if close else \
             f" (known: {', '.join(sorted(kbs)) or 'no knowledge base installed'}, or 'score')"
         raise UsageError(f"no rule or knowledge base '{topic}'{hint}")
-    eff = engine.load_rules(found, rules_file)
     if topic in rules:
         rule, info = rules[topic]
         r, kb = rule_dict(rule, info, eff), kb_dict(info)
