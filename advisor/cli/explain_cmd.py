@@ -12,13 +12,13 @@ from typing import Any
 
 import click
 
-from advisor import engine, rule_aliases
+from advisor import engine, rule_aliases, rule_meaning
 from advisor.cli.rules_cmd import align, leaf_lines, source_label
 from advisor.errors import UsageError
 from advisor.escaping import terminal
 from advisor.hierarchy import mechanisms_of
 from advisor.kb import RuleDoc
-from advisor.rules import EffectiveRules, rules_name
+from advisor.rules import EffectiveRules, load_schema, rules_name
 
 WIDTH = 100
 
@@ -53,7 +53,8 @@ def _para(text: str, indent: str = "  ") -> str:
 
 
 def thresholds(rule: RuleDoc, info: engine.KBInfo, eff: EffectiveRules | None) -> list[dict[str, Any]]:
-    """Each threshold the rule reads, with its effective value and where that value came from."""
+    """Each threshold the rule reads, with its effective value, where that value came from and what it means (the
+    ``description`` of its key and of the keys under it in the rules file's schema: stated once, there)."""
     out: list[dict[str, Any]] = []
     name = rules_name(info.cls.rules_file) if info.cls.rules_file else None
     for key in rule.thresholds:
@@ -63,6 +64,7 @@ def thresholds(rule: RuleDoc, info: engine.KBInfo, eff: EffectiveRules | None) -
         else:
             try:
                 entry["value"] = eff.lookup(name, key)[0]
+                entry["meaning"] = rule_meaning.descriptions(load_schema(eff.files[name]), key, entry["value"])
                 labels = sorted({source_label(eff, name, src) for k, src in eff.sources.get(name, {}).items()
                                  if k == key or k.startswith(key + ".")})
                 entry["source"] = labels[0] if len(labels) == 1 else "several: " + ", ".join(labels)
@@ -109,6 +111,12 @@ def render_rule(r: dict[str, Any], kb: dict[str, Any], eff: EffectiveRules | Non
                 shown.extend(leaf_lines(eff, kb["rules_file"], {t["key"]: t["value"]}, "", 2))
         lines += align(shown, cap=60)
         lines.append("")
+        meanings = [(k, text) for t in r["thresholds"] for k, text in (t.get("meaning") or {}).items()]
+        if meanings:
+            lines.append(f"What they mean (rules/schema/{kb['rules_file']}.schema.json)")
+            lines += [textwrap.fill(f"{k}: {text}", WIDTH, initial_indent="  ", subsequent_indent="    ")
+                      for k, text in meanings]
+            lines.append("")
     if r.get("explains"):
         lines.append("Symptoms its fix removes")
         for symptom, how in r["explains"].items():
