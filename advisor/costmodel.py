@@ -151,7 +151,7 @@ def op_work(op_type: str, ins: Sequence[Sequence[int] | None], in_dtypes: Sequen
     if op_type in set(rules["no_estimate_types"]):
         return math.nan, nbytes, "vector"
     sizes = [n for n in ((numel(ins[0]) if ins else None), numel(out0)) if n is not None]
-    per = float((rules.get("flops_per_element") or {}).get(op_type, 1.0))
+    per = float(rules["flops_per_element"].get(op_type, rules["default_flops_per_element"]))
     return (float(max(sizes)) * per if sizes else math.nan), nbytes, "vector"
 
 

@@ -267,3 +267,14 @@ def test_a_threshold_changed_in_the_rules_changes_the_decision(kb: type[Knowledg
     default = _decisions_of(kb, None, tmp_path)
     assert default, f"{kb.id}: no finding on its fixture"
     assert _decisions_of(kb, override, tmp_path) != default, f"{kb.id}: {override} changed nothing"
+
+
+def test_the_toolkit_reads_rule_values_without_code_fallbacks() -> None:
+    """The shared toolkit the knowledge bases call (advisor.toolkit) reads the values it is given by key too."""
+    import pkgutil
+
+    import advisor.toolkit
+
+    found = {m.name: code_fallbacks(inspect.getsource(importlib.import_module(f"advisor.toolkit.{m.name}")))
+             for m in pkgutil.iter_modules(advisor.toolkit.__path__)}
+    assert {k: v for k, v in found.items() if v} == {}
