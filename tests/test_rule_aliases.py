@@ -106,3 +106,13 @@ def test_explain_a_former_id_shows_the_current_rule_and_says_it_was_renamed() ->
 def test_explain_an_unknown_id_is_still_a_usage_error() -> None:
     res = CliRunner().invoke(main, ["explain", "operator.never-was"])
     assert res.exit_code == 2 and "no rule or knowledge base 'operator.never-was'" in res.output
+
+
+def test_a_pyproject_waiver_naming_a_former_id_resolves_too(tmp_path) -> None:
+    from advisor.rules import builtin_rules_dir, load_effective_rules
+
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[[tool.advisor.waivers]]\nrule = "operator.vector-bound"\nreason = "known"\n', "utf-8")
+    (w,) = load_effective_rules([builtin_rules_dir()], pyproject=pyproject).waivers
+    assert w.renamed_to == ("roofline.memory-bound", "roofline.no-bound")
+    assert w.matches_rule("roofline.no-bound") and not w.matches_rule("roofline.compute-bound")
