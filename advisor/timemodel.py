@@ -1380,7 +1380,7 @@ def build(profile: Profile) -> TimeModel:
                       notes=notes, excluded=[*warm, *excluded],
                       steady_state=info if len(split.steps) > 1 or info.get("warmup_suspected") else {},
                       link_waits=_collect_link_waits(iv), idle=_idle_blocks(split, steps, busy, skip),
-                      report_max_steps=int((rules.get("report") or {}).get("max_steps", 1000)))
+                      report_max_steps=int(rules["report"]["max_steps"]))
     if capture is not None and model.window_us > 0 and model.outside_window_us > 0.05 * capture:
         notes.append(f"the capture holds {fmt_us(model.window_us)} of analyzed device time in {fmt_us(capture)}; "
                      f"{fmt_us(model.outside_window_us)} lie outside the analyzed window (warm-up steps, pauses, an "

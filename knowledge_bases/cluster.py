@@ -20,7 +20,7 @@ import pandas as pd
 
 from advisor import hookimpl
 from advisor.findings import Finding, Fix, table
-from advisor.kb import AnalysisContext, KnowledgeBase, RankData, RuleDoc
+from advisor.kb import AnalysisContext, KnowledgeBase, RankData, RuleDoc, rule
 from advisor.toolkit.common import severity_for
 from advisor.toolkit.peers import (
     group_coverage_finding,
@@ -193,7 +193,7 @@ def large_transfers(links: pd.DataFrame, min_message_mb: Mapping[str, float], mi
         if not sizes:  # no single-op detail: the totals, one transfer each
             n = max(1, int(row.transfers))
             sizes, times, ratios = (float(row.size_mb) / n,) * n, (float(row.transit_us) / n,) * n, (np.nan,) * n
-        floor = float(min_message_mb.get(str(row.transport), 0.0))
+        floor = _size_floor(min_message_mb, str(row.transport))
         big = [(sz, t) for sz, t, r in zip(sizes, times, ratios or (np.nan,) * len(sizes), strict=True)
                if (r >= min_large_packet_ratio if np.isfinite(r) else sz >= floor) and t > 0]
         size, transit = sum(sz for sz, _ in big), sum(t for _, t in big)
@@ -226,14 +226,20 @@ def cluster_window(cluster: Sequence[RankData], ranks: pd.DataFrame) -> float:
     return total
 
 
+def _size_floor(min_message_mb: Mapping[str, float], transport: str) -> float:
+    """The least size (MB) of a transfer judged on ``transport``; a transport the rules give no size judges every
+    transfer (rules/cluster.yaml slow_link.min_message_mb)."""
+    return float(min_message_mb[transport]) if transport in min_message_mb else 0.0
+
+
 def expected_bandwidth(rules: Mapping[str, Any], soc: str | None) -> dict[str, float]:
     """Expected GB/s per transport for the chip: the longest matching SoC prefix in the rules, else 'default'."""
-    table_ = (rules.get("slow_link") or {}).get("expected_gbps") or {}
+    table_ = rules["slow_link"]["expected_gbps"]
     best = ""
     for prefix in table_:
         if prefix != "default" and soc and str(soc).startswith(prefix) and len(prefix) > len(best):
             best = prefix
-    return {str(k): float(v) for k, v in (table_.get(best or "default") or {}).items()}
+    return {str(k): float(v) for k, v in table_[best or "default"].items()}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -248,161 +254,13 @@ class ClusterKB(KnowledgeBase):
     requires = ("cluster",)
     ops_columns = ()
     rules_file = "cluster"
-    rules = (
-        RuleDoc(
-            id="cluster.slow-rank",
-            title="Slow rank",
-            what="Within each pipeline stage (all ranks without pipeline parallelism), takes each rank's own time "
-                 "per step: compute, free (host) and pipeline bubble (waiting for another stage); waiting for "
-                 "peers in collectives and transmit time (set by the collective's slowest link, see slow-link) are "
-                 "excluded. The rank with the most is the "
-                 "stage's slow rank; its reason is the component furthest above the stage's median. Fires when "
-                 "that component's spread across the stage reaches slow_rank.min_spread_share of the mean step. "
-                 "Saving: the rank's excess over the stage's mean in that component, per step x steps.",
-            why="Collectives finish when the last rank arrives: every other rank waits (it shows as their "
-                "communication wait) for the slow rank's extra compute, host stalls or its own wait for another "
-                "stage.",
-            how_to_fix="compute: rebalance work (uneven sequence lengths or MoE routing, a rank doing extra "
-                       "logging/evaluation, a throttled device); free: find the host stall on that rank (data "
-                       "loading, CPU binding, a noisy neighbour); waiting: look at the neighbour stage's rank.",
-            thresholds=("slow_rank", "severity"),
-            needs=("steps", "comm"),
-            explains=("overall.uncovered-communication",),
-        ),
-        RuleDoc(
-            id="cluster.stage-imbalance",
-            title="Unbalanced pipeline stages",
-            what="Per pipeline stage, the mean compute time per step of its ranks. Fires when the slowest stage's "
-                 "compute exceeds the fastest's by stage_imbalance.min_spread_share of the mean step: the other "
-                 "stages wait for it (in p2p transfers or pipeline bubbles). Saving: the slowest stage's compute "
-                 "above the mean of the stages, per step x steps (what balancing the layers would take off the "
-                 "step) x the ranks compared (every rank's step shortens, and the cluster's analyzed window is "
-                 "the sum of the ranks' windows).",
-            why="A pipeline runs at the pace of its slowest stage; the others idle in every micro-batch.",
-            how_to_fix="Move layers from the slow stage to the others (Megatron/MindSpeed: an uneven layer split such "
-                       "as --num-layer-list, or --decoder-first/last-pipeline-num-layers), remembering that the "
-                       "first stage also carries the embedding and the last the loss/head.",
-            thresholds=("stage_imbalance", "severity"),
-            needs=("steps",),
-            explains=("overall.uncovered-communication",),
-        ),
-        RuleDoc(
-            id="cluster.comm-bottleneck",
-            title="Communication bottleneck: the ranks the others wait for",
-            what="For each collective (same op, group and step in every member's communication.json), the ranks "
-                 "with the least wait arrived last (ties within bottleneck.tie_share of the wait spread or "
-                 "bottleneck.tie_us); the others' wait beyond it is time spent waiting for them. Sets of "
-                 "last-arriving ranks are ranked by the median wait they cause, summed over their collectives; "
-                 "fires from bottleneck.min_share of the mean step per step. Traces what the late ranks did "
-                 "before: their compute, free, bubble and transmit time in those steps against the median of the "
-                 "other ranks of the same collectives. Saving: that median wait (what the collective would end "
-                 "sooner), capped at the late ranks' own excess.",
-            why="The time a collective waits is not the waiting ranks' problem: it is set by the last rank to "
-                "arrive, and whatever it did before (longer compute, a host stall, its own wait upstream).",
-            how_to_fix="Fix the late ranks' cause: see the slow-rank, pipeline-bubble and slow-link findings for "
-                       "those ranks.",
-            thresholds=("bottleneck", "severity"),
-            needs=("comm",),
-        ),
-        RuleDoc(
-            id="cluster.late-peer",
-            title="A rank outside the analysis holds the collectives",
-            what="Where a rank's communication tasks record their links (HCCL tasks of a Level1+ trace, the .db "
-                 "COMMUNICATION_TASK_INFO, hccl_*.json), its time model keeps the notify waits inside its uncovered "
-                 "communication per peer; each instant of a collective is held by the peers waited on then. For "
-                 "each rank, the peer that held its collectives the longest is named when the input does not hold "
-                 "it (peers and input ranks matched by their numbers within the group: a rank's own number is the "
-                 "src of its links), with the peers outside the input whose waits cover "
-                 "{late_peer.co_late_share} of its own, when the uncovered time they alone hold reaches "
-                 "{late_peer.min_share} of the rank's window; findings of several ranks on the same peers are one. "
-                 "Saving: {late_peer.recoverable} of that time per rank, attributed to the collectives it held. A "
-                 "late peer the input holds is cluster.comm-bottleneck's, whose collectives leave out those a peer "
-                 "outside the input holds. Without link waits, reports (info, no saving) a group whose members are "
-                 "not all in the input and its slowest links by transit time when the ranks' wait and idle time "
-                 "reach {late_peer.min_share} of the cluster window: no wait is attributed to a link.",
-            why="A collective ends when its last member arrives; when that member was not profiled, nothing in the "
-                "analysis says why it was late, and the ranks that were profiled only show the wait.",
-            how_to_fix="Profile every rank of the job (or at least the late one) at a level whose HCCL tasks record "
-                       "their links, and analyze them together.",
-            thresholds=("late_peer", "severity"),
-            needs=("comm",),
-            explains=("overall.uncovered-communication",),
-        ),
-        RuleDoc(
-            id="cluster.pipeline-bubble",
-            title="Pipeline bubble",
-            what="Per pipeline stage (PP index from profiler_metadata.json), the mean bubble time per step "
-                 "(step_trace_time Bubble: waiting for another stage's p2p transfers) over the mean step time. "
-                 "Fires for a stage at or above pipeline_bubble.max_share and names its ranks whose own bubble "
-                 "share reaches it. Saving: the stage's bubble above max_share of the step, per step x steps.",
-            why="While a stage waits for activations or gradients from its neighbour its devices idle; a stage "
-                "with much more bubble than the others waits for a slow or overloaded neighbour stage.",
-            how_to_fix="More micro-batches per step (gradient accumulation / num_microbatches) shrink the bubble "
-                       "(1F1B bubble share ~ (pp - 1) / (micro-batches + pp - 1)); an interleaved schedule "
-                       "(virtual pipeline stages) shrinks it further; balance the layers across stages (the first "
-                       "and last stages also carry the embedding and the loss/head).",
-            thresholds=("pipeline_bubble", "severity"),
-            needs=("steps",),
-            explains=("overall.uncovered-communication",),
-        ),
-        RuleDoc(
-            id="cluster.slow-link",
-            title="Slow link",
-            what="Per link (communication group, src -> dst, transport; every rank's communication_matrix.json), "
-                 "only its transfers large enough to reach the link's bandwidth: the single ops the matrix details "
-                 "(top / middle / bottom entries) whose Large Packet Ratio on that transport in the rank's "
-                 "communication.json reaches slow_link.min_large_packet_ratio (msprof's share of packets at or "
-                 "above the transport's message-size threshold), else whose own size reaches "
-                 "slow_link.min_message_mb. A link is slow below slow_link.max_bandwidth_ratio x the median of its "
-                 "transport's judged links, when there are at least min_links of them. Saving: the slow links' "
-                 "transit time on those transfers beyond their size at the median bandwidth.",
-            why="A ring or tree collective is as fast as its slowest link; one degraded HCCS/RoCE link slows every "
-                "step of every rank in the group. A slow link is one slower than its peers: the bandwidth of a small "
-                "transfer is set by latency (a few MB over HCCS reads as half the link rate on a healthy link), so "
-                "small transfers say nothing about the link and are not judged (the report notes the links left "
-                "out). Links that are all alike are the transport-bandwidth rule's matter, not this one's.",
-            how_to_fix="Check the link's hardware and configuration (hccn_tool link status and error counters, "
-                       "optics, switch port, PFC/ECN) and the device placement of the two ranks.",
-            thresholds=("slow_link", "severity"),
-            needs=("comm",),
-        ),
-        RuleDoc(
-            id="cluster.transport-bandwidth",
-            title="Transport below its nominal bandwidth",
-            what="Reports (info, no saving, low confidence) a transport whose links, on transfers large enough to "
-                 "reach bandwidth (as for slow-link) and leaving out slow links, have a median below "
-                 "slow_link.max_bandwidth_ratio x the nominal bandwidth for the chip (slow_link.expected_gbps: "
-                 "msprof's HCCL analysis standard bandwidths).",
-            why="When every link of a transport is equally below a nominal figure, no link is slow: an engineer "
-                "expects no slow-link finding, since no link is worse than the others and the nominal figure is "
-                "an assumption (it depends on the server's topology, the HCCL algorithm and concurrent traffic). "
-                "It is still worth knowing, so it is said once, as information, without a saving that would move "
-                "the score.",
-            how_to_fix="Measure the achievable bandwidth (hccl_test with the same message sizes and ranks); if it "
-                       "is higher, look at HCCL_ALGO, HCCL_BUFFSIZE and other traffic on the links.",
-            thresholds=("slow_link",),
-            needs=("comm",),
-        ),
-        RuleDoc(
-            id="cluster.spread",
-            title="Cluster step table and per-rank spread",
-            what="Reports (info, no saving) each rank's per-step compute, uncovered communication (wait / "
-                 "transmit / idle), overlapped communication, free, bubble and preparing time with its DP / PP / TP "
-                 "indices, the same per pipeline stage, and the spread of each across ranks: the cluster overview "
-                 "(the report's cluster section).",
-            why="Shows at a glance whether ranks and stages are balanced and which component differs.",
-            how_to_fix="See the slow-rank, comm-bottleneck, pipeline-bubble and slow-link findings.",
-            thresholds=(),
-            needs=("steps",),
-        ),
-    )
 
     _window: float = 0.0
 
     def _severity(self, ctx: AnalysisContext, saving_us: float) -> str:
         """Severity from the share of the analyzed window the saving is (every rank's window summed: the window the
         report's score divides by), so a cluster finding reads as severe as the time it recovers."""
-        return severity_for(saving_us / self._window if self._window > 0 else 0.0, ctx.rules.get("severity", {}))
+        return severity_for(saving_us / self._window if self._window > 0 else 0.0, ctx.rules["severity"])
 
     def analyze(self, ctx: AnalysisContext) -> Iterable[Finding]:
         cluster = list(ctx.cluster or [])
@@ -426,125 +284,33 @@ class ClusterKB(KnowledgeBase):
         return findings
 
     # ----------------------------------------------------------------------------------------------------
-    # late peers outside the input
-    # ----------------------------------------------------------------------------------------------------
-    def _late_peers(self, ctx: AnalysisContext, cluster: Sequence[RankData]) -> list[Finding]:
-        cfg = ctx.rules.get("late_peer") or {}
-        out = []
-        for rd in cluster:
-            waits = window_waits(rd.time)
-            if waits is None:
-                continue
-            top = peer_totals(waits).iloc[0]
-            inside = _input_ranks(cluster, str(top.group))
-            if int(top.peer) in inside or rd.time is None:  # a late rank of the input: cluster.comm-bottleneck's
-                continue
-            named = rd.comm_op_names
-            f = late_peer_finding(ctx, "cluster.late-peer", cfg, waits, top, float(rd.time.window_us),
-                                  "this analysis", float(cfg["confidence"]), rd.rank, exclude=inside, named=named)
-            if f is not None:
-                f.rank = rd.rank
-                out.append(f)
-        if out or any(window_waits(rd.time) is not None for rd in cluster):
-            return out
-        return self._group_coverage(ctx, cluster, cfg)
-
-    def _group_coverage(self, ctx: AnalysisContext, cluster: Sequence[RankData],
-                        cfg: Mapping[str, Any]) -> list[Finding]:
-        """No rank's tasks name the links waited on: the group's members outside the input (info)."""
-        waiting = sum(float(rd.time.uncovered_by_kind.get("wait", 0.0) + rd.time.uncovered_by_kind.get("idle", 0.0))
-                      for rd in cluster if rd.time is not None)
-        if self._window <= 0 or waiting < float(cfg.get("min_share", 0.05)) * self._window:
-            return []
-        matrices = [m for m in (_matrix_ranks(rd.communication_matrix) for rd in cluster) if m is not None]
-        if not matrices:
-            return []
-        profiled: dict[str, set[int]] = {}
-        for m in matrices:
-            for g, r in own_ranks(None, m).items():
-                profiled.setdefault(g, set()).add(r)
-        found = group_coverage_finding(ctx, "cluster.late-peer", cfg, matrices, profiled, waiting,
-                                       "communication_matrix.json of every rank", "this analysis")
-        return [found] if found is not None else []
-
-    # ----------------------------------------------------------------------------------------------------
-    # overview
-    # ----------------------------------------------------------------------------------------------------
-    @staticmethod
-    def _rank_rows(ranks: pd.DataFrame, limit: int = 64) -> dict[str, Any]:
-        cols = ["rank", "dp", "pp", "tp", "steps", "compute_us", "uncovered_comm_us", "wait_us", "transmit_us",
-                "free_us", "bubble_us", "step_us", "own_us", "source"]
-        rows = [[r.label, _i(r.dp), _i(r.pp), _i(r.tp), int(r.steps), _r(r.compute_us), _r(r.uncovered_comm_us),
-                 _r(r.wait_us), _r(r.transmit_us), _r(r.free_us), _r(r.bubble_us), _r(r.step_us), _r(r.own_us),
-                 r.source] for r in ranks.itertuples(index=False)]
-        return table(cols, rows, limit=limit)
-
-    def _spread(self, ctx: AnalysisContext, ranks: pd.DataFrame, steps: pd.DataFrame, stages: pd.DataFrame,
-                mean_step: float, slow: list[tuple[dict[str, Any], Finding]],
-                cluster: Sequence[RankData]) -> Finding:
-        spread = {}
-        for key, c in (("compute_us", "compute_us"), ("communication_us", "uncovered_comm_us"), ("wait_us", "wait_us"),
-                       ("free_us", "free_us"), ("bubble_us", "bubble_us"), ("total_us", "step_us")):
-            vals = ranks[c]
-            if vals.notna().any():
-                spread[key] = {
-                    "min_us": _r(vals.min()), "max_us": _r(vals.max()), "spread_us": _r(vals.max() - vals.min()),
-                    "spread_share": round(float((vals.max() - vals.min()) / mean_step), 4) if mean_step else 0.0}
-        names = {"compute_us": "compute", "communication_us": "uncovered communication", "free_us": "free"}
-        parts = [f"{names[k]} {v['min_us'] / 1000:.1f}-{v['max_us'] / 1000:.1f} ms"
-                 for k, v in spread.items() if k in names]
-        section = self._section(ranks, steps, stages, spread, slow, cluster)
-        return ctx.finding(
-            rule="cluster.spread", title=f"{len(ranks)} ranks, per step: " + ", ".join(parts), severity="info",
-            ops=[], evidence={"ranks": int(len(ranks)), "mean_step_us": mean_step, "spread": spread,
-                              "table": self._rank_rows(ranks), "cluster_section": section},
-            estimated_saving_us=0.0,
-            basis="overview only; savings are in the slow-rank, comm-bottleneck, pipeline-bubble and slow-link "
-                  "findings",
-            recommendation="Compare the ranks' compute, free and bubble time: in synchronous training the rank with "
-                           "the most of its own time sets the step, the others wait in communication.",
-            confidence=0.9)
-
-    @staticmethod
-    def _section(ranks: pd.DataFrame, steps: pd.DataFrame, stages: pd.DataFrame, spread: dict[str, Any],
-                 slow: list[tuple[dict[str, Any], Finding]], cluster: Sequence[RankData]) -> dict[str, Any]:
-        """The report's ``cluster`` section (keys of schema version 1 kept: ranks, slowest_rank, slowest_reason,
-        slowest_excess_us, spread)."""
-        rows = []
-        for r in ranks.itertuples(index=False):
-            n = int(r.steps)
-            rows.append({"rank": _i(r.rank), "dp": _i(r.dp), "pp": _i(r.pp), "tp": _i(r.tp), "steps": n,
-                         "compute_us": _r(r.compute_us * n), "communication_us": _r(r.uncovered_comm_us * n),
-                         "free_us": _r(r.free_us * n), "total_us": _r(r.step_us * n),
-                         "own_per_step_us": _r(r.own_us), "source": r.source})
-        top = slow[0][0] if slow else _slowest_overall(ranks)
-        step_rows = [{"step": _i(r.step), "rank": _i(r.rank), "dp": _i(r.dp), "pp": _i(r.pp), "tp": _i(r.tp),
-                      **{c: _r(getattr(r, c)) for c in COMPONENTS}} for r in steps.itertuples(index=False)]
-        stage_rows = [{"step": _i(r["step"]), "pp": _i(r["pp"]), "ranks": r["ranks"],
-                       **{f"{c}_{k}": _r(r[f"{c}_{k}"]) for c in COMPONENTS for k in ("mean", "max")}}
-                      for _, r in stages.iterrows()]
-        sources = sorted({str((rd.groups or {}).get("source")) for rd in cluster if (rd.groups or {}).get("source")})
-        sizes = {d: int(ranks[d].max()) + 1 for d in DIMS if ranks[d].notna().any()}
-        return {
-            "ranks": rows,
-            "slowest_rank": _i(top["rank"]) if _i(top["rank"]) is not None else 0,
-            "slowest_reason": str(top["reason"]),
-            "slowest_excess_us": _r(top["excess_us"]) or 0.0,
-            "spread": {k: {"min": v["min_us"], "max": v["max_us"], "spread_us": v["spread_us"]}
-                       for k, v in spread.items()},
-            "step_table": step_rows,
-            "stage_table": stage_rows,
-            "parallel": {"sizes": sizes, "source": sources[0] if len(sources) == 1 else sources or None},
-        }
-
-    # ----------------------------------------------------------------------------------------------------
     # slow rank
     # ----------------------------------------------------------------------------------------------------
+    @rule(RuleDoc(
+        id="cluster.slow-rank",
+        title="Slow rank",
+        what="Within each pipeline stage (all ranks without pipeline parallelism), takes each rank's own time "
+             "per step: compute, free (host) and pipeline bubble (waiting for another stage); waiting for "
+             "peers in collectives and transmit time (set by the collective's slowest link, see slow-link) are "
+             "excluded. The rank with the most is the "
+             "stage's slow rank; its reason is the component furthest above the stage's median. Fires when "
+             "that component's spread across the stage reaches slow_rank.min_spread_share of the mean step. "
+             "Saving: the rank's excess over the stage's mean in that component, per step x steps.",
+        why="Collectives finish when the last rank arrives: every other rank waits (it shows as their "
+            "communication wait) for the slow rank's extra compute, host stalls or its own wait for another "
+            "stage.",
+        how_to_fix="compute: rebalance work (uneven sequence lengths or MoE routing, a rank doing extra "
+                   "logging/evaluation, a throttled device); free: find the host stall on that rank (data "
+                   "loading, CPU binding, a noisy neighbour); waiting: look at the neighbour stage's rank.",
+        thresholds=("slow_rank", "confidence", "severity"),
+        needs=("steps", "comm"),
+        explains=("overall.uncovered-communication",),
+    ))
     def _slow_ranks(self, ctx: AnalysisContext, ranks: pd.DataFrame,
                     mean_step: float) -> list[tuple[dict[str, Any], Finding]]:
-        cfg = ctx.rules.get("slow_rank") or {}
-        threshold = float(cfg.get("min_spread_share", 0.05))
-        floor = float(cfg.get("min_excess_us", 0.0))
+        cfg = ctx.rules["slow_rank"]
+        threshold = float(cfg["min_spread_share"])
+        floor = float(cfg["min_excess_us"])
         out = []
         if mean_step <= 0 or ranks["own_us"].isna().all():
             return []
@@ -585,7 +351,7 @@ class ClusterKB(KnowledgeBase):
                       f"above each one's, summed ({per_step / 1000:.3f} ms per step x {n} steps)",
                 recommendation=self._advice(ctx, reason, label, int(pp), ranks),
                 fix=Fix("code", f"balance {reason} across ranks", {"rank": rank, "reason": reason}),
-                confidence=0.6)
+                confidence=float(ctx.rules["confidence"]["slow_rank"]))
             f.rank = rank
             out.append((info, f))
         out.sort(key=lambda x: -x[1].estimated_saving_us)
@@ -611,6 +377,23 @@ class ClusterKB(KnowledgeBase):
     # ----------------------------------------------------------------------------------------------------
     # pipeline stage balance
     # ----------------------------------------------------------------------------------------------------
+    @rule(RuleDoc(
+        id="cluster.stage-imbalance",
+        title="Unbalanced pipeline stages",
+        what="Per pipeline stage, the mean compute time per step of its ranks. Fires when the slowest stage's "
+             "compute exceeds the fastest's by stage_imbalance.min_spread_share of the mean step: the other "
+             "stages wait for it (in p2p transfers or pipeline bubbles). Saving: the slowest stage's compute "
+             "above the mean of the stages, per step x steps (what balancing the layers would take off the "
+             "step) x the ranks compared (every rank's step shortens, and the cluster's analyzed window is "
+             "the sum of the ranks' windows).",
+        why="A pipeline runs at the pace of its slowest stage; the others idle in every micro-batch.",
+        how_to_fix="Move layers from the slow stage to the others (Megatron/MindSpeed: an uneven layer split such "
+                   "as --num-layer-list, or --decoder-first/last-pipeline-num-layers), remembering that the "
+                   "first stage also carries the embedding and the last the loss/head.",
+        thresholds=("stage_imbalance", "confidence", "severity"),
+        needs=("steps",),
+        explains=("overall.uncovered-communication",),
+    ))
     def _stage_imbalance(self, ctx: AnalysisContext, ranks: pd.DataFrame, stages: pd.DataFrame,
                          mean_step: float) -> list[Finding]:
         if ranks["pp"].nunique() < 2 or mean_step <= 0 or ranks["compute_us"].isna().all():
@@ -620,8 +403,8 @@ class ClusterKB(KnowledgeBase):
                                                        steps=("steps", "max"))
         slow_pp = per_stage["compute_us"].idxmax()
         spread = float(per_stage["compute_us"].max() - per_stage["compute_us"].min())
-        cfg = ctx.rules.get("stage_imbalance") or {}
-        if spread / mean_step < float(cfg.get("min_spread_share", 0.05)) or spread <= float(cfg.get("min_excess_us", 0)):
+        cfg = ctx.rules["stage_imbalance"]
+        if spread / mean_step < float(cfg["min_spread_share"]) or spread <= float(cfg["min_excess_us"]):
             return []
         per_step = float(per_stage.at[slow_pp, "compute_us"] - per_stage["compute_us"].mean())
         n = int(per_stage.at[slow_pp, "steps"])
@@ -646,15 +429,33 @@ class ClusterKB(KnowledgeBase):
                            "MindSpeed --num-layer-list); the first stage also runs the embedding and the last the "
                            "loss/head, so they usually get fewer transformer layers.",
             fix=Fix("config", f"move layers away from pipeline stage {int(slow_pp)}", {"pipeline_stage": int(slow_pp)}),
-            confidence=0.6)]
+            confidence=float(ctx.rules["confidence"]["stage_imbalance"]))]
 
     # ----------------------------------------------------------------------------------------------------
     # communication bottleneck
     # ----------------------------------------------------------------------------------------------------
+    @rule(RuleDoc(
+        id="cluster.comm-bottleneck",
+        title="Communication bottleneck: the ranks the others wait for",
+        what="For each collective (same op, group and step in every member's communication.json), the ranks "
+             "with the least wait arrived last (ties within bottleneck.tie_share of the wait spread or "
+             "bottleneck.tie_us); the others' wait beyond it is time spent waiting for them. Sets of "
+             "last-arriving ranks are ranked by the median wait they cause, summed over their collectives; "
+             "fires from bottleneck.min_share of the mean step per step. Traces what the late ranks did "
+             "before: their compute, free, bubble and transmit time in those steps against the median of the "
+             "other ranks of the same collectives. Saving: that median wait (what the collective would end "
+             "sooner), capped at the late ranks' own excess.",
+        why="The time a collective waits is not the waiting ranks' problem: it is set by the last rank to "
+            "arrive, and whatever it did before (longer compute, a host stall, its own wait upstream).",
+        how_to_fix="Fix the late ranks' cause: see the slow-rank, pipeline-bubble and slow-link findings for "
+                   "those ranks.",
+        thresholds=("bottleneck", "confidence", "severity"),
+        needs=("comm",),
+    ))
     def _bottlenecks(self, ctx: AnalysisContext, cluster: Sequence[RankData], ranks: pd.DataFrame,
                      steps: pd.DataFrame, mean_step: float,
                      outside: set[tuple[float, str]] | None = None) -> list[Finding]:
-        cfg = ctx.rules.get("bottleneck") or {}
+        cfg = ctx.rules["bottleneck"]
         coll = collective_table(cluster)
         if outside and len(coll):  # held by a peer outside the input: cluster.late-peer names it
             held = np.array([(_step_key(s), str(o)) in outside for s, o in zip(coll["step"], coll["op"], strict=True)])
@@ -666,12 +467,12 @@ class ClusterKB(KnowledgeBase):
             if not len(coll):
                 ctx.note("cluster.comm-bottleneck: skipped, no rank has communication.json")
             return []
-        sets = last_arrivals(coll, float(cfg.get("tie_share", 0.1)), float(cfg.get("tie_us", 20.0)))
+        sets = last_arrivals(coll, float(cfg["tie_share"]), float(cfg["tie_us"]))
         n_steps = max(1, int(steps["step"].nunique()))
-        threshold = float(cfg.get("min_share", 0.02)) * mean_step
+        threshold = float(cfg["min_share"]) * mean_step
         ranked = sorted(sets.items(), key=lambda kv: -kv[1]["delay_us"])
         out = []
-        for late, e in ranked[: int(cfg.get("max_findings", 5))]:
+        for late, e in ranked[: int(cfg["max_findings"])]:
             if e["delay_us"] / n_steps < threshold:
                 continue
             f = self._bottleneck_finding(ctx, late, e, steps, mean_step, n_steps)
@@ -730,16 +531,100 @@ class ClusterKB(KnowledgeBase):
                                          "pipeline-bubble finding and the previous stage's ranks."}
                            .get(cause, "Look at what it does before these collectives."),
             fix=Fix("code", f"remove the delay of {who}", {"ranks": list(late), "cause": cause}),
-            confidence=0.6)
+            confidence=float(ctx.rules["confidence"]["comm_bottleneck"]))
         if len(late) == 1:
             f.rank = late[0]
         return f
 
     # ----------------------------------------------------------------------------------------------------
+    # late peers outside the input
+    # ----------------------------------------------------------------------------------------------------
+    @rule(RuleDoc(
+        id="cluster.late-peer",
+        title="A rank outside the analysis holds the collectives",
+        what="Where a rank's communication tasks record their links (HCCL tasks of a Level1+ trace, the .db "
+             "COMMUNICATION_TASK_INFO, hccl_*.json), its time model keeps the notify waits inside its uncovered "
+             "communication per peer; each instant of a collective is held by the peers waited on then. For "
+             "each rank, the peer that held its collectives the longest is named when the input does not hold "
+             "it (peers and input ranks matched by their numbers within the group: a rank's own number is the "
+             "src of its links), with the peers outside the input whose waits cover "
+             "{late_peer.co_late_share} of its own, when the uncovered time they alone hold reaches "
+             "{late_peer.min_share} of the rank's window; findings of several ranks on the same peers are one. "
+             "Saving: {late_peer.recoverable} of that time per rank, attributed to the collectives it held. A "
+             "late peer the input holds is cluster.comm-bottleneck's, whose collectives leave out those a peer "
+             "outside the input holds. Without link waits, reports (info, no saving) a group whose members are "
+             "not all in the input and its slowest links by transit time when the ranks' wait and idle time "
+             "reach {late_peer.min_share} of the cluster window: no wait is attributed to a link.",
+        why="A collective ends when its last member arrives; when that member was not profiled, nothing in the "
+            "analysis says why it was late, and the ranks that were profiled only show the wait.",
+        how_to_fix="Profile every rank of the job (or at least the late one) at a level whose HCCL tasks record "
+                   "their links, and analyze them together.",
+        thresholds=("late_peer", "confidence", "severity"),
+        needs=("comm",),
+        explains=("overall.uncovered-communication",),
+    ))
+    def _late_peers(self, ctx: AnalysisContext, cluster: Sequence[RankData]) -> list[Finding]:
+        cfg = ctx.rules["late_peer"]
+        out = []
+        for rd in cluster:
+            waits = window_waits(rd.time)
+            if waits is None:
+                continue
+            top = peer_totals(waits).iloc[0]
+            inside = _input_ranks(cluster, str(top.group))
+            if int(top.peer) in inside or rd.time is None:  # a late rank of the input: cluster.comm-bottleneck's
+                continue
+            named = rd.comm_op_names
+            f = late_peer_finding(ctx, "cluster.late-peer", cfg, waits, top, float(rd.time.window_us),
+                                  "this analysis", float(cfg["confidence"]), rd.rank, exclude=inside, named=named)
+            if f is not None:
+                f.rank = rd.rank
+                out.append(f)
+        if out or any(window_waits(rd.time) is not None for rd in cluster):
+            return out
+        return self._group_coverage(ctx, cluster, cfg)
+
+    def _group_coverage(self, ctx: AnalysisContext, cluster: Sequence[RankData],
+                        cfg: Mapping[str, Any]) -> list[Finding]:
+        """No rank's tasks name the links waited on: the group's members outside the input (info)."""
+        waiting = sum(float(rd.time.uncovered_by_kind.get("wait", 0.0) + rd.time.uncovered_by_kind.get("idle", 0.0))
+                      for rd in cluster if rd.time is not None)
+        if self._window <= 0 or waiting < float(cfg["min_share"]) * self._window:
+            return []
+        matrices = [m for m in (_matrix_ranks(rd.communication_matrix) for rd in cluster) if m is not None]
+        if not matrices:
+            return []
+        profiled: dict[str, set[int]] = {}
+        for m in matrices:
+            for g, r in own_ranks(None, m).items():
+                profiled.setdefault(g, set()).add(r)
+        found = group_coverage_finding(ctx, "cluster.late-peer", cfg, matrices, profiled, waiting,
+                                       "communication_matrix.json of every rank", "this analysis",
+                                       float(ctx.rules["confidence"]["group_coverage"]))
+        return [found] if found is not None else []
+
+    # ----------------------------------------------------------------------------------------------------
     # pipeline bubble
     # ----------------------------------------------------------------------------------------------------
+    @rule(RuleDoc(
+        id="cluster.pipeline-bubble",
+        title="Pipeline bubble",
+        what="Per pipeline stage (PP index from profiler_metadata.json), the mean bubble time per step "
+             "(step_trace_time Bubble: waiting for another stage's p2p transfers) over the mean step time. "
+             "Fires for a stage at or above pipeline_bubble.max_share and names its ranks whose own bubble "
+             "share reaches it. Saving: the stage's bubble above max_share of the step, per step x steps.",
+        why="While a stage waits for activations or gradients from its neighbour its devices idle; a stage "
+            "with much more bubble than the others waits for a slow or overloaded neighbour stage.",
+        how_to_fix="More micro-batches per step (gradient accumulation / num_microbatches) shrink the bubble "
+                   "(1F1B bubble share ~ (pp - 1) / (micro-batches + pp - 1)); an interleaved schedule "
+                   "(virtual pipeline stages) shrinks it further; balance the layers across stages (the first "
+                   "and last stages also carry the embedding and the loss/head).",
+        thresholds=("pipeline_bubble", "confidence", "severity"),
+        needs=("steps",),
+        explains=("overall.uncovered-communication",),
+    ))
     def _bubbles(self, ctx: AnalysisContext, ranks: pd.DataFrame, mean_step: float) -> list[Finding]:
-        max_share = float((ctx.rules.get("pipeline_bubble") or {}).get("max_share", 0.05))
+        max_share = float(ctx.rules["pipeline_bubble"]["max_share"])
         if mean_step <= 0 or ranks["bubble_us"].isna().all() or ranks["pp"].nunique() < 2:
             return []
         out = []
@@ -775,23 +660,62 @@ class ClusterKB(KnowledgeBase):
                     "from it (the first and last stages also carry the embedding and the loss/head)."),
                 fix=Fix("config", "more micro-batches or an interleaved pipeline schedule",
                         {"pipeline_stage": int(pp)}),
-                confidence=0.6))
+                confidence=float(ctx.rules["confidence"]["pipeline_bubble"])))
         return out
 
     # ----------------------------------------------------------------------------------------------------
     # slow links
     # ----------------------------------------------------------------------------------------------------
+    @rule(RuleDoc(
+        id="cluster.slow-link",
+        title="Slow link",
+        what="Per link (communication group, src -> dst, transport; every rank's communication_matrix.json), "
+             "only its transfers large enough to reach the link's bandwidth: the single ops the matrix details "
+             "(top / middle / bottom entries) whose Large Packet Ratio on that transport in the rank's "
+             "communication.json reaches slow_link.min_large_packet_ratio (msprof's share of packets at or "
+             "above the transport's message-size threshold), else whose own size reaches "
+             "slow_link.min_message_mb. A link is slow below slow_link.max_bandwidth_ratio x the median of its "
+             "transport's judged links, when there are at least min_links of them. Saving: the slow links' "
+             "transit time on those transfers beyond their size at the median bandwidth.",
+        why="A ring or tree collective is as fast as its slowest link; one degraded HCCS/RoCE link slows every "
+            "step of every rank in the group. A slow link is one slower than its peers: the bandwidth of a small "
+            "transfer is set by latency (a few MB over HCCS reads as half the link rate on a healthy link), so "
+            "small transfers say nothing about the link and are not judged (the report notes the links left "
+            "out). Links that are all alike are the transport-bandwidth rule's matter, not this one's.",
+        how_to_fix="Check the link's hardware and configuration (hccn_tool link status and error counters, "
+                   "optics, switch port, PFC/ECN) and the device placement of the two ranks.",
+        thresholds=("slow_link", "confidence", "severity"),
+        needs=("comm",),
+    ))
+    @rule(RuleDoc(
+        id="cluster.transport-bandwidth",
+        title="Transport below its nominal bandwidth",
+        what="Reports (info, no saving, low confidence) a transport whose links, on transfers large enough to "
+             "reach bandwidth (as for slow-link) and leaving out slow links, have a median below "
+             "slow_link.max_bandwidth_ratio x the nominal bandwidth for the chip (slow_link.expected_gbps: "
+             "msprof's HCCL analysis standard bandwidths).",
+        why="When every link of a transport is equally below a nominal figure, no link is slow: an engineer "
+            "expects no slow-link finding, since no link is worse than the others and the nominal figure is "
+            "an assumption (it depends on the server's topology, the HCCL algorithm and concurrent traffic). "
+            "It is still worth knowing, so it is said once, as information, without a saving that would move "
+            "the score.",
+        how_to_fix="Measure the achievable bandwidth (hccl_test with the same message sizes and ranks); if it "
+                   "is higher, look at HCCL_ALGO, HCCL_BUFFSIZE and other traffic on the links.",
+        thresholds=("slow_link", "confidence"),
+        needs=("comm",),
+    ))
     def _slow_links(self, ctx: AnalysisContext, cluster: Sequence[RankData], mean_step: float) -> list[Finding]:
-        cfg = ctx.rules.get("slow_link") or {}
-        links = link_table(cluster, cfg.get("skip_transports") or [])
+        cfg = ctx.rules["slow_link"]
+        links = link_table(cluster, cfg["skip_transports"])
         if not len(links):
             ctx.note("cluster.slow-link: skipped, no rank has a communication matrix")
             return []
-        min_msg = {str(k): float(v) for k, v in (cfg.get("min_message_mb") or {}).items()}
-        links = large_transfers(links, min_msg, float(cfg.get("min_large_packet_ratio", 0.8)))
+        min_msg = {str(k): float(v) for k, v in cfg["min_message_mb"].items()}
+        min_ratio = float(cfg["min_large_packet_ratio"])
+        links = large_transfers(links, min_msg, min_ratio)
         expected = expected_bandwidth(ctx.rules, ctx.platform.get("soc"))
-        ratio = float(cfg.get("max_bandwidth_ratio", 0.8))
-        min_links = int(cfg.get("min_links", 3))
+        ratio = float(cfg["max_bandwidth_ratio"])
+        min_links = int(cfg["min_links"])
         out = []
         n_steps = max(1, max((len(rd.step_time) if isinstance(rd.step_time, pd.DataFrame) else 1) for rd in cluster))
         for transport, grp in links.groupby(links["transport"].astype(str), sort=True):
@@ -799,7 +723,7 @@ class ClusterKB(KnowledgeBase):
             if len(judged) < len(grp):
                 ctx.note(f"cluster.slow-link: {len(grp) - len(judged)} of {len(grp)} {transport} link(s) not judged: "
                          f"no transfer large enough to reach the link's bandwidth (op Large Packet Ratio >= "
-                         f"{float(cfg.get('min_large_packet_ratio', 0.8)):g}, else >= {min_msg.get(transport, 0):g} "
+                         f"{min_ratio:g}, else >= {_size_floor(min_msg, transport):g} "
                          "MB per op); small transfers are latency-bound")
             if not len(judged):
                 continue
@@ -845,7 +769,7 @@ class ClusterKB(KnowledgeBase):
                   f"bandwidth of the other links ({ref:.1f} GB/s), over the profiled steps",
             recommendation=rec,
             fix=Fix("config", f"inspect link {name}", {"link": name, "transport": transport}),
-            confidence=0.6)
+            confidence=float(ctx.rules["confidence"]["slow_link"]))
 
     def _transport_finding(self, ctx: AnalysisContext, transport: str, links: pd.DataFrame, median: float,
                            exp: float, ratio: float) -> Finding:
@@ -868,8 +792,90 @@ class ClusterKB(KnowledgeBase):
                             "(HCCL_ALGO), the buffer size (HCCL_BUFFSIZE) and other traffic on the same links during "
                             "the collectives."),
             fix=Fix("config", f"measure the achievable {transport} bandwidth", {"transport": transport}),
-            confidence=0.3)
+            confidence=float(ctx.rules["confidence"]["transport_bandwidth"]))
 
+
+    # ----------------------------------------------------------------------------------------------------
+    # overview
+    # ----------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _rank_rows(ranks: pd.DataFrame, limit: int = 64) -> dict[str, Any]:
+        cols = ["rank", "dp", "pp", "tp", "steps", "compute_us", "uncovered_comm_us", "wait_us", "transmit_us",
+                "free_us", "bubble_us", "step_us", "own_us", "source"]
+        rows = [[r.label, _i(r.dp), _i(r.pp), _i(r.tp), int(r.steps), _r(r.compute_us), _r(r.uncovered_comm_us),
+                 _r(r.wait_us), _r(r.transmit_us), _r(r.free_us), _r(r.bubble_us), _r(r.step_us), _r(r.own_us),
+                 r.source] for r in ranks.itertuples(index=False)]
+        return table(cols, rows, limit=limit)
+
+    @rule(RuleDoc(
+        id="cluster.spread",
+        title="Cluster step table and per-rank spread",
+        what="Reports (info, no saving) each rank's per-step compute, uncovered communication (wait / "
+             "transmit / idle), overlapped communication, free, bubble and preparing time with its DP / PP / TP "
+             "indices, the same per pipeline stage, and the spread of each across ranks: the cluster overview "
+             "(the report's cluster section).",
+        why="Shows at a glance whether ranks and stages are balanced and which component differs.",
+        how_to_fix="See the slow-rank, comm-bottleneck, pipeline-bubble and slow-link findings.",
+        thresholds=("confidence",),
+        needs=("steps",),
+    ))
+    def _spread(self, ctx: AnalysisContext, ranks: pd.DataFrame, steps: pd.DataFrame, stages: pd.DataFrame,
+                mean_step: float, slow: list[tuple[dict[str, Any], Finding]],
+                cluster: Sequence[RankData]) -> Finding:
+        spread = {}
+        for key, c in (("compute_us", "compute_us"), ("communication_us", "uncovered_comm_us"), ("wait_us", "wait_us"),
+                       ("free_us", "free_us"), ("bubble_us", "bubble_us"), ("total_us", "step_us")):
+            vals = ranks[c]
+            if vals.notna().any():
+                spread[key] = {
+                    "min_us": _r(vals.min()), "max_us": _r(vals.max()), "spread_us": _r(vals.max() - vals.min()),
+                    "spread_share": round(float((vals.max() - vals.min()) / mean_step), 4) if mean_step else 0.0}
+        names = {"compute_us": "compute", "communication_us": "uncovered communication", "free_us": "free"}
+        parts = [f"{names[k]} {v['min_us'] / 1000:.1f}-{v['max_us'] / 1000:.1f} ms"
+                 for k, v in spread.items() if k in names]
+        section = self._section(ranks, steps, stages, spread, slow, cluster)
+        return ctx.finding(
+            rule="cluster.spread", title=f"{len(ranks)} ranks, per step: " + ", ".join(parts), severity="info",
+            ops=[], evidence={"ranks": int(len(ranks)), "mean_step_us": mean_step, "spread": spread,
+                              "table": self._rank_rows(ranks), "cluster_section": section},
+            estimated_saving_us=0.0,
+            basis="overview only; savings are in the slow-rank, comm-bottleneck, pipeline-bubble and slow-link "
+                  "findings",
+            recommendation="Compare the ranks' compute, free and bubble time: in synchronous training the rank with "
+                           "the most of its own time sets the step, the others wait in communication.",
+            confidence=float(ctx.rules["confidence"]["spread"]))
+
+    @staticmethod
+    def _section(ranks: pd.DataFrame, steps: pd.DataFrame, stages: pd.DataFrame, spread: dict[str, Any],
+                 slow: list[tuple[dict[str, Any], Finding]], cluster: Sequence[RankData]) -> dict[str, Any]:
+        """The report's ``cluster`` section (keys of schema version 1 kept: ranks, slowest_rank, slowest_reason,
+        slowest_excess_us, spread)."""
+        rows = []
+        for r in ranks.itertuples(index=False):
+            n = int(r.steps)
+            rows.append({"rank": _i(r.rank), "dp": _i(r.dp), "pp": _i(r.pp), "tp": _i(r.tp), "steps": n,
+                         "compute_us": _r(r.compute_us * n), "communication_us": _r(r.uncovered_comm_us * n),
+                         "free_us": _r(r.free_us * n), "total_us": _r(r.step_us * n),
+                         "own_per_step_us": _r(r.own_us), "source": r.source})
+        top = slow[0][0] if slow else _slowest_overall(ranks)
+        step_rows = [{"step": _i(r.step), "rank": _i(r.rank), "dp": _i(r.dp), "pp": _i(r.pp), "tp": _i(r.tp),
+                      **{c: _r(getattr(r, c)) for c in COMPONENTS}} for r in steps.itertuples(index=False)]
+        stage_rows = [{"step": _i(r["step"]), "pp": _i(r["pp"]), "ranks": r["ranks"],
+                       **{f"{c}_{k}": _r(r[f"{c}_{k}"]) for c in COMPONENTS for k in ("mean", "max")}}
+                      for _, r in stages.iterrows()]
+        sources = sorted({str((rd.groups or {}).get("source")) for rd in cluster if (rd.groups or {}).get("source")})
+        sizes = {d: int(ranks[d].max()) + 1 for d in DIMS if ranks[d].notna().any()}
+        return {
+            "ranks": rows,
+            "slowest_rank": _i(top["rank"]) if _i(top["rank"]) is not None else 0,
+            "slowest_reason": str(top["reason"]),
+            "slowest_excess_us": _r(top["excess_us"]) or 0.0,
+            "spread": {k: {"min": v["min_us"], "max": v["max_us"], "spread_us": v["spread_us"]}
+                       for k, v in spread.items()},
+            "step_table": step_rows,
+            "stage_table": stage_rows,
+            "parallel": {"sizes": sizes, "source": sources[0] if len(sources) == 1 else sources or None},
+        }
 
 def _matrix_ranks(links: pd.DataFrame | None) -> pd.DataFrame | None:
     """A rank's per-link sums (``cluster_data.LINK_COLUMNS``) with the matrix's column names (``src_rank``,

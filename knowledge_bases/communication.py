@@ -478,7 +478,7 @@ class CommunicationKB(KnowledgeBase):
             return []
         source = ctx.profile.meta.sources.get("communication_matrix", "communication_matrix.json")
         found = group_coverage_finding(ctx, "communication.late-peer", cfg, [matrix], {}, waiting, source,
-                                       "this profile")
+                                       "this profile", float(ctx.rules["confidence"]["group_coverage"]))
         return [found] if found is not None else []
 
 

@@ -15,7 +15,8 @@ import click
 from advisor.cli.rules_cmd import align, leaf_lines, source_label
 from advisor.common.errors import UsageError
 from advisor.common.escaping import terminal
-from advisor.config.loader import EffectiveRules, rules_name
+from advisor.config import rule_aliases, rule_meaning
+from advisor.config.loader import EffectiveRules, load_schema, rules_name
 from advisor.engine import kb_engine as engine
 from advisor.kb import RuleDoc
 from advisor.pipeline.hierarchy import mechanisms_of
@@ -53,7 +54,8 @@ def _para(text: str, indent: str = "  ") -> str:
 
 
 def thresholds(rule: RuleDoc, info: engine.KBInfo, eff: EffectiveRules | None) -> list[dict[str, Any]]:
-    """Each threshold the rule reads, with its effective value and where that value came from."""
+    """Each threshold the rule reads, with its effective value, where that value came from and what it means (the
+    ``description`` of its key and of the keys under it in the rules file's schema: stated once, there)."""
     out: list[dict[str, Any]] = []
     name = rules_name(info.cls.rules_file) if info.cls.rules_file else None
     for key in rule.thresholds:
@@ -63,6 +65,7 @@ def thresholds(rule: RuleDoc, info: engine.KBInfo, eff: EffectiveRules | None) -
         else:
             try:
                 entry["value"] = eff.lookup(name, key)[0]
+                entry["meaning"] = rule_meaning.descriptions(load_schema(eff.files[name]), key, entry["value"])
                 labels = sorted({source_label(eff, name, src) for k, src in eff.sources.get(name, {}).items()
                                  if k == key or k.startswith(key + ".")})
                 entry["source"] = labels[0] if len(labels) == 1 else "several: " + ", ".join(labels)
@@ -109,6 +112,12 @@ def render_rule(r: dict[str, Any], kb: dict[str, Any], eff: EffectiveRules | Non
                 shown.extend(leaf_lines(eff, kb["rules_file"], {t["key"]: t["value"]}, "", 2))
         lines += align(shown, cap=60)
         lines.append("")
+        meanings = [(k, text) for t in r["thresholds"] for k, text in (t.get("meaning") or {}).items()]
+        if meanings:
+            lines.append(f"What they mean (rules/schema/{kb['rules_file']}.schema.json)")
+            lines += [textwrap.fill(f"{k}: {text}", WIDTH, initial_indent="  ", subsequent_indent="    ")
+                      for k, text in meanings]
+            lines.append("")
     if r.get("explains"):
         lines.append("Symptoms its fix removes")
         for symptom, how in r["explains"].items():
@@ -138,6 +147,21 @@ def _index(infos: list[engine.KBInfo]) -> tuple[dict[str, tuple[RuleDoc, engine.
     return rules, {info.id: info for info in infos}
 
 
+def _explain_renamed(old: str, current: list[str], rules: dict[str, tuple[RuleDoc, engine.KBInfo]],
+                     eff: EffectiveRules, fmt: str) -> None:
+    """A former rule id (rules/aliases.yaml): says what replaced it, then explains the current rule(s)."""
+    said = (f"{old} was renamed: it is now {current[0]}" if len(current) == 1 else
+            f"{old} was split: its findings are now reported by {', '.join(current)}")
+    said += " (rules/aliases.yaml; waivers and advisor compare accept the former id)"
+    docs = [(rule_dict(rules[r][0], rules[r][1], eff), kb_dict(rules[r][1])) for r in current]
+    if fmt == "json":
+        click.echo(json.dumps({"topic": "rule", "renamed": {"from": old, "to": current, "note": said},
+                               "knowledge_base": docs[0][1], "rules": [r for r, _ in docs]},
+                              indent=2, ensure_ascii=False))
+        return
+    click.echo(terminal("\n\n".join([said, *(render_rule(r, kb, eff).rstrip() for r, kb in docs)])))
+
+
 @click.command("explain")
 @click.argument("topic", metavar="RULE|KB_ID|score")
 @click.option("--rules", "rules_file", type=click.Path(path_type=Path, exists=True, dir_okay=False),
@@ -162,13 +186,18 @@ def command(topic: str, rules_file: Path | None, ecosystem: Path | None, fmt: st
 
         infos += [engine.KBInfo(cls, "ecosystem", str(ecosystem), "") for cls in load_ecosystem(ecosystem)]
     rules, kbs = _index(infos)
+    eff = engine.load_rules(found, rules_file)
+    renamed = [r for r in rule_aliases.current_ids(topic, rule_aliases.from_values(
+        eff.values.get(rule_aliases.ALIASES_FILE))) if r in rules] if topic not in rules else []
+    if renamed:
+        _explain_renamed(topic, renamed, rules, eff, fmt)
+        return
     if topic not in rules and topic not in kbs:
         choices = sorted([*rules, *kbs, "score"])
         close = difflib.get_close_matches(topic, choices, n=3, cutoff=0.5)
         hint = f"; did you mean {' or '.join(close)}?" if close else \
             f" (known: {', '.join(sorted(kbs)) or 'no knowledge base installed'}, or 'score')"
         raise UsageError(f"no rule or knowledge base '{topic}'{hint}")
-    eff = engine.load_rules(found, rules_file)
     if topic in rules:
         rule, info = rules[topic]
         r, kb = rule_dict(rule, info, eff), kb_dict(info)

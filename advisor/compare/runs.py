@@ -30,6 +30,8 @@ import pandas as pd
 from advisor.common import provenance
 from advisor.common.errors import InputError, UsageError
 from advisor.compare.kernels import kernel_deltas
+from advisor.config import rule_aliases
+from advisor.config.loader import builtin_aliases
 from advisor.report.json_report import load as load_saved_report
 
 if TYPE_CHECKING:
@@ -181,13 +183,18 @@ def core_deltas(base: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[st
     return sorted(rows, key=lambda r: (-abs(r["delta_us"]), r["core"]))
 
 
-def rule_deltas(base: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per rule: number of findings and total estimated saving in each run; largest saving change first."""
+def rule_deltas(base: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]],
+                aliases: rule_aliases.Aliases | None = None) -> list[dict[str, Any]]:
+    """Per rule: number of findings and total estimated saving in each run; largest saving change first. A base
+    finding of a rule renamed since (``rules/aliases.yaml``, to one rule) counts under the current id."""
+    aliases = builtin_aliases() if aliases is None else aliases
     acc: dict[str, dict[str, Any]] = {}
     for side, findings in (("base", base), ("new", new)):
         for f in findings:
-            row = acc.setdefault(f["rule"], {"rule": f["rule"], "kb": f["kb"], "base_findings": 0, "new_findings": 0,
-                                             "base_saving_us": 0.0, "new_saving_us": 0.0})
+            rule = rule_aliases.canonical(f["rule"], aliases) if side == "base" else f["rule"]
+            kb = f["kb"] if rule == f["rule"] else rule.split(".", 1)[0]
+            row = acc.setdefault(rule, {"rule": rule, "kb": kb, "base_findings": 0, "new_findings": 0,
+                                        "base_saving_us": 0.0, "new_saving_us": 0.0})
             row[f"{side}_findings"] += 1
             row[f"{side}_saving_us"] += float(f["estimated_saving_us"])
     out = []
@@ -209,38 +216,47 @@ def _brief(f: Mapping[str, Any]) -> dict[str, Any]:
             "saving_us": round(float(f["estimated_saving_us"]), 3)}
 
 
-def match_findings(base: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+def match_findings(base: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]],
+                   aliases: rule_aliases.Aliases | None = None) -> dict[str, list[Any]]:
     """Split findings into new / fixed / unchanged (present in both).
 
     Matched by ``id`` (rule + ops hash), then by rule + sorted ops, then, within a rule, by op overlap
-    (Jaccard >= 0.5) so a finding whose op list grew or shrank a little is the same finding."""
+    (Jaccard >= 0.5) so a finding whose op list grew or shrank a little is the same finding. A base finding of a
+    rule renamed since (``rules/aliases.yaml``) matches findings of the rule(s) that replaced it; the pair keeps
+    the base's id as ``base_rule``."""
+    aliases = builtin_aliases() if aliases is None else aliases
     left = list(range(len(base)))
     right = list(range(len(new)))
     pairs: list[tuple[int, int, str]] = []
 
-    def pair_by(key: Any, how: str) -> None:
+    def pair_by(key: Any, base_keys: Any, how: str) -> None:
         index: dict[Any, list[int]] = defaultdict(list)
         for j in right:
             k = key(new[j])
             if k is not None:
                 index[k].append(j)
         for i in list(left):
-            k = key(base[i])
-            if k is not None and index.get(k):
-                j = index[k].pop(0)
-                pairs.append((i, j, how))
-                left.remove(i)
-                right.remove(j)
+            for k in base_keys(base[i]):
+                if k is not None and index.get(k):
+                    j = index[k].pop(0)
+                    pairs.append((i, j, how))
+                    left.remove(i)
+                    right.remove(j)
+                    break
 
-    pair_by(lambda f: f.get("id"), "id")
-    pair_by(_fallback_key, "rule+ops")
+    def renamed_keys(f: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        return [_fallback_key({**f, "rule": r}) for r in rule_aliases.current_ids(f["rule"], aliases)]
+
+    pair_by(lambda f: f.get("id"), lambda f: [f.get("id")], "id")
+    pair_by(_fallback_key, renamed_keys, "rule+ops")
     for i in list(left):
         fb = base[i]
         ops_b = set(fb["ops"])
+        rules_b = rule_aliases.current_ids(fb["rule"], aliases)
         best, best_score = None, 0.0
         for j in right:
             fn = new[j]
-            if fn["rule"] != fb["rule"]:
+            if fn["rule"] not in rules_b:
                 continue
             ops_n = set(fn["ops"])
             union = ops_b | ops_n
@@ -261,6 +277,8 @@ def match_findings(base: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str,
                      "new_saving_us": round(float(n["estimated_saving_us"]), 3),
                      "saving_delta_us": round(float(n["estimated_saving_us"]) - float(b["estimated_saving_us"]), 3),
                      "base_severity": b["severity"]})
+        if b["rule"] != n["rule"]:
+            item["base_rule"] = b["rule"]
         unchanged.append(item)
     return {"new": [_brief(new[j]) for j in sorted(right)], "fixed": [_brief(base[i]) for i in sorted(left)],
             "unchanged": unchanged}
@@ -300,9 +318,10 @@ def regression(time: Mapping[str, Any], score_delta: float, max_regression_pct: 
             "regressed": bool(reasons), "reasons": reasons}
 
 
-def compare(base: Side, new: Side, max_regression_pct: float = 2.0, max_score_drop: float | None = None
-            ) -> dict[str, Any]:
-    """The comparison of two runs as a JSON-able dict (new minus base everywhere)."""
+def compare(base: Side, new: Side, max_regression_pct: float = 2.0, max_score_drop: float | None = None,
+            aliases: rule_aliases.Aliases | None = None) -> dict[str, Any]:
+    """The comparison of two runs as a JSON-able dict (new minus base everywhere); ``aliases``: the former rule
+    ids (default: ``rules/aliases.yaml``)."""
     time = device_time_delta(base.report, new.report)
     score_delta = round(float(new.report["score"]) - float(base.report["score"]), 1)
     return {
@@ -315,8 +334,8 @@ def compare(base: Side, new: Side, max_regression_pct: float = 2.0, max_score_dr
         "op_types": op_type_deltas(base.op_types, new.op_types),
         "op_types_complete": base.op_types.complete and new.op_types.complete,
         "by_core": core_deltas(base.report, new.report),
-        "rules": rule_deltas(base.report["findings"], new.report["findings"]),
-        "findings": match_findings(base.report["findings"], new.report["findings"]),
+        "rules": rule_deltas(base.report["findings"], new.report["findings"], aliases),
+        "findings": match_findings(base.report["findings"], new.report["findings"], aliases),
         "regression": regression(time, score_delta, max_regression_pct, max_score_drop),
         "notes": _notes(base, new),
         "kernels": kernel_deltas(base.report, new.report),

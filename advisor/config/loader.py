@@ -29,6 +29,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from jsonschema.exceptions import best_match
 
 from advisor.common import safeload
 from advisor.common.errors import InputError, RulesError
+from advisor.config import rule_aliases
 
 RULES_SUFFIX = ".yaml"
 
@@ -67,9 +69,11 @@ class Waiver:
     ops: str
     reason: str
     source: str
+    renamed_to: tuple[str, ...] = ()
+    """The current ids of the former rule ids ``rule`` names (``rules/aliases.yaml``): it waives their findings."""
 
     def matches_rule(self, rule_id: str) -> bool:
-        return fnmatch.fnmatchcase(rule_id, self.rule)
+        return fnmatch.fnmatchcase(rule_id, self.rule) or rule_id in self.renamed_to
 
     def matches_op(self, op: str) -> bool:
         return fnmatch.fnmatchcase(op, self.ops)
@@ -455,6 +459,19 @@ def load_effective_rules(
     return eff
 
 
+@lru_cache(maxsize=1)
+def builtin_aliases() -> Mapping[str, tuple[str, ...]]:
+    """The built-in alias table of former rule ids (``rules/aliases.yaml``, validated against its schema)."""
+    return rule_aliases.from_values(load_rules_file(builtin_rules_dir() / f"{rule_aliases.ALIASES_FILE}.yaml"))
+
+
+def _resolve_renamed(eff: EffectiveRules) -> None:
+    """Point each waiver that names a former rule id at the rule(s) that replaced it (``rules/aliases.yaml``)."""
+    aliases = rule_aliases.from_values(eff.values.get(rule_aliases.ALIASES_FILE))
+    for w in eff.waivers:
+        w.renamed_to = rule_aliases.renamed_to(w.rule, aliases)
+
+
 def apply_override(eff: EffectiveRules, layer: Mapping[str, Any], source: str) -> None:
     """Apply one override layer given as data (``rules:``, ``chip:``, ``platform:``, ``waivers:``, as in a
     ``--rules`` file), validated like a file; ``source`` labels the values it sets (``advisor.testing``)."""
@@ -490,3 +507,4 @@ def _apply_layer(eff: EffectiveRules, path: Path, layer: dict[str, Any], prefix:
         eff.platform_override_source = label
     for w in layer.get("waivers", []):
         eff.waivers.append(Waiver(rule=w["rule"], ops=w.get("ops", "*"), reason=w["reason"].strip(), source=label))
+    _resolve_renamed(eff)

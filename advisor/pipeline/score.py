@@ -20,6 +20,7 @@ same input and rules, is 100 when nothing recoverable is found, and falls as est
 
 from __future__ import annotations
 
+import fnmatch
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -84,6 +85,9 @@ def waiver_problems(waivers: Sequence[Waiver], waived: Sequence[WaivedFinding], 
     out = []
     for w in waivers:
         where = f"waiver {w.rule!r} ops {w.ops!r} ({w.source})"
+        if w.renamed_to and not any(fnmatch.fnmatchcase(r, w.rule) for r in known):
+            out.append(f"{where} names a former rule id: it waives {', '.join(w.renamed_to)} (rules/aliases.yaml); "
+                       "write the current id")
         if not any(w.matches_rule(r) for r in known):
             out.append(f"{where} names no rule of the knowledge bases that ran (see `advisor rules list`); it "
                        "waives nothing")

@@ -156,6 +156,6 @@ def analyze(src: Any, graph: ModelGraph | None, infos: list[engine.KBInfo], rule
     target_cann(profile.meta, cann)
     keep, skipped = select(infos)
     findings, statuses = engine.run(keep, profile, graph, rules, platform, time_limit_s)
-    factor = float(rules.for_kb("costmodel").get("static_confidence_factor", 1.0))
+    factor = float(rules.for_kb("costmodel")["static_confidence_factor"])
     findings = label(findings, graph_rule_ids(keep), statuses, factor)
     return RankResult(RankSummary.of(profile, platform, rules), findings, statuses + skipped, platform)

@@ -151,7 +151,7 @@ def op_work(op_type: str, ins: Sequence[Sequence[int] | None], in_dtypes: Sequen
     if op_type in set(rules["no_estimate_types"]):
         return math.nan, nbytes, "vector"
     sizes = [n for n in ((numel(ins[0]) if ins else None), numel(out0)) if n is not None]
-    per = float((rules.get("flops_per_element") or {}).get(op_type, 1.0))
+    per = float(rules["flops_per_element"].get(op_type, rules["default_flops_per_element"]))
     return (float(max(sizes)) * per if sizes else math.nan), nbytes, "vector"
 
 
@@ -236,13 +236,13 @@ def _beyond_limits(shapes: Sequence[tuple[int, ...] | None], dtypes: Sequence[st
                    rules: Mapping[str, Any]) -> str | None:
     """Why an op's estimate is beyond what any chip can hold or run (``max_tensor_bytes``, ``max_op_us`` of the
     rules); None when it is within them."""
-    limit = float(rules.get("max_tensor_bytes", 1e12))
+    limit = float(rules["max_tensor_bytes"])
     for i, shape in enumerate(shapes):
         n = numel(shape)
         size = (dtype_bytes(dtypes[i]) if i < len(dtypes) else None) or 1
         if n is not None and n * size > limit:
             return f"a tensor of {n * size:.3g} bytes"
-    if not np.isfinite(dur) or dur > float(rules.get("max_op_us", 8.64e10)):
+    if not np.isfinite(dur) or dur > float(rules["max_op_us"]):
         return f"an estimated time of {fmt_us(dur)}"
     return None
 

@@ -118,7 +118,7 @@ def summarize(profile: Profile, platform: Mapping[str, Any], rules: EffectiveRul
         cube_led = type_mask(ops["core"], ["MIX_AIC"]) | (type_mask(ops["core"], ["AI_CORE"]) & _split_cores(platform))
         known = np.isfinite(flops) & (unit != "data") & ~(cube_led & ~is_cube)
         # a shape-based estimate far above what the peak allows in the op's time means the shapes were not understood
-        peak = np.where(is_cube, fp16, vec_peak) * 1e6 * float(cost_rules.get("max_pct_of_peak", 1.5))
+        peak = np.where(is_cube, fp16, vec_peak) * 1e6 * float(cost_rules["max_pct_of_peak"])
         understood = ~(np.isfinite(flops) & (flops > peak * np.nan_to_num(dur)))
         if not estimated:
             dropped = int((compute & known & ~understood).sum())
@@ -134,7 +134,7 @@ def summarize(profile: Profile, platform: Mapping[str, Any], rules: EffectiveRul
     busy = float(profile.busy_time_us()) if busy_us is None else busy_us
     if dropped:
         out["work_note"] = (f"{dropped} task(s) left out of work and utilization: their shape-based FLOPs exceed "
-                            f"{float(cost_rules.get('max_pct_of_peak', 1.5)):g}x the peak in their time (shapes not "
+                            f"{float(cost_rules['max_pct_of_peak']):g}x the peak in their time (shapes not "
                             "understood)")
     if work_source:
         out["work_source"] = work_source

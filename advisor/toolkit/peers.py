@@ -321,7 +321,7 @@ def late_peer_finding(ctx: AnalysisContext, rule: str, cfg: Mapping[str, Any], w
 
 def group_coverage_finding(ctx: AnalysisContext, rule: str, cfg: Mapping[str, Any], matrices: Sequence[pd.DataFrame],
                            profiled: Mapping[str, set[int]], waiting_us: float, source: str,
-                           outside: str) -> Finding | None:
+                           outside: str, confidence: float) -> Finding | None:
     """Info finding, no saving: the largest communication group of the matrices (``src_rank`` / ``dst_rank``
     columns) has members not ``profiled`` (the matrices' own ``src`` ranks count as profiled), and no task names the
     link waited on; lists its slowest links by transit time. None when every member is profiled."""
@@ -363,7 +363,7 @@ def group_coverage_finding(ctx: AnalysisContext, rule: str, cfg: Mapping[str, An
                        f"a group whose other members ({ranks_text(missing)}) are not in {outside}, and no HCCL task "
                        "times name the link waited on. To see which rank arrives late and why, "
                        + profile_all_ranks_advice(family(ctx)) + ".",
-        confidence=0.3)
+        confidence=confidence)
 
 
 
