@@ -262,7 +262,7 @@ class AicpuKB(KnowledgeBase):
     id = "aicpu"
     title = "AI CPU fallback"
     version = "1.1.0"
-    api_version = "1.4"
+    api_version = "1.5"
     requires = ()
     requires_any = ("ops", "graph")
     ops_columns = ()

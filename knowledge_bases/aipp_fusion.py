@@ -106,7 +106,7 @@ class AippFusionKB(KnowledgeBase):
     id = "aipp-fusion"
     title = "Input preprocessing that static AIPP can absorb"
     version = "1.1.0"
-    api_version = "1.4"
+    api_version = "1.5"
     requires = ()
     requires_platform = ("hbm_gbps",)
     requires_any = ("ops", "graph")

@@ -249,7 +249,7 @@ class ClusterKB(KnowledgeBase):
     id = "cluster"
     title = "Cluster: slow rank, communication bottleneck, pipeline bubble, slow link"
     version = "2.0.0"
-    api_version = "1.4"
+    api_version = "1.5"
     scope: ClassVar[str] = "cluster"
     requires = ("cluster",)
     ops_columns = ()

@@ -108,7 +108,7 @@ class CommunicationKB(KnowledgeBase):
     id = "communication"
     title = "Communication efficiency"
     version = "2.0.0"
-    api_version = "1.4"
+    api_version = "1.5"
     requires = ()
     requires_any = ("comm", "events", "ops")
     ops_columns = ()

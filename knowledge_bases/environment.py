@@ -78,7 +78,7 @@ class EnvironmentKB(KnowledgeBase):
     id = "environment"
     title = "Environment variables"
     version = "2.0.0"
-    api_version = "1.4"
+    api_version = "1.5"
     requires = ("meta",)
     ops_columns = ()
     events_read = EventSelection()

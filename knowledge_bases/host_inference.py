@@ -41,7 +41,7 @@ class HostInferenceKB(KnowledgeBase):
     id = "host-inference"
     title = "Host-side waste of an inference application (ACL API statistics, msproftx ranges)"
     version = "2.0.0"
-    api_version = "1.4"
+    api_version = "1.5"
     requires = ()
     requires_any = ("api", "tx")
     ops_columns = ()

@@ -39,7 +39,7 @@ class KernelKB(KnowledgeBase):
     id = "kernel"
     title = "Kernel tuning: an Ascend C kernel against the chip's units, cores and memory"
     version = "1.0.0"
-    api_version = "1.4"
+    api_version = "1.5"
     requires = ("ops",)
     # the per-side pipe ratios and times, stall and conflict figures, cache rates, data volumes and FLOPs
     ops_columns = ("*_ratio", "*_time_us", "*_rate", "*main_mem_*_bw", "*_datas_kb", "*_fops")

@@ -72,7 +72,7 @@ class MemoryKB(KnowledgeBase):
     id = "memory"
     title = "Device memory allocation"
     version = "2.0.0"
-    api_version = "1.4"
+    api_version = "1.5"
     requires = ()
     requires_any = ("events", "api")
     ops_columns = ()

@@ -43,7 +43,7 @@ class MemoryBoundKB(KnowledgeBase):
     id = "memory-bound"
     title = "Layers bound by data movement (the chip's Memory Bound)"
     version = "2.0.0"
-    api_version = "1.4"
+    api_version = "1.5"
     requires = ("ops",)
     ops_columns = ()
     events_read = EventSelection()

@@ -314,7 +314,7 @@ class MishLeakyReluKB(KnowledgeBase):
     id = "mish-leakyrelu"
     title = "Decomposed activations and norms"
     version = "1.1.0"
-    api_version = "1.4"
+    api_version = "1.5"
     requires = ()
     requires_any = ("ops", "graph")
     ops_columns = ()

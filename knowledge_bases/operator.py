@@ -51,7 +51,7 @@ class OperatorKB(KnowledgeBase):
     id = "operator"
     title = "Operator launch, shape and clock causes (block dim, dynamic shape, frequency, shape affinity)"
     version = "2.0.0"
-    api_version = "1.4"
+    api_version = "1.5"
     requires = ("ops",)
     ops_columns = ()
     events_read = EventSelection()

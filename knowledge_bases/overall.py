@@ -31,7 +31,7 @@ class OverallKB(KnowledgeBase):
     id = "overall"
     title = "Where the analyzed time goes (idle device, exposed communication)"
     version = "3.0.0"
-    api_version = "1.4"
+    api_version = "1.5"
     requires = ()
     requires_any = ("ops", "steps", "timeline", "op_stats")
     ops_columns = ()

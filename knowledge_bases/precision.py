@@ -35,7 +35,7 @@ class PrecisionKB(KnowledgeBase):
     id = "precision"
     title = "Compute dtypes of conv/matmul ops (fp32 on the cube, int8 via AMCT)"
     version = "2.0.0"
-    api_version = "1.4"
+    api_version = "1.5"
     requires = ()
     requires_platform = ("hbm_gbps", "fp16_tflops")
     requires_any = ("ops", "graph")

@@ -50,7 +50,7 @@ class RooflineKB(KnowledgeBase):
     id = "roofline"
     title = "Roofline: heavy ops against the chip's compute and bandwidth roofs"
     version = "2.0.0"
-    api_version = "1.4"
+    api_version = "1.5"
     requires = ("ops",)
     requires_platform = ("hbm_gbps",)
     ops_columns = ()

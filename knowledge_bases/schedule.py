@@ -195,7 +195,7 @@ class ScheduleKB(KnowledgeBase):
     id = "schedule"
     title = "Host scheduling (compilation, synchronization, data loading, GC, fusion candidates)"
     version = "2.0.0"
-    api_version = "1.4"
+    api_version = "1.5"
     requires = ()
     requires_any = ("events", "ops", "api")
     ops_columns = ("aiv_time_us", *(f"{p}_{m}" for p in _MTE_PIPES for m in ("time_us", "ratio")))

@@ -714,7 +714,7 @@ class TransDataKB(KnowledgeBase):
     id = "transdata"
     title = "TransData format conversions"
     version = "1.1.0"
-    api_version = "1.4"
+    api_version = "1.5"
     requires = ()
     requires_any = ("ops", "graph")
     ops_columns = ()

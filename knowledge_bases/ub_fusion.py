@@ -73,7 +73,7 @@ class UbFusionKB(KnowledgeBase):
     id = "ub-fusion"
     title = "Unfused conv/matmul epilogues and elementwise chains (UB / graph fusion)"
     version = "1.1.0"
-    api_version = "1.4"
+    api_version = "1.5"
     requires = ()
     requires_platform = ("hbm_gbps",)
     requires_any = ("ops", "graph")
