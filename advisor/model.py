@@ -344,9 +344,9 @@ class Meta:
 
     source: str = ""
     layout: str = "unknown"
-    """One of: msprof-cann6, msprof-cann7, msprof-db, msprof-op, msprof-op-simulator, torch_npu-text,
-    torch_npu-db, mindspore-text, mindspore-db, mindspore-legacy, soc-job, op-summary-csv (a single CSV file),
-    trace-json, static-audit (a model graph without a profile: ops estimated by ``advisor.toolkit.costmodel``)."""
+    """The name of the layout the profile was read as: a ``Layout`` of ``advisor.ingest.registry`` (the README's
+    "What it reads" table lists them), or ``static-audit`` (a model graph without a profile: ops estimated by
+    ``advisor.toolkit.costmodel``)."""
     chip: str | None = None
     cann_version: str | None = None
     torch_npu_version: str | None = None
