@@ -1,17 +1,30 @@
-"""Cluster scale figures (not a test: it prints a table and writes JSON): ranks per minute and client memory.
+"""Cluster scale figures (not a test: it prints a table and writes JSON): the per-rank cost on the workers, the
+client's serial cost and memory per rank, the report's size, and what they project for 4,096 ranks.
 
 Usage:
-    python benchmarks/cluster_scale.py                         # 8, 64, 512 ranks; serial, 1 and 2 local workers
-    python benchmarks/cluster_scale.py --sizes 8 64 --modes 2  # a subset
-    python benchmarks/cluster_scale.py --smoke                 # 4 ranks, 2 workers: the script works (CI)
+    python benchmarks/cluster_scale.py                              # 512 and 2,048 ranks on 1 and 2 local workers
+    python benchmarks/cluster_scale.py --sizes 64 512 --modes local2
+    python benchmarks/cluster_scale.py --smoke                      # 8 and 16 ranks, 2 workers: the script works (CI)
 
-Data: ``benchmarks/gen_cluster.py`` clusters of small torch_npu ranks (pp=2, 2 steps, 40 kernels per step) with an
-injected slow rank, slow link and pipeline bubble, cached under ``benchmarks/_data/cluster_<n>``. Each
-measurement is a fresh client process running ``advisor.analysis.run_analysis``: wall seconds, ranks per minute,
-the client's peak RSS (the workers are separate processes) and the pickled size of what each rank sends back
-(its ``RankResult``: summary, findings and knowledge-base statuses; re-made in the client for 8 ranks after the
-measured run). ``--out`` writes the rows as JSON; the projection to 4,096 ranks printed
-at the end uses the measured per-rank cost and summary size (see docs/cluster.md).
+Data: ``benchmarks/gen_cluster.py`` clusters of small torch_npu ranks (pp=2, 2 steps, 40 kernels per step: 80
+kernels per rank) with an injected slow rank, slow link and pipeline bubble, generated once under
+``benchmarks/_data/cluster_<n>`` (gitignored).
+
+Each measurement is a fresh client process running ``advisor.analysis.run_analysis`` and rendering the JSON and
+Markdown reports. CPU seconds, not only wall seconds, because other work shares the machine:
+
+* client CPU: the client process's own user + system time (receiving results, merging, the cluster knowledge base,
+  the report, rendering); split into the part spent while the ranks are analyzed (``receive``: unpickling what
+  comes back; in ``serial`` mode the ranks' analysis itself) and the part after (``post``);
+* worker CPU: the local Dask cluster's worker processes (children of the client, counted when they exit);
+* client peak RSS; the JSON report's bytes and the Markdown's characters.
+
+Per-rank figures are slopes between the sizes measured (fixed costs -- imports, the cluster's start -- drop out);
+with a single size, totals over ranks. ``--direct K`` also times K ranks analyzed in one warm process (the worker's
+per-rank cost without Dask). The projection to 4,096 ranks: serial part S = client fixed + N x client per rank,
+parallel part P = N x worker per rank (+ the workers' start), T(n) = S + P / n, efficiency E(n) = T(1) / (n T(n))
+-- no credit for the client receiving while the workers compute; a second figure gives that credit (only the
+``post`` part serial). ``--out`` writes the rows and the derived figures as JSON (see docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -26,35 +39,59 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "_data"
+PROJECT_RANKS = 4096
+MODES = {"serial": 1, "local1": 1, "local2": 2}
 
 _CLIENT = r"""
-import json, pickle, resource, sys, time
+import json, resource, sys, time
 from pathlib import Path
-from advisor import executor
-from advisor.analysis import run_analysis
+from advisor import analysis, executor
+from advisor.report import json_report, markdown
 
-path, mode = Path(sys.argv[1]), sys.argv[2]
+path, mode, direct = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 if mode == "local1":  # the embedded Dask cluster with a single worker (plan() would run one worker in-process)
     executor.plan = lambda *a, **k: executor.LOCAL
 workers = {"serial": 1, "local1": 1, "local2": 2}[mode]
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-t0 = time.perf_counter()
-result = run_analysis(path, workers=workers)
+
+def cpu(who):
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+receive = [0.0]
+inner = analysis._analyze_ranks
+def timed(*a, **k):
+    t = cpu(resource.RUSAGE_SELF)
+    try:
+        return inner(*a, **k)
+    finally:
+        receive[0] += cpu(resource.RUSAGE_SELF) - t
+analysis._analyze_ranks = timed
+
+c0, w0, t0 = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN), time.perf_counter()
+result = analysis.run_analysis(path, workers=workers)
+js = json_report.render(result.report)
+md = markdown.render(result.report)
 wall = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-# what one rank sends back (its RankResult: summary, findings, statuses), re-made here for 8 of the ranks
-from advisor import ingest
-from advisor.analysis import AnalysisOptions, analyze_rank, load_rules, select_kbs
-opts = AnalysisOptions()
-rules, infos = load_rules(opts), select_kbs(opts)
-sources = ingest.detect(path)
-sample = sources[:: max(1, len(sources) // 8)][:8]
-sizes = [len(pickle.dumps(analyze_rank(src, None, infos, rules, None, None), protocol=5)) for src in sample]
-cluster_s = sum(k.seconds for k in result.statuses if k.id == "cluster")
-print(json.dumps({"wall_s": wall, "client_peak_rss_mb": peak / 1024, "client_rss_before_mb": base / 1024,
-                  "ranks": len(result.ranks), "skipped": len(result.skipped),
-                  "summary_bytes_mean": sum(sizes) / len(sizes), "summary_bytes_max": max(sizes),
-                  "cluster_kb_s": cluster_s, "findings": len(result.findings)}))
+client, worker = cpu(resource.RUSAGE_SELF) - c0, cpu(resource.RUSAGE_CHILDREN) - w0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+row = {"wall_s": wall, "client_cpu_s": client, "client_receive_cpu_s": receive[0],
+       "client_post_cpu_s": client - receive[0], "worker_cpu_s": worker, "client_peak_rss_mb": peak,
+       "ranks": len(result.ranks), "skipped": len(result.skipped), "findings": len(result.findings),
+       "score": result.report["score"], "json_bytes": len(js.encode()), "markdown_chars": len(md),
+       "cluster_kb_s": sum(k.seconds or 0.0 for k in result.statuses if k.id == "cluster")}
+if direct:  # K ranks analyzed in this (warm) process: a rank's cost on a worker, without Dask
+    from advisor import ingest
+    from advisor.analysis import AnalysisOptions, analyze_rank, load_rules, select_kbs
+    opts = AnalysisOptions()
+    rules, infos = load_rules(opts), select_kbs(opts)
+    sources = ingest.detect(path)
+    analyze_rank(sources[0], None, infos, rules, None, None, ranks_in_input=len(sources))
+    picked = sources[1:direct + 1]
+    t = time.process_time()
+    for src in picked:
+        analyze_rank(src, None, infos, rules, None, None, ranks_in_input=len(sources))
+    row["direct_ms_per_rank"] = 1000 * (time.process_time() - t) / len(picked)
+print(json.dumps(row))
 """
 
 
@@ -71,57 +108,120 @@ def generate(n: int) -> Path:
     return out
 
 
-def measure(path: Path, mode: str) -> dict:
+def measure(path: Path, mode: str, direct: int = 0) -> dict:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run([sys.executable, "-c", _CLIENT, str(path), mode], capture_output=True, text=True, env=env,
-                          check=False)
+    proc = subprocess.run([sys.executable, "-c", _CLIENT, str(path), mode, str(direct)], capture_output=True,
+                          text=True, env=env, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"{mode} on {path} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def slope(rows: list[dict], key: str) -> tuple[float, float]:
+    """(per rank, fixed) of ``key`` over the sizes measured: the line through the smallest and the largest; with
+    one size, (total / ranks, 0)."""
+    rows = sorted(rows, key=lambda r: r["ranks"])
+    lo, hi = rows[0], rows[-1]
+    if hi["ranks"] == lo["ranks"]:
+        return hi[key] / hi["ranks"], 0.0
+    per = (hi[key] - lo[key]) / (hi["ranks"] - lo["ranks"])
+    return per, lo[key] - per * lo["ranks"]
+
+
+def derive(rows: list[dict]) -> dict:
+    """Per-rank costs, the measured 1 -> 2 worker efficiency and the projection to :data:`PROJECT_RANKS`."""
+    out: dict = {}
+    local = [r for r in rows if r["mode"] in ("local1", "local2")]
+    if not local:
+        return out
+    by_mode = {m: [r for r in local if r["mode"] == m] for m in ("local1", "local2")}
+    basis = by_mode["local2"] or by_mode["local1"]
+    w, w_fixed = slope(local, "worker_cpu_s")  # the workers' CPU does not depend on how many share the ranks
+    c, c_fixed = slope(basis, "client_cpu_s")
+    c_post, _ = slope(basis, "client_post_cpu_s")
+    mem, mem_fixed = slope(basis, "client_peak_rss_mb")
+    direct = [r["direct_ms_per_rank"] for r in rows if "direct_ms_per_rank" in r]
+    out.update({"worker_ms_per_rank": 1000 * w, "worker_fixed_s": w_fixed, "client_ms_per_rank": 1000 * c,
+                "client_post_ms_per_rank": 1000 * c_post, "client_fixed_s": c_fixed,
+                "client_kb_per_rank": 1024 * mem, "client_fixed_mb": mem_fixed,
+                "direct_worker_ms_per_rank": min(direct) if direct else None})
+    both = sorted({r["size"] for r in by_mode["local1"]} & {r["size"] for r in by_mode["local2"]})
+    if both:
+        n = both[-1]
+        one = next(r for r in by_mode["local1"] if r["size"] == n)
+        two = next(r for r in by_mode["local2"] if r["size"] == n)
+        out["efficiency_1_to_2"] = {"ranks": n, "wall": one["wall_s"] / (2 * two["wall_s"]),
+                                    "model": _efficiency(n, 2, w, w_fixed, c, c_fixed)}
+    out["projection"] = {str(k): {"no_overlap": _efficiency(PROJECT_RANKS, k, w, w_fixed, c, c_fixed),
+                                  "receive_overlapped": _efficiency(PROJECT_RANKS, k, w, w_fixed, c, c_fixed,
+                                                                    c_post=c_post),
+                                  "wall_s": _wall(PROJECT_RANKS, k, w, w_fixed, c, c_fixed)}
+                         for k in (16, 64)}
+    out["projection_client_mb"] = mem_fixed + PROJECT_RANKS * mem
+    return out
+
+
+def _wall(n: int, k: int, w: float, w_fixed: float, c: float, c_fixed: float, c_post: float | None = None) -> float:
+    """Seconds for ``n`` ranks on ``k`` workers: the client's serial part plus the workers' share (their start, one
+    worker's ``w_fixed``, in parallel). ``c_post``: only that part of the client's per-rank work is serial (what it
+    does on receiving overlaps the workers)."""
+    parallel = w_fixed + n * w / k
+    if c_post is None:
+        return c_fixed + n * c + parallel
+    return c_fixed + n * c_post + max(parallel, n * (c - c_post))
+
+
+def _efficiency(n: int, k: int, w: float, w_fixed: float, c: float, c_fixed: float,
+                c_post: float | None = None) -> float:
+    return _wall(n, 1, w, w_fixed, c, c_fixed, c_post) / (k * _wall(n, k, w, w_fixed, c, c_fixed, c_post))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[8, 64, 512])
-    ap.add_argument("--modes", nargs="+", default=["serial", "local1", "local2"],
-                    choices=["serial", "local1", "local2"])
-    ap.add_argument("--out", type=Path, help="write the rows as JSON here")
-    ap.add_argument("--smoke", action="store_true", help="4 ranks, 2 local workers")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[512, 2048])
+    ap.add_argument("--modes", nargs="+", default=["local1", "local2"], choices=list(MODES))
+    ap.add_argument("--direct", type=int, default=32, metavar="K",
+                    help="also time K ranks in one warm process (0: no)")
+    ap.add_argument("--out", type=Path, help="write the rows and the derived figures as JSON here")
+    ap.add_argument("--smoke", action="store_true", help="8 and 16 ranks, 2 local workers")
     a = ap.parse_args()
     if a.smoke:
-        a.sizes, a.modes = [4], ["local2"]
+        a.sizes, a.modes, a.direct = [8, 16], ["local2"], 4
     rows = []
-    print(f"{'ranks':>6} {'mode':>7} {'wall s':>8} {'ranks/min':>10} {'client peak MB':>15} "
-          f"{'summary KB/rank':>16} {'cluster KB s':>13}")
+    print(f"{'ranks':>6} {'mode':>7} {'wall s':>7} {'worker cpu s':>12} {'client cpu s':>12} {'post s':>7} "
+          f"{'client MB':>9} {'JSON KB':>8} {'MD chars':>8} {'score':>6}")
     for n in a.sizes:
         path = generate(n)
         for mode in a.modes:
-            r = measure(path, mode)
-            r.update({"size": n, "mode": mode, "ranks_per_min": 60.0 * r["ranks"] / r["wall_s"]})
+            r = measure(path, mode, a.direct if mode == a.modes[0] and n == a.sizes[0] else 0)
+            r.update({"size": n, "mode": mode})
             rows.append(r)
-            print(f"{n:>6} {mode:>7} {r['wall_s']:>8.1f} {r['ranks_per_min']:>10.0f} {r['client_peak_rss_mb']:>15.0f} "
-                  f"{r['summary_bytes_mean'] / 1024:>16.1f} {r['cluster_kb_s']:>13.2f}", flush=True)
+            print(f"{n:>6} {mode:>7} {r['wall_s']:>7.1f} {r['worker_cpu_s']:>12.1f} {r['client_cpu_s']:>12.1f} "
+                  f"{r['client_post_cpu_s']:>7.2f} {r['client_peak_rss_mb']:>9.0f} {r['json_bytes'] / 1024:>8.0f} "
+                  f"{r['markdown_chars']:>8} {r['score']:>6.1f}", flush=True)
+    derived = derive(rows)
     if a.out:
-        a.out.write_text(json.dumps(rows, indent=1) + "\n")
-    _projection(rows)
+        a.out.write_text(json.dumps({"rows": rows, "derived": derived}, indent=1) + "\n")
+    _print(derived)
 
 
-def _projection(rows: list[dict]) -> None:
-    """Client memory slope and per-rank worker cost, projected to 4,096 ranks."""
-    two = sorted((r for r in rows if r["mode"] == "local2"), key=lambda r: r["size"])
-    if len(two) < 2:
+def _print(d: dict) -> None:
+    if not d:
         return
-    small, big = two[0], two[-1]
-    slope_mb = (big["client_peak_rss_mb"] - small["client_peak_rss_mb"]) / (big["size"] - small["size"])
-    per_rank_s = big["wall_s"] * 2 / big["size"]  # worker-seconds per rank at 2 workers
-    summary_kb = big["summary_bytes_mean"] / 1024
-    print(f"\nclient memory: {slope_mb * 1024:.0f} KB per extra rank (peak RSS {small['size']} -> {big['size']} ranks), "
-          f"pickled per-rank result {summary_kb:.1f} KB")
-    print(f"worker cost: {per_rank_s:.2f} worker-seconds per rank ({big['size']} ranks on 2 local workers)")
-    for machines, cores in ((1, 2), (8, 64), (32, 64)):
-        wall = 4096 * per_rank_s / (machines * cores)
-        print(f"4096 ranks on {machines} machine(s) x {cores} workers: ~{wall / 60:.1f} min of rank analysis, client "
-              f"~{small['client_peak_rss_mb'] + slope_mb * (4096 - small['size']):.0f} MB peak")
+    print(f"\nworker: {d['worker_ms_per_rank']:.0f} ms CPU per rank on the Dask workers"
+          + (f", {d['direct_worker_ms_per_rank']:.0f} ms in one warm process" if d.get("direct_worker_ms_per_rank")
+             else "") + f" (workers' start {d['worker_fixed_s']:.1f} s)")
+    print(f"client: {d['client_ms_per_rank']:.1f} ms CPU per rank ({d['client_post_ms_per_rank']:.1f} ms of it after "
+          f"the ranks are in), {d['client_kb_per_rank']:.1f} KB of peak RSS per rank "
+          f"(fixed {d['client_fixed_s']:.1f} s, {d['client_fixed_mb']:.0f} MB)")
+    eff = d.get("efficiency_1_to_2")
+    if eff:
+        print(f"1 -> 2 workers at {eff['ranks']} ranks: efficiency {eff['wall']:.2f} measured (wall), "
+              f"{eff['model']:.2f} from the CPU parts")
+    for k, p in d["projection"].items():
+        print(f"{PROJECT_RANKS} ranks on {k} workers: ~{p['wall_s'] / 60:.1f} min, efficiency {p['no_overlap']:.2f} "
+              f"({p['receive_overlapped']:.2f} with the client receiving while the workers compute)")
+    print(f"{PROJECT_RANKS} ranks: client peak ~{d['projection_client_mb']:.0f} MB")
 
 
 if __name__ == "__main__":
