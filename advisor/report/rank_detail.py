@@ -62,12 +62,13 @@ def rank_ranges(ranks: Iterable[int]) -> str:
     return ", ".join(runs)
 
 
-def bound(report: dict[str, Any], *, limit: int = FULL_DETAIL_RANKS,
+def bound(report: dict[str, Any], *, limit: int | None = None,
           rank_tables: str | None = None) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """``(report, tables)``: the report with its per-rank lists bounded and a ``rank_detail`` section, and the full
     per-rank tables (JSON path -> the unbounded value) for ``--rank-tables``; ``(report, None)`` unchanged when the
-    input has at most ``limit`` ranks. ``rank_tables``: the file the full tables are written to, named in the
+    input has at most ``limit`` ranks (default :data:`FULL_DETAIL_RANKS`). ``rank_tables``: the file the full tables are written to, named in the
     report."""
+    limit = FULL_DETAIL_RANKS if limit is None else limit
     n = int((report.get("input") or {}).get("ranks") or 1)
     if n <= limit:
         return report, None
