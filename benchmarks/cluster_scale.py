@@ -19,12 +19,12 @@ Markdown reports. CPU seconds, not only wall seconds, because other work shares 
 * worker CPU: the local Dask cluster's worker processes (children of the client, counted when they exit);
 * client peak RSS; the JSON report's bytes and the Markdown's characters.
 
-Per-rank figures are slopes between the sizes measured (fixed costs -- imports, the cluster's start -- drop out);
-with a single size, totals over ranks. ``--direct K`` also times K ranks analyzed in one warm process (the worker's
-per-rank cost without Dask). The projection to 4,096 ranks: serial part S = client fixed + N x client per rank,
-parallel part P = N x worker per rank (+ the workers' start), T(n) = S + P / n, efficiency E(n) = T(1) / (n T(n))
--- no credit for the client receiving while the workers compute; a second figure gives that credit (only the
-``post`` part serial). ``--out`` writes the rows and the derived figures as JSON (see docs/cluster.md).
+Per-rank figures are totals over the ranks at the largest size measured (fixed costs -- imports, the cluster's
+start -- included: they err high); client memory per rank is the slope of peak RSS between the sizes. ``--direct K`` also times K ranks analyzed in one warm process (the worker's
+per-rank cost without Dask). The projection to 4,096 ranks (Amdahl): per rank, serial part c (the
+client) and parallel part w (the workers), T(n) = c + w / n, efficiency E(n) = T(1) / (n T(n)) -- no credit for
+the client receiving while the workers compute; a second figure gives that credit (only the ``post`` part serial,
+T(n) = c_post + max(w / n, c - c_post)). ``--out`` writes the rows and the derived figures as JSON (see docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -117,63 +117,63 @@ def measure(path: Path, mode: str, direct: int = 0) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def slope(rows: list[dict], key: str) -> tuple[float, float]:
-    """(per rank, fixed) of ``key`` over the sizes measured: the line through the smallest and the largest; with
-    one size, (total / ranks, 0)."""
-    rows = sorted(rows, key=lambda r: r["ranks"])
-    lo, hi = rows[0], rows[-1]
-    if hi["ranks"] == lo["ranks"]:
-        return hi[key] / hi["ranks"], 0.0
-    per = (hi[key] - lo[key]) / (hi["ranks"] - lo["ranks"])
-    return per, lo[key] - per * lo["ranks"]
+def per_rank(rows: list[dict], key: str) -> float:
+    """``key`` per rank at the largest size measured: fixed costs (imports, the cluster's start) included, so the
+    figure errs high; a slope between sizes would drop them but moves with the machine's other load."""
+    big = max(rows, key=lambda r: r["ranks"])
+    return big[key] / big["ranks"]
 
 
 def derive(rows: list[dict]) -> dict:
-    """Per-rank costs, the measured 1 -> 2 worker efficiency and the projection to :data:`PROJECT_RANKS`."""
+    """Per-rank costs at the largest size, the measured 1 -> 2 worker efficiency and the projection to
+    :data:`PROJECT_RANKS` ranks."""
     out: dict = {}
     local = [r for r in rows if r["mode"] in ("local1", "local2")]
     if not local:
         return out
     by_mode = {m: [r for r in local if r["mode"] == m] for m in ("local1", "local2")}
     basis = by_mode["local2"] or by_mode["local1"]
-    w, w_fixed = slope(local, "worker_cpu_s")  # the workers' CPU does not depend on how many share the ranks
-    c, c_fixed = slope(basis, "client_cpu_s")
-    c_post, _ = slope(basis, "client_post_cpu_s")
-    mem, mem_fixed = slope(basis, "client_peak_rss_mb")
+    w, c = per_rank(basis, "worker_cpu_s"), per_rank(basis, "client_cpu_s")
+    c_post = per_rank(basis, "client_post_cpu_s")
+    sizes = sorted({r["size"] for r in basis})
+    lo, hi = (min(basis, key=lambda r: r["ranks"]), max(basis, key=lambda r: r["ranks"]))
+    mem = ((hi["client_peak_rss_mb"] - lo["client_peak_rss_mb"]) / (hi["ranks"] - lo["ranks"])
+           if hi["ranks"] > lo["ranks"] else hi["client_peak_rss_mb"] / hi["ranks"])
     direct = [r["direct_ms_per_rank"] for r in rows if "direct_ms_per_rank" in r]
-    out.update({"worker_ms_per_rank": 1000 * w, "worker_fixed_s": w_fixed, "client_ms_per_rank": 1000 * c,
-                "client_post_ms_per_rank": 1000 * c_post, "client_fixed_s": c_fixed,
-                "client_kb_per_rank": 1024 * mem, "client_fixed_mb": mem_fixed,
-                "direct_worker_ms_per_rank": min(direct) if direct else None})
+    out.update({"at_ranks": sizes[-1], "worker_ms_per_rank": 1000 * w, "client_ms_per_rank": 1000 * c,
+                "client_post_ms_per_rank": 1000 * c_post, "client_kb_per_rank": 1024 * mem,
+                "direct_worker_ms_per_rank": min(direct) if direct else None,
+                "per_size": {str(r["size"]) + " " + r["mode"]: {
+                    "worker_ms_per_rank": 1000 * r["worker_cpu_s"] / r["ranks"],
+                    "client_ms_per_rank": 1000 * r["client_cpu_s"] / r["ranks"],
+                    "client_post_ms_per_rank": 1000 * r["client_post_cpu_s"] / r["ranks"],
+                    "client_peak_rss_mb": r["client_peak_rss_mb"], "json_kb": r["json_bytes"] / 1024,
+                    "markdown_chars": r["markdown_chars"]} for r in local}})
     both = sorted({r["size"] for r in by_mode["local1"]} & {r["size"] for r in by_mode["local2"]})
-    if both:
-        n = both[-1]
+    out["efficiency_1_to_2"] = {}
+    for n in both:
         one = next(r for r in by_mode["local1"] if r["size"] == n)
         two = next(r for r in by_mode["local2"] if r["size"] == n)
-        out["efficiency_1_to_2"] = {"ranks": n, "wall": one["wall_s"] / (2 * two["wall_s"]),
-                                    "model": _efficiency(n, 2, w, w_fixed, c, c_fixed)}
-    out["projection"] = {str(k): {"no_overlap": _efficiency(PROJECT_RANKS, k, w, w_fixed, c, c_fixed),
-                                  "receive_overlapped": _efficiency(PROJECT_RANKS, k, w, w_fixed, c, c_fixed,
-                                                                    c_post=c_post),
-                                  "wall_s": _wall(PROJECT_RANKS, k, w, w_fixed, c, c_fixed)}
-                         for k in (16, 64)}
-    out["projection_client_mb"] = mem_fixed + PROJECT_RANKS * mem
+        out["efficiency_1_to_2"][str(n)] = {"wall": one["wall_s"] / (2 * two["wall_s"]),
+                                            "cpu_parts": _efficiency(2, w, c), "receive_overlapped":
+                                            _efficiency(2, w, c, c_post)}
+    out["projection"] = {str(k): {"no_overlap": _efficiency(k, w, c), "receive_overlapped": _efficiency(k, w, c, c_post),
+                                  "wall_s": PROJECT_RANKS * _step(k, w, c, c_post)} for k in (16, 64)}
+    out["projection_client_mb"] = lo["client_peak_rss_mb"] + (PROJECT_RANKS - lo["ranks"]) * mem
     return out
 
 
-def _wall(n: int, k: int, w: float, w_fixed: float, c: float, c_fixed: float, c_post: float | None = None) -> float:
-    """Seconds for ``n`` ranks on ``k`` workers: the client's serial part plus the workers' share (their start, one
-    worker's ``w_fixed``, in parallel). ``c_post``: only that part of the client's per-rank work is serial (what it
-    does on receiving overlaps the workers)."""
-    parallel = w_fixed + n * w / k
+def _step(k: int, w: float, c: float, c_post: float | None = None) -> float:
+    """Seconds per rank on ``k`` workers: the client's serial part plus the workers' share. ``c_post``: only that
+    part of the client's work is serial (what it does on receiving overlaps the workers, as long as it keeps up)."""
     if c_post is None:
-        return c_fixed + n * c + parallel
-    return c_fixed + n * c_post + max(parallel, n * (c - c_post))
+        return c + w / k
+    return c_post + max(w / k, c - c_post)
 
 
-def _efficiency(n: int, k: int, w: float, w_fixed: float, c: float, c_fixed: float,
-                c_post: float | None = None) -> float:
-    return _wall(n, 1, w, w_fixed, c, c_fixed, c_post) / (k * _wall(n, k, w, w_fixed, c, c_fixed, c_post))
+def _efficiency(k: int, w: float, c: float, c_post: float | None = None) -> float:
+    """T(1) / (k T(k)): Amdahl's law with the measured serial (client) and parallel (worker) parts."""
+    return _step(1, w, c, c_post) / (k * _step(k, w, c, c_post))
 
 
 def main() -> None:
@@ -184,7 +184,11 @@ def main() -> None:
                     help="also time K ranks in one warm process (0: no)")
     ap.add_argument("--out", type=Path, help="write the rows and the derived figures as JSON here")
     ap.add_argument("--smoke", action="store_true", help="8 and 16 ranks, 2 local workers")
+    ap.add_argument("--derive", type=Path, metavar="JSON", help="only print the figures of rows saved with --out")
     a = ap.parse_args()
+    if a.derive:
+        _print(derive(json.loads(a.derive.read_text())["rows"]))
+        return
     if a.smoke:
         a.sizes, a.modes, a.direct = [8, 16], ["local2"], 4
     rows = []
@@ -208,16 +212,15 @@ def main() -> None:
 def _print(d: dict) -> None:
     if not d:
         return
-    print(f"\nworker: {d['worker_ms_per_rank']:.0f} ms CPU per rank on the Dask workers"
+    print(f"\nper rank at {d['at_ranks']} ranks (fixed costs included):")
+    print(f"  worker: {d['worker_ms_per_rank']:.0f} ms CPU per rank on the Dask workers"
           + (f", {d['direct_worker_ms_per_rank']:.0f} ms in one warm process" if d.get("direct_worker_ms_per_rank")
-             else "") + f" (workers' start {d['worker_fixed_s']:.1f} s)")
-    print(f"client: {d['client_ms_per_rank']:.1f} ms CPU per rank ({d['client_post_ms_per_rank']:.1f} ms of it after "
-          f"the ranks are in), {d['client_kb_per_rank']:.1f} KB of peak RSS per rank "
-          f"(fixed {d['client_fixed_s']:.1f} s, {d['client_fixed_mb']:.0f} MB)")
-    eff = d.get("efficiency_1_to_2")
-    if eff:
-        print(f"1 -> 2 workers at {eff['ranks']} ranks: efficiency {eff['wall']:.2f} measured (wall), "
-              f"{eff['model']:.2f} from the CPU parts")
+             else ""))
+    print(f"  client: {d['client_ms_per_rank']:.1f} ms CPU per rank ({d['client_post_ms_per_rank']:.1f} ms of it after "
+          f"the ranks are in), {d['client_kb_per_rank']:.0f} KB of peak RSS per extra rank")
+    for n, e in d["efficiency_1_to_2"].items():
+        print(f"1 -> 2 workers at {n} ranks: efficiency {e['wall']:.2f} measured (wall), {e['cpu_parts']:.2f} "
+              f"expected from the CPU parts ({e['receive_overlapped']:.2f} receiving while the workers compute)")
     for k, p in d["projection"].items():
         print(f"{PROJECT_RANKS} ranks on {k} workers: ~{p['wall_s'] / 60:.1f} min, efficiency {p['no_overlap']:.2f} "
               f"({p['receive_overlapped']:.2f} with the client receiving while the workers compute)")
