@@ -168,3 +168,19 @@ def test_rank_tables_never_go_into_the_input(gen8: Path) -> None:
     assert result.exit_code == 2
     assert not (gen8 / "ranks.json").exists()
     assert len(result.output.strip().splitlines()) == 1 and "ranks.json" in result.output
+
+
+def test_shortened_skips_keep_the_exit_code_and_the_count(full: dict[str, Any],
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from advisor import gate
+
+    big = _many_ranks(full, 512)
+    big["input"]["ranks_skipped"] = [{"path": f"r{i}", "reason": "truncated CSV"} for i in range(150)]
+    big["input"]["files_skipped"] = [{"path": f"f{i}", "reason": "empty"} for i in range(200)]
+    big["input"]["files_skipped"][120] = {"path": "fifo", "reason": "a FIFO", "unreadable": True}
+    bounded, _ = rank_detail.bound(big)
+    assert len(bounded["input"]["ranks_skipped"]) == rank_detail.MAX_LIST_ROWS
+    assert {"path": "fifo", "reason": "a FIFO", "unreadable": True} in bounded["input"]["files_skipped"]
+    assert gate.outcome(bounded, None) == gate.EXIT_INCOMPLETE
+    err = capsys.readouterr().err
+    assert "150 of 662 ranks could not be read" in err and "1 input file(s) could not be read" in err

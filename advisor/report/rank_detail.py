@@ -174,14 +174,16 @@ def _listed(report: Mapping[str, Any], per_rank: Mapping[str, list[tuple[int, fl
 
 
 def _bound_input(out: dict[str, Any], keep: Any) -> None:
-    """Files read and skipped, skipped ranks: the first :data:`MAX_LIST_ROWS`; notes: each once (ranks of one job
-    repeat the same notes), then the first :data:`MAX_LIST_ROWS`."""
+    """Files read and skipped, skipped ranks: the first :data:`MAX_LIST_ROWS` (and every unreadable file); notes:
+    each once (ranks of one job repeat the same notes), then the first :data:`MAX_LIST_ROWS`."""
     given = out.get("input") or {}
     data = dict(given)
     for key in ("files_read", "files_skipped", "ranks_skipped"):
         rows = given.get(key)
         if isinstance(rows, list) and len(rows) > MAX_LIST_ROWS:
-            data[key] = rows[:MAX_LIST_ROWS]
+            # files that could not be read at all stay, every one: they make the analysis incomplete (exit 3)
+            data[key] = [row for i, row in enumerate(rows) if i < MAX_LIST_ROWS
+                         or (isinstance(row, Mapping) and row.get("unreadable"))]
             keep(f"input.{key}", rows, data[key])
     notes = given.get("notes")
     if isinstance(notes, list):
