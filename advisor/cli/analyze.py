@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from advisor.cli.each import analyze_each
-from advisor.cli.emit import StderrProgress, emit, outcome
+from advisor.cli.emit import StderrProgress, emit, outcome, write_rank_tables
 from advisor.common.errors import UsageError
 from advisor.common.escaping import terminal_line
 from advisor.common.output import check_outside_inputs, output_target
@@ -58,11 +58,15 @@ EXIT_KB_FAILED = gate.EXIT_INCOMPLETE
               help="Analyze each run (job) found below PATH on its own, instead of refusing a folder that holds "
                    "several: one report per run, each headed by its path on stdout, or one file per run in -o DIR "
                    "(named after the run's path). Exit code: the worst of the runs.")
+@click.option("--rank-tables", "rank_tables", type=click.Path(path_type=Path), metavar="FILE",
+              help="Write every rank's rows (time, op counts, step table, model summary, files read, merged findings' "
+                   "ranks) to this JSON file. A report of more than 32 ranks lists only the outliers and the ranks "
+                   "findings name, with each figure's distribution over all ranks. See docs/cluster.md.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | str | None, only: tuple[str, ...],
             skip: tuple[str, ...], rules_file: Path | None, ecosystem: Path | None, chip: str | None,
             cann: str | None, fail_under: float | None, fail_on: str | None, example: bool, scheduler: str | None, workers: int | None,
-            each: bool, quiet: bool) -> None:
+            each: bool, rank_tables: Path | None, quiet: bool) -> None:
     """Analyze a profile: PROF_xxx, *_ascend_pt, *_ascend_ms, a MindSpore profiler/ dir, a JOB dir, a folder
     holding the ranks of one job at any depth, or a single op_summary/kernel_details CSV, msprof/torch_npu .db or
     trace JSON. A folder holding runs of several jobs is refused; --each analyzes each of them.
@@ -91,9 +95,14 @@ def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | st
     fail_under, fail_on = gate_in_force.fail_under, gate_in_force.fail_on
     if scheduler is not None and workers is not None:
         raise UsageError("--workers sizes the local Dask cluster: it cannot be used with --scheduler")
-    options = AnalysisOptions(only=only, skip=skip, rules_file=rules_file, ecosystem=ecosystem, chip=chip,
-                              cann=cann, scheduler=scheduler)
     inputs = [path, graph_path, rules_file, ecosystem, find_pyproject(Path.cwd())]
+    if rank_tables is not None:
+        if each:
+            raise UsageError("--rank-tables names one file: it cannot be used with --each")
+        rank_tables = output_target(rank_tables, None, inputs)
+        check_outside_inputs(rank_tables, inputs)  # never written into a profile folder
+    options = AnalysisOptions(only=only, skip=skip, rules_file=rules_file, ecosystem=ecosystem, chip=chip,
+                              cann=cann, scheduler=scheduler, rank_tables=rank_tables)
     if out is None and fmt not in _STDOUT_FORMATS:
         out = "reports/"
         check_outside_inputs(Path(out), inputs)  # only an explicit -o writes into the profile folder
@@ -111,7 +120,11 @@ def command(path: Path | None, graph_path: Path | None, fmt: str, out: Path | st
         result = run_analysis(path, graph_path, options, progress, workers=workers)
     for warning in getattr(result, "waiver_warnings", ()):  # a stand-in result (tests) may have none
         click.echo(f"advisor: warning: {terminal_line(warning)}", err=True)
-    emit(result.report, fmt, target, fail_on, fail_under)
+    tables = getattr(result, "rank_tables", None)  # a stand-in result (tests) may have none
+    emit(result.report, fmt, target, fail_on, fail_under,
+         files_read=(tables or {}).get("tables", {}).get("input.files_read"))
+    if rank_tables is not None:
+        write_rank_tables(result.report, tables, rank_tables)
     code = outcome(result.report, fail_under)
     if code:
         sys.exit(code)

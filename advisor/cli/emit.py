@@ -64,8 +64,20 @@ def _files_read(report: dict) -> list[str]:
     return [*report["input"].get("files_read", []), *([graph["source"]] if graph.get("source") else [])]
 
 
-def emit(report: dict, fmt: str, target: Path | None, fail_on: str, fail_under: float | None) -> None:
-    """Print ``report`` in ``fmt`` on stdout, or write it atomically to ``target``."""
+def write_rank_tables(report: dict, tables: dict | None, target: Path) -> None:
+    """``--rank-tables``: every rank's rows, written atomically (the tables the report summarized, else the
+    report's own per-rank lists)."""
+    from advisor.pipeline import rank_detail
+
+    check_output(target, _files_read(report) + list((tables or {}).get("tables", {}).get("input.files_read") or []))
+    write_atomic(target, rank_detail.tables_text(tables or rank_detail.full_tables(report)))
+    click.echo(f"advisor: wrote {terminal_line(target)}", err=True)
+
+
+def emit(report: dict, fmt: str, target: Path | None, fail_on: str, fail_under: float | None,
+         files_read: list[str] | None = None) -> None:
+    """Print ``report`` in ``fmt`` on stdout, or write it atomically to ``target``. ``files_read``: every file the
+    analysis read, when the report lists only some (many ranks): the target may be none of them."""
     with stage("render"):
         if fmt == "terminal" and target is None:
             from advisor.report.terminal import print_report
@@ -77,7 +89,7 @@ def emit(report: dict, fmt: str, target: Path | None, fail_on: str, fail_under: 
         if target is None:
             click.echo(text, nl=False)
         else:
-            check_output(target, _files_read(report))
+            check_output(target, _files_read(report) + list(files_read or []))
             write_atomic(target, text)
             click.echo(f"advisor: wrote {terminal_line(target)}", err=True)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import importlib.metadata
+import pickle
 import re
 import threading
 import time
@@ -527,9 +528,9 @@ def _run_one(info: KBInfo, profile: Profile, graph: ModelGraph | None, rules: Ef
         status.status, status.reason = "skipped", reason
         return snapshot
     # each KB gets its own copy of the rules and platform, so one cannot change what the next one reads
-    ctx = AnalysisContext(cls.id, profile, graph, copy.deepcopy(rules.for_kb(cls.rules_file)),
-                          copy.deepcopy(platform), cluster=cluster,
-                          toolkit_rules={n: copy.deepcopy(rules.for_kb(n)) for n in TOOLKIT_RULES if rules.has(n)})
+    ctx = AnalysisContext(cls.id, profile, graph, _private_copy(rules.for_kb(cls.rules_file)),
+                          _private_copy(platform), cluster=cluster,
+                          toolkit_rules={n: _private_copy(rules.for_kb(n)) for n in TOOLKIT_RULES if rules.has(n)})
     started = time.perf_counter()
     limit = time_limit_s or cls.time_limit_s
     try:
@@ -556,6 +557,16 @@ def _run_one(info: KBInfo, profile: Profile, graph: ModelGraph | None, rules: Ef
     status.findings = len(produced)
     findings.extend(produced)
     return snapshot
+
+
+def _private_copy(value: Any) -> Any:
+    """A copy of plain rule data no knowledge base can change for the next one: a pickle round trip, several times
+    cheaper than ``copy.deepcopy`` on nested YAML dicts (it runs per knowledge base and rank; issue 33); deepcopy
+    for what does not pickle."""
+    try:
+        return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # noqa: BLE001 - an unpicklable value a third-party rules file or platform holds
+        return copy.deepcopy(value)
 
 
 def merge_statuses(per_rank: Sequence[Sequence[KBStatus]]) -> list[KBStatus]:

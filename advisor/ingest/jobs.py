@@ -120,7 +120,8 @@ def _by_key(job: list[RankSource], key: Callable[[RankSource], object]) -> list[
     if not parts:
         return [unknown]
     if len(parts) == 1:
-        return [sorted(parts[0] + unknown, key=job.index)]
+        at = {id(s): i for i, s in enumerate(job)}  # job.index would compare paths: quadratic in the ranks
+        return [sorted(parts[0] + unknown, key=lambda s: at[id(s)])]
     return parts + ([unknown] if unknown else [])
 
 

@@ -25,7 +25,7 @@ from advisor.findings import Finding
 from advisor.graph.model_graph import ModelGraph
 from advisor.ingest.sanitize import require_analyzable
 from advisor.model import OPS_COLUMNS, Meta, Profile, empty_frame
-from advisor.pipeline import consistency, executor, hierarchy, score, static_audit
+from advisor.pipeline import consistency, executor, hierarchy, rank_detail, score, static_audit
 from advisor.pipeline.rank_result import RankResult, target_cann
 from advisor.pipeline.rank_summary import RankSummary
 from advisor.pipeline.report_dict import build_report, cluster_section
@@ -51,6 +51,9 @@ class AnalysisOptions:
     extra_kbs: list[engine.KBInfo] = field(default_factory=list)
     scheduler: str | None = None
     """Address of an existing Dask scheduler (``tcp://host:8786``) to send the per-rank work to."""
+    rank_tables: Path | None = None
+    """``--rank-tables FILE``: where every rank's rows go when the report summarizes them (many ranks,
+    ``advisor.pipeline.rank_detail``); named in the report's ``rank_detail``."""
 
 
 @dataclass
@@ -69,6 +72,9 @@ class AnalysisResult:
     """Ranks that could not be read (multi-rank input): reported in ``input.ranks_skipped``."""
     waiver_warnings: list[str] = field(default_factory=list)
     """Waivers that name no known rule or waived nothing (also in the report's notes); the CLI says them on stderr."""
+    rank_tables: dict[str, Any] | None = None
+    """The full per-rank tables the report summarizes (more than ``rank_detail.FULL_DETAIL_RANKS`` ranks), for
+    ``--rank-tables``; None when the report lists every rank."""
 
 
 def _noop(_: str) -> None:
@@ -183,9 +189,21 @@ def _analyze_rank_job(args: tuple[Any, Any]) -> RankResult:
     source)``."""
     (graph, options, rules, infos, ranks), src = args
     if infos is None:
-        infos = select_kbs(options)  # on a worker: entry points are loaded there
+        infos = _worker_kbs(options)  # on a worker: entry points are loaded there, once per process
     return analyze_rank(src, graph, infos, rules, options.chip, options.time_limit_s, options.cann,
                         ranks_in_input=ranks)
+
+
+_WORKER_KBS: dict[tuple[Any, ...], list[engine.KBInfo]] = {}
+
+
+def _worker_kbs(options: AnalysisOptions) -> list[engine.KBInfo]:
+    """:func:`select_kbs` on a worker, found once per worker process and ``--kb`` / ``--skip-kb`` choice
+    (discovering the entry points costs ~15 ms: per rank, that is a third of a small rank's budget; issue 33)."""
+    key = (tuple(options.only), tuple(options.skip), str(options.ecosystem))
+    if key not in _WORKER_KBS:
+        _WORKER_KBS[key] = select_kbs(options)
+    return _WORKER_KBS[key]
 
 
 def _parallel_ok(options: AnalysisOptions) -> bool:
@@ -256,13 +274,15 @@ def run_analysis(path: Path | None, graph_path: Path | None = None, options: Ana
     kb_rules = {i.id: [r.id for r in i.cls.rules] for i in infos}
     report = build_report(path, summaries, graph, join_info, findings, statuses, waived, result_score, platform,
                           kb_rules=kb_rules, cluster=cluster, skipped=skipped, notes=notes)
+    report, rank_tables = rank_detail.bound(report, rank_tables=str(options.rank_tables) if options.rank_tables
+                                            else None)
     stagetimes.add("score and report", time.perf_counter() - t_report)
     if os.environ.get("ADVISOR_SELF_CHECK") == "1":  # the test suite checks every report it produces
         bad = consistency.problems(report)
         if bad:
             raise AssertionError(f"report of {path} breaks its invariants: " + "; ".join(bad[:10]))
     return AnalysisResult(summaries, graph, findings, statuses, waived, result_score, platform, rules, join_info,
-                          report, skipped, waiver_warnings)
+                          report, skipped, waiver_warnings, rank_tables)
 
 
 def _analyze_ranks(path: Path, sources: list[Any], graph: ModelGraph | None, infos: list[engine.KBInfo],

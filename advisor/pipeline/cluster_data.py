@@ -110,13 +110,31 @@ def links(matrix: Any, comm: pd.DataFrame | None = None) -> pd.DataFrame:
            .agg(size_mb=("size_mb", "sum"), transit_us=("transit_us", "sum"), transfers=("size_mb", "size"))
            .reset_index())
     singles = m[~is_total & valid] if (~is_total & stat.notna() & valid).any() else rows
-    ops = _op_transfers(_link_keys(singles), comm)
-    per = ops.groupby(keys, sort=True).agg(op_size_mb=("size_mb", tuple), op_transit_us=("transit_us", tuple),
-                                          op_large_packet_ratio=("lpr", tuple)).reset_index()
-    out = out.merge(per, on=keys, how="left").rename(columns={"src_rank": "src", "dst_rank": "dst"})
-    for col in ("op_size_mb", "op_transit_us", "op_large_packet_ratio"):
-        out[col] = [v if isinstance(v, tuple) else () for v in out[col]]
+    per = _transfers_by_link(_op_transfers(_link_keys(singles), comm), keys)
+    out = out.rename(columns={"src_rank": "src", "dst_rank": "dst"})
+    found = [per.get(k, ((), (), ())) for k in zip(out["group"], out["src"], out["dst"], out["transport"],
+                                                    strict=True)]
+    for i, col in enumerate(("op_size_mb", "op_transit_us", "op_large_packet_ratio")):
+        out[col] = [f[i] for f in found]
     return out[LINK_COLUMNS]
+
+
+def _transfers_by_link(ops: pd.DataFrame, keys: list[str]) -> dict[tuple[Any, ...], tuple[tuple[float, ...], ...]]:
+    """Per link (``keys``): its transfers' sizes, transit times and Large Packet Ratios as tuples, in row order.
+
+    Plain Python: a rank has a few dozen transfers, and a groupby aggregating to tuples costs ~20 ms a rank whatever
+    their number (issue 33). Links with a missing key are left out, as a groupby leaves them."""
+    out: dict[tuple[Any, ...], tuple[list[float], list[float], list[float]]] = {}
+    columns = [ops[k].tolist() for k in keys]
+    values = zip(ops["size_mb"].tolist(), ops["transit_us"].tolist(), ops["lpr"].tolist(), strict=True)
+    for key, (size, transit, lpr) in zip(zip(*columns, strict=True), values, strict=True):
+        if any(v is None or (isinstance(v, float) and v != v) for v in key):
+            continue
+        sizes, transits, lprs = out.setdefault(key, ([], [], []))
+        sizes.append(size)
+        transits.append(transit)
+        lprs.append(lpr)
+    return {k: (tuple(a), tuple(b), tuple(c)) for k, (a, b, c) in out.items()}
 
 
 def _link_keys(rows: pd.DataFrame) -> pd.DataFrame:

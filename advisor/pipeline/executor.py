@@ -129,14 +129,25 @@ def run_jobs(fn: Callable[[J], R], jobs: Sequence[J], paths: Sequence[str], *, m
     raise ValueError(f"unknown executor mode {mode!r}")
 
 
+QUIET_CLUSTER = {
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.worker.memory.monitor-interval": "1s",
+}
+"""Dask's housekeeping, made rarer on the embedded cluster: event-loop lag checks every 20 ms, host monitoring every
+0.5 s and each worker's memory checked every 0.1 s cost the client ~60 ms of CPU per second of a run, which is
+serial time a 4,096-rank job pays for every second it runs (issue 33). Ranks take seconds; these do not need to
+be finer."""
+
+
 def _local_cluster(n_workers: int) -> Any:
     import dask
     from distributed import LocalCluster
 
     # non-daemonic workers may start processes of their own (issue 14: plugins run in isolated subprocesses)
-    with dask.config.set({"distributed.worker.daemon": False, "distributed.admin.tick.limit": "1h"}):
+    with dask.config.set({"distributed.worker.daemon": False, "distributed.admin.tick.limit": "1h", **QUIET_CLUSTER}):
         return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                            dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
+                            dashboard_address=None, silence_logs=logging.ERROR)
 
 
 def connect(address: str) -> Any:
@@ -227,27 +238,48 @@ def check_workers(client: Any) -> None:
                          f"same advisor version on every worker")
 
 
+def chunk_size(n_jobs: int, n_workers: int) -> int:
+    """Jobs per Dask task: about :data:`CHUNKS_PER_WORKER` tasks per worker, at most :data:`MAX_CHUNK` jobs each.
+
+    A task costs the scheduler, the worker and the client a few milliseconds of bookkeeping whatever it does; a
+    small rank costs little more (issue 33), so ranks travel in chunks. Several chunks per worker keep the workers
+    evenly loaded when ranks differ in size, and progress moving."""
+    return max(1, min(MAX_CHUNK, n_jobs // max(1, n_workers * CHUNKS_PER_WORKER)))
+
+
+CHUNKS_PER_WORKER = 8
+MAX_CHUNK = 16
+
+
 def _on_client(client: Any, fn: Callable[[J], R], jobs: Sequence[J], paths: Sequence[str], shared: Any,
                progress: Progress) -> list[Outcome[R]]:
     from distributed import as_completed
 
     total = len(jobs)
     shared_f = client.scatter(shared, broadcast=True, hash=False) if shared is not None else None
-    futures = [client.submit(_run_guarded, fn, shared_f, job, i, paths[i], key=f"advisor-rank-{i}-{id(jobs)}",
-                             pure=False)
-               for i, job in enumerate(jobs)]
+    workers = sum((client.nthreads() or {}).values()) or 1
+    size = chunk_size(total, workers)
+    starts = list(range(0, total, size))
+    futures = {client.submit(_run_chunk, fn, shared_f, list(jobs[i:i + size]), i, list(paths[i:i + size]),
+                             key=f"advisor-ranks-{i}-{id(jobs)}", pure=False): i for i in starts}
     out: list[Outcome[R] | None] = [None] * total
-    for done, future in enumerate(as_completed(futures, loop=client.loop), start=1):
+    done = 0
+    for future in as_completed(list(futures), loop=client.loop):
+        first = futures[future]
         try:
-            outcome = future.result()
-        except Exception as e:  # noqa: BLE001 - a worker lost mid-job: the rank is reported, the run goes on
-            i = futures.index(future)
-            outcome = Outcome(i, failure=RankFailure(i, paths[i], f"worker failed: {type(e).__name__}: {e}"))
-        out[outcome.index] = outcome
+            outcomes = future.result()
+        except Exception as e:  # noqa: BLE001 - a worker lost mid-job: its ranks are reported, the run goes on
+            outcomes = [Outcome(i, failure=RankFailure(i, paths[i], f"worker failed: {type(e).__name__}: {e}"))
+                        for i in range(first, min(total, first + size))]
+        for outcome in outcomes:
+            out[outcome.index] = outcome
         future.release()  # the worker may drop the result now: the client holds the only copy
+        done += len(outcomes)
         progress(f"analyzed ranks {done}/{total}")
     return [o for o in out if o is not None]
 
 
-def _run_guarded(fn: Callable[[Any], R], shared: Any, job: Any, index: int, path: str) -> Outcome[R]:
-    return guarded(fn, (shared, job), index, path)
+def _run_chunk(fn: Callable[[Any], R], shared: Any, jobs: list[Any], first: int, paths: list[str]
+               ) -> list[Outcome[R]]:
+    """Jobs ``first``, ``first + 1``, ... on a worker, each guarded on its own (one broken rank fails alone)."""
+    return [guarded(fn, (shared, job), first + k, path) for k, (job, path) in enumerate(zip(jobs, paths, strict=True))]

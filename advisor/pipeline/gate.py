@@ -60,8 +60,11 @@ def outcome(report: Mapping[str, Any], fail_under: float | None) -> int:
     skipped_ranks = inp.get("ranks_skipped") or []
     if skipped_ranks:
         first = skipped_ranks[0]
-        click.echo(terminal_line(f"advisor: incomplete analysis, {len(skipped_ranks)} of "
-                                 f"{len(skipped_ranks) + inp.get('ranks', 0)} ranks could not be read and were "
+        # a report of many ranks lists the first ones (advisor.pipeline.rank_detail) and says how many there were
+        shortened = ((report.get("rank_detail") or {}).get("summarized") or {}).get("input.ranks_skipped") or {}
+        n_skipped = int(shortened.get("rows") or len(skipped_ranks))
+        click.echo(terminal_line(f"advisor: incomplete analysis, {n_skipped} of "
+                                 f"{n_skipped + inp.get('ranks', 0)} ranks could not be read and were "
                                  f"skipped (first: {first['path']}: {first['reason']})"), err=True)
     unreadable = [f for f in inp.get("files_skipped") or [] if f.get("unreadable")]
     if unreadable:

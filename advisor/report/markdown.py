@@ -113,6 +113,23 @@ def _time_section(report: Mapping[str, Any]) -> str:
     return "### Time\n\n" + table + ("\n\n_Sources: " + cell("; ".join(sources), 2000) + "_" if sources else "")
 
 
+def _rank_detail_section(report: Mapping[str, Any]) -> str:
+    """Many ranks (``advisor.pipeline.rank_detail``): each per-rank figure's distribution and the ranks listed."""
+    detail = report.get("rank_detail")
+    if not detail:
+        return ""
+    rows = [[name, f"{d['min']:,.3f}", f"{d['median']:,.3f}", f"{d['p90']:,.3f}", f"{d['max']:,.3f}",
+             f"{d['min_rank']} / {d['max_rank']}"] for name, d in (detail.get("distribution") or {}).items()]
+    table = md_table(["per rank", "min", "median", "p90", "max", "rank of min / max"], rows,
+                     ["l", "r", "r", "r", "r", "r"])
+    where = (f"every rank's rows are in {code(detail['rank_tables'], 160)}" if detail.get("rank_tables")
+             else "every rank's rows: `advisor analyze ... --rank-tables FILE`")
+    listed = ", ".join(str(r) for r in detail.get("listed_ranks") or [])
+    return (f"### Ranks ({detail['ranks']:,})\n\n" + table + "\n\n_" + cell(
+        f"The report lists ranks {listed} (the outliers of each figure and the ranks findings name); {where}.",
+        1200) + "_")
+
+
 def _model_summary_section(report: Mapping[str, Any]) -> str:
     """The model summary (work, utilization, block dim, memory traffic, L2 hit rate), each row with its source."""
     rows, caption = model_summary_rows(report.get("model_summary"))
@@ -277,7 +294,8 @@ def render(report: dict[str, Any], max_chars: int = MAX_CHARS, top: int = 25, **
     """The report as Markdown, strictly shorter than ``max_chars``."""
     findings = report["findings"]
     head = "\n\n".join(p for p in [_score_line(report), _key_numbers(report), _time_section(report),
-                                       _model_summary_section(report), _kernels_section(report)] if p)
+                                       _rank_detail_section(report), _model_summary_section(report),
+                                       _kernels_section(report)] if p)
     if findings:
         table = "### Top findings\n\n" + _findings_table(findings, top)
     else:

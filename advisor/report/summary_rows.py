@@ -167,6 +167,9 @@ def model_summary_rows(ms: Mapping[str, Any] | None) -> tuple[list[SummaryRow], 
                   f"(rank {high[0]})" if show(low[1].number) != show(high[1].number)
                   else f"; the same on {len(numbered)} of {len(per_rank)} ranks")
         rows.append(SummaryRow(f"{label} (rank {high[0]})", high[1].value + spread, high[1].source, high[1].number))
+    total = ms.get("ranks_total")  # many ranks: the report lists some (advisor.pipeline.rank_detail)
     caption = f"{len(per_rank)} ranks: each quantity shown for its highest rank with the range; every rank in the " \
-              "JSON report"
+              "JSON report" if not total or total <= len(per_rank) else \
+        f"{len(per_rank)} of {total} ranks (the outliers and the ranks findings name): each quantity shown for its " \
+        "highest rank with the range over them; every rank: --rank-tables FILE"
     return rows, "; ".join(p for p in (note, caption) if p)
