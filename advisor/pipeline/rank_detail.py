@@ -216,7 +216,7 @@ def _bound_ranks(out: dict[str, Any], listed: set[int], keep: Any) -> None:
     if isinstance(time, dict) and isinstance(time.get("ranks"), dict):
         full = time["ranks"]
         kept = {r: t for r, t in full.items() if _int(r) and int(r) in listed}
-        out["time"] = {**time, "ranks": kept}
+        out["time"] = {**time, "ranks": kept, **({"ranks_total": len(full)} if len(kept) < len(full) else {})}
         keep("time.ranks", full, kept)
     kernels = out.get("kernels")
     if isinstance(kernels, list) and len(kernels) > MAX_LIST_ROWS:

@@ -330,7 +330,7 @@ FREE_LABELS = {"data_loading": "data loading", "launch": "host launch gaps", "co
 
 def _window_detail(time: Mapping[str, Any]) -> str:
     if "steps" not in time:
-        return f"{len(time.get('ranks') or {})} rank(s)"
+        return f"{int(time.get('ranks_total') or len(time.get('ranks') or {})):,} rank(s)"
     steady = time.get("steady_state") or {}
     if steady:
         warm = int(steady.get("warmup_steps") or 0)

@@ -28,7 +28,7 @@ from advisor.report.common import (
 )
 from advisor.report.evidence_format import evidence_items, evidence_label, evidence_table
 from advisor.report.kernel_rows import kernel_moved_text, kernel_predicted_text, kernel_sections
-from advisor.report.summary_rows import model_summary_rows
+from advisor.report.summary_rows import RANK_DETAIL_HEADER, model_summary_rows, rank_detail_rows
 
 MAX_CHARS = 60_000
 SEVERITY_ICON = {"critical": "🔴", "major": "🟠", "minor": "🟡", "info": "🔵"}
@@ -116,18 +116,11 @@ def _time_section(report: Mapping[str, Any]) -> str:
 def _rank_detail_section(report: Mapping[str, Any]) -> str:
     """Many ranks (``advisor.pipeline.rank_detail``): each per-rank figure's distribution and the ranks listed."""
     detail = report.get("rank_detail")
+    rows, caption = rank_detail_rows(detail)
     if not detail:
         return ""
-    rows = [[name, f"{d['min']:,.3f}", f"{d['median']:,.3f}", f"{d['p90']:,.3f}", f"{d['max']:,.3f}",
-             f"{d['min_rank']} / {d['max_rank']}"] for name, d in (detail.get("distribution") or {}).items()]
-    table = md_table(["per rank", "min", "median", "p90", "max", "rank of min / max"], rows,
-                     ["l", "r", "r", "r", "r", "r"])
-    where = (f"every rank's rows are in {code(detail['rank_tables'], 160)}" if detail.get("rank_tables")
-             else "every rank's rows: `advisor analyze ... --rank-tables FILE`")
-    listed = ", ".join(str(r) for r in detail.get("listed_ranks") or [])
-    return (f"### Ranks ({detail['ranks']:,})\n\n" + table + "\n\n_" + cell(
-        f"The report lists ranks {listed} (the outliers of each figure and the ranks findings name); {where}.",
-        1200) + "_")
+    table = md_table(list(RANK_DETAIL_HEADER), rows, ["l", "r", "r", "r", "r", "r"])
+    return f"### Ranks ({detail['ranks']:,})\n\n" + table + "\n\n_" + cell(caption, 1200) + "_"
 
 
 def _model_summary_section(report: Mapping[str, Any]) -> str:

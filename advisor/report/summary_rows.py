@@ -173,3 +173,25 @@ def model_summary_rows(ms: Mapping[str, Any] | None) -> tuple[list[SummaryRow], 
         f"{len(per_rank)} of {total} ranks (the outliers and the ranks findings name): each quantity shown for its " \
         "highest rank with the range over them; every rank: --rank-tables FILE"
     return rows, "; ".join(p for p in (note, caption) if p)
+
+
+RANK_DETAIL_HEADER = ("per rank", "min", "median", "p90", "max", "rank of min / max")
+
+
+def rank_detail_rows(detail: Mapping[str, Any] | None) -> tuple[list[list[str]], str]:
+    """A report of many ranks (``rank_detail``, advisor.pipeline.rank_detail): each per-rank figure's distribution
+    over every rank (durations read as durations), and the caption saying which ranks the report lists and where
+    every rank's rows are. ``([], "")`` when the report lists every rank."""
+    if not detail:
+        return [], ""
+
+    def value(name: str, v: float) -> str:
+        return fmt_us(v) if name.endswith("_us") else f"{v:,.0f}" if float(v).is_integer() else f"{v:,.3f}"
+
+    rows = [[name.removesuffix("_us").replace("_", " "), *(value(name, d[k]) for k in ("min", "median", "p90", "max")),
+             f"{d['min_rank']} / {d['max_rank']}"] for name, d in (detail.get("distribution") or {}).items()]
+    where = (f"every rank's rows are in {detail['rank_tables']}" if detail.get("rank_tables")
+             else "every rank's rows: advisor analyze ... --rank-tables FILE")
+    listed = ", ".join(str(r) for r in detail.get("listed_ranks") or [])
+    return rows, (f"The report lists ranks {listed} (the outliers of each figure and the ranks findings name); "
+                  f"{where}.")

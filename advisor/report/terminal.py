@@ -15,7 +15,7 @@ from advisor.common.escaping import deep, terminal
 from advisor.common.units import fmt_us
 from advisor.report.common import ADVICE_NOTES_HEADING, advice_notes, chip_name, symptom_lines, time_rows, time_sources
 from advisor.report.kernel_rows import kernel_sections
-from advisor.report.summary_rows import model_summary_rows
+from advisor.report.summary_rows import RANK_DETAIL_HEADER, model_summary_rows, rank_detail_rows
 
 _SEVERITY_STYLE = {"critical": "bold red", "major": "red", "minor": "yellow", "info": "cyan"}
 
@@ -49,6 +49,9 @@ def build(report: dict[str, Any], top: int = 20) -> Group:
     time_table = _time_table(report.get("time"), report.get("platform"))
     if time_table is not None:
         parts.append(time_table)
+    ranks_table = _rank_detail_table(report.get("rank_detail"))
+    if ranks_table is not None:
+        parts.append(ranks_table)
     summary_table = _model_summary_table(report.get("model_summary"))
     if summary_table is not None:
         parts.append(summary_table)
@@ -222,6 +225,21 @@ def _kernel_tables(kernels: list[dict[str, Any]] | None) -> list[Table]:
         t.caption_justify = "left"
         out.append(t)
     return out
+
+
+def _rank_detail_table(detail: dict[str, Any] | None) -> Table | None:
+    """Many ranks: each per-rank figure's distribution over every rank, and which ranks the report lists."""
+    rows, caption = rank_detail_rows(detail)
+    if not rows or not detail:
+        return None
+    t = Table(box=box.SIMPLE_HEAD, title=f"Ranks ({detail['ranks']:,})", title_justify="left", expand=True)
+    for i, head in enumerate(RANK_DETAIL_HEADER):
+        t.add_column(head, justify="left" if i == 0 else "right", no_wrap=i > 0)
+    for row in rows:
+        t.add_row(*(Text(c) for c in row))
+    t.caption = Text(caption)
+    t.caption_justify = "left"
+    return t
 
 
 def _model_summary_table(ms: dict[str, Any] | None) -> Table | None:
