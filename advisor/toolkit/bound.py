@@ -44,7 +44,7 @@ import pandas as pd
 from advisor.model import canonical_dtype, canonical_format, metric_values, parse_list, parse_shapes
 from advisor.toolkit.common import combined_codes
 from advisor.toolkit.cores import CoreCounts, core_counts, task_occupancy
-from advisor.toolkit.costmodel import op_work
+from advisor.toolkit.costmodel import op_work, values_at
 from advisor.toolkit.time import isin_mask
 
 if TYPE_CHECKING:
@@ -214,7 +214,10 @@ def _task_work(df: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str
     the PMU measured its FLOPs / its bytes. The PMU's values where it measured them, else the shapes', worked out
     once per distinct (type, shapes, dtypes, formats); each per-task array is freed once merged."""
     codes = combined_codes(df, _SHAPE_KEYS)
-    work = [_shape_work(df.iloc[i], rules) for i in np.unique(codes, return_index=True)[1]]
+    first = np.unique(codes, return_index=True)[1]
+    # the keys of each combination's first task, a column at a time (a row of the frame is a Series of every column)
+    firsts = {key: values_at(df[key], first) for key in _SHAPE_KEYS}
+    work = [_shape_work({key: values[k] for key, values in firsts.items()}, rules) for k in range(len(first))]
     m_flops = _metric_flops(df)
     has_m_flops = np.nan_to_num(m_flops) > 0
     flops = np.where(has_m_flops, m_flops, np.array([w[0] for w in work], dtype="float64")[codes])
@@ -461,9 +464,10 @@ class MemoryBoundShare:
 def memory_bound_share(table: pd.DataFrame) -> MemoryBoundShare | None:
     """The ops of ``table`` (:func:`op_bounds` / :func:`for_profile`) whose bound is ``memory`` and their share of
     the compute time; None for a table without compute ops or with none classified (neither work nor pipes)."""
-    if not len(table) or not table["bound"].notna().any():
+    bound = table["bound"].to_numpy(dtype=object)
+    if not len(table) or not pd.notna(bound).any():
         return None
-    mem = table[table["bound"].eq("memory").fillna(False).astype(bool)]
+    mem = table[bound == "memory"]
     return MemoryBoundShare(ops=mem, time_us=float(mem["total_us"].sum()),
                             compute_us=float(table["total_us"].sum()), tasks=int(mem["calls"].sum()),
                             compute_tasks=int(table["calls"].sum()))
@@ -504,7 +508,7 @@ def _metric_bytes(df: pd.DataFrame) -> np.ndarray:
     return bw * t * 1e3
 
 
-def _shape_work(row: pd.Series, rules: Mapping[str, Any]) -> tuple[float, float, bool, str]:
+def _shape_work(row: Mapping[str, Any], rules: Mapping[str, Any]) -> tuple[float, float, bool, str]:
     """(FLOPs, bytes, runs on the cube, the dtype its peak is read for) of one op from its tensor descriptions
     (:func:`advisor.toolkit.costmodel.op_work`); NaN when unknown. Op types the rules do not know get FLOPs only on the
     vector cores (elsewhere their work is unknown: a custom or fused kernel)."""
