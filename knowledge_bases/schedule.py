@@ -1201,10 +1201,18 @@ def _sequence_sums(occ: _Occurrences, length: int, times: _Times, sums: Mapping[
     ids[occ.begin[1:]] = 1
     np.cumsum(ids, out=ids)
     agg = pd.DataFrame({"occ": np.diff(np.r_[occ.begin, len(ps)])}, index=pd.Index(occ.hashes))
-    agg["span"] = _group_sums(_per_occurrence(ps, lambda p: times.span(p, length)), ids)
+    per_occurrence = {"span": lambda: _per_occurrence(ps, lambda p: times.span(p, length))}
     for name, c in sums.items():
         # take: a third faster than indexing on 2M-task prefix sums
-        agg[name] = _group_sums(_per_occurrence(ps, lambda p, c=c: np.take(c, p + length) - np.take(c, p)), ids)
+        per_occurrence[name] = lambda c=c: _per_occurrence(ps, lambda p: np.take(c, p + length) - np.take(c, p))
+    if len(ps) <= _CHUNK:  # few occurrences: one groupby of them all (the same sums, one fixed cost)
+        together = pd.DataFrame({name: values() for name, values in per_occurrence.items()})
+        summed = together.groupby(ids, sort=False).sum()
+        for name in per_occurrence:
+            agg[name] = summed[name].to_numpy()
+        return agg
+    for name, values in per_occurrence.items():
+        agg[name] = _group_sums(values(), ids)
     return agg
 
 

@@ -15,7 +15,7 @@ import pickle
 import re
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -426,6 +426,11 @@ def _missing_peaks(kb: type[KnowledgeBase], platform: dict[str, Any]) -> str | N
             "give them with --rules: platform: {" + ", ".join(f"{k}: ..." for k in missing) + "})")
 
 
+RELEASE_AFTER_ROWS = 100_000
+"""Ops rows from which the memory a knowledge base freed is handed back to the OS before the next one runs: below,
+its peak is a few MB and trimming the heap (a millisecond at each call) costs more than it saves."""
+
+
 class _KBFailed(Exception):
     """A knowledge base failed; the message is the reason shown in the report."""
 
@@ -530,7 +535,7 @@ def _run_one(info: KBInfo, profile: Profile, graph: ModelGraph | None, rules: Ef
     # each KB gets its own copy of the rules and platform, so one cannot change what the next one reads
     ctx = AnalysisContext(cls.id, profile, graph, _private_copy(rules.for_kb(cls.rules_file)),
                           _private_copy(platform), cluster=cluster,
-                          toolkit_rules={n: _private_copy(rules.for_kb(n)) for n in TOOLKIT_RULES if rules.has(n)})
+                          toolkit_rules=_CopiedOnRead({n: rules.for_kb(n) for n in TOOLKIT_RULES if rules.has(n)}))
     started = time.perf_counter()
     limit = time_limit_s or cls.time_limit_s
     try:
@@ -544,7 +549,8 @@ def _run_one(info: KBInfo, profile: Profile, graph: ModelGraph | None, rules: Ef
         else:
             with stagetimes.stage(f"kb {cls.id}", timed=False):
                 produced = _run_with_limit(cls, ctx, limit)
-            release_memory()  # what the KB freed in its thread's arena, before the next one's peak sits on it
+            if len(profile.ops) >= RELEASE_AFTER_ROWS:
+                release_memory()  # what the KB freed in its thread's arena, before the next one's peak sits on it
     except (_KBFailed, isolation.KBFailed) as e:
         status.status, status.reason = "failed", str(e)
         produced = []
@@ -557,6 +563,25 @@ def _run_one(info: KBInfo, profile: Profile, graph: ModelGraph | None, rules: Ef
     status.findings = len(produced)
     findings.extend(produced)
     return snapshot
+
+
+class _CopiedOnRead(Mapping[str, Any]):
+    """Rules files a knowledge base may read: each a private copy (:func:`_private_copy`) made when it is first
+    read -- most knowledge bases never read the toolkit's rules, and copying them for each was a per-rank cost."""
+
+    def __init__(self, originals: dict[str, Any]) -> None:
+        self._originals, self._copies = originals, {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._copies:
+            self._copies[name] = _private_copy(self._originals[name])
+        return self._copies[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._originals)
+
+    def __len__(self) -> int:
+        return len(self._originals)
 
 
 def _private_copy(value: Any) -> Any:

@@ -44,11 +44,10 @@ import pandas as pd
 from advisor.model import canonical_dtype, canonical_format, metric_values, parse_list, parse_shapes
 from advisor.toolkit.common import combined_codes
 from advisor.toolkit.cores import CoreCounts, core_counts, task_occupancy
-from advisor.toolkit.costmodel import op_work
+from advisor.toolkit.costmodel import op_work, values_at
 from advisor.toolkit.time import isin_mask
 
 if TYPE_CHECKING:
-    from pandas.core.groupby import DataFrameGroupBy
 
     from advisor.kb import AnalysisContext
     from advisor.model import Profile
@@ -162,29 +161,31 @@ def _chunk_sums(ops: pd.DataFrame, at: np.ndarray, positions: list[int], platfor
     occupancy = task_occupancy(df, cores, rules["cube_cores"], rules["vector_cores"]) if cores is not None \
         else np.full(len(df), np.nan)
     del df
-    groups = rows.groupby(_GROUP, sort=False, observed=True)
-    agg = _aggregate(groups, work)
     # group number of each task, in the order of agg's rows; a sum per group visits its tasks in row order, as a
     # groupby of the whole table would
-    ids = groups.ngroup().to_numpy()
+    ids, first = _op_ids(rows)
+    agg = _aggregate(rows, ids, first, work)
     dur = rows["dur"].to_numpy()
-    del rows, groups
+    del rows
+    weighted: dict[str, np.ndarray] = {}
     for pipe in PIPES:
         col = f"{pipe}_ratio"
         ratio = metric_values(ops[col], at) if col in ops.columns else np.full(len(at), np.nan)
-        _add_sums(agg, pipe, ids, ratio, dur)
-    _add_sums(agg, "occ", ids, occupancy, dur)
+        _add_weighted(weighted, pipe, ratio, dur)
+    _add_weighted(weighted, "occ", occupancy, dur)
     mb = metric_values(ops["memory_bound"], at) if "memory_bound" in ops.columns else np.full(len(at), np.nan)
-    _add_sums(agg, "mb", ids, mb, dur)
-    return agg
+    _add_weighted(weighted, "mb", mb, dur)
+    # one groupby for every column (the same per-column sums as one groupby each, at a fraction of the fixed cost)
+    sums = pd.DataFrame(weighted).groupby(ids).sum()
+    return pd.concat([agg, sums[_SUMS].reset_index(drop=True)], axis=1)
 
 
-def _add_sums(agg: pd.DataFrame, what: str, ids: np.ndarray, value: np.ndarray, dur: np.ndarray) -> None:
-    """``w_<what>`` (value x duration) and ``d_<what>`` (the duration) summed per group over the tasks where
-    ``value`` is finite."""
+def _add_weighted(out: dict[str, np.ndarray], what: str, value: np.ndarray, dur: np.ndarray) -> None:
+    """``w_<what>`` (value x duration) and ``d_<what>`` (the duration) per task, 0 where ``value`` is not finite:
+    summed per group, the duration-weighted mean's parts."""
     ok = np.isfinite(value)
-    agg[f"w_{what}"] = pd.Series(np.where(ok, value * dur, 0.0)).groupby(ids).sum().to_numpy()
-    agg[f"d_{what}"] = pd.Series(np.where(ok, dur, 0.0)).groupby(ids).sum().to_numpy()
+    out[f"w_{what}"] = np.where(ok, value * dur, 0.0)
+    out[f"d_{what}"] = np.where(ok, dur, 0.0)
 
 
 def _row_work(df: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str, Any]) -> pd.DataFrame:
@@ -213,7 +214,10 @@ def _task_work(df: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str
     the PMU measured its FLOPs / its bytes. The PMU's values where it measured them, else the shapes', worked out
     once per distinct (type, shapes, dtypes, formats); each per-task array is freed once merged."""
     codes = combined_codes(df, _SHAPE_KEYS)
-    work = [_shape_work(df.iloc[i], rules) for i in np.unique(codes, return_index=True)[1]]
+    first = np.unique(codes, return_index=True)[1]
+    # the keys of each combination's first task, a column at a time (a row of the frame is a Series of every column)
+    firsts = {key: values_at(df[key], first) for key in _SHAPE_KEYS}
+    work = [_shape_work({key: values[k] for key, values in firsts.items()}, rules) for k in range(len(first))]
     m_flops = _metric_flops(df)
     has_m_flops = np.nan_to_num(m_flops) > 0
     flops = np.where(has_m_flops, m_flops, np.array([w[0] for w in work], dtype="float64")[codes])
@@ -243,15 +247,33 @@ _GROUP = ["name", "type", "core"]
 _SUMS = [f"w_{p}" for p in (*PIPES, "occ", "mb")] + [f"d_{p}" for p in (*PIPES, "occ", "mb")]
 
 
-def _aggregate(g: DataFrameGroupBy, work: str = "mean") -> pd.DataFrame:
-    """Per op (name, type, core) of a chunk of tasks (``g``: :func:`_row_work` grouped by op): calls, time and work
-    of the placed calls. ``work``: ``mean`` when the chunk holds every task, ``sum`` for one chunk of many
-    (:func:`_combine` takes the means over all of them)."""
-    agg = g.agg(calls=("dur", "size"), total_us=("dur", "sum"), placed_us=("placed_dur", "sum"),
-                flops=("flops", work), bytes=("bytes", work), t_roof=("t_roof", "sum"),
-                peak_tflops=("peak", "first"), cube=("cube", "max"), metrics=("metrics", "sum"),
-                placed_calls=("flops", "count"), dtype=("dtype", "first"))
-    return agg.reset_index()
+def _op_ids(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per task of :func:`_row_work`, the number of its op (name, type, core) in order of first appearance -- the
+    groups of ``groupby(_GROUP, sort=False, observed=True)`` -- and each op's first task: from the categorical codes,
+    without a grouping of three keys (its fixed cost is most of a small rank's classification)."""
+    codes = [rows[c].array.codes.astype(np.int64) for c in _GROUP]
+    ids = codes[0]
+    for col, c in zip(_GROUP[1:], codes[1:], strict=True):  # (each step's numbers stay below the task count)
+        ids = pd.factorize(ids * len(rows[col].array.categories) + c, sort=False)[0]
+    return ids, np.unique(ids, return_index=True)[1]
+
+
+def _aggregate(rows: pd.DataFrame, ids: np.ndarray, first: np.ndarray, work: str = "mean") -> pd.DataFrame:
+    """Per op (name, type, core) of a chunk of tasks (``rows``: :func:`_row_work`; ``ids``, ``first``:
+    :func:`_op_ids`): calls, time and work of the placed calls. ``work``: ``mean`` when the chunk holds every task,
+    ``sum`` for one chunk of many (:func:`_combine` takes the means over all of them)."""
+    # one reduction per kind over its columns, grouped by the op numbers: what a named aggregation by the three
+    # keys computes (the same sums, each visiting its tasks in row order), at a fraction of its fixed cost
+    g = rows.groupby(ids)
+    sums = g[["dur", "placed_dur", "t_roof", "metrics"]].sum()
+    works = getattr(g[["flops", "bytes"]], work)()
+    firsts = g[["peak", "dtype"]].first()
+    keys = {c: rows[c].array.take(first) for c in _GROUP}
+    agg = pd.DataFrame({"calls": g.size(), "total_us": sums["dur"], "placed_us": sums["placed_dur"],
+                        "flops": works["flops"], "bytes": works["bytes"], "t_roof": sums["t_roof"],
+                        "peak_tflops": firsts["peak"], "cube": g["cube"].max(), "metrics": sums["metrics"],
+                        "placed_calls": g["flops"].count(), "dtype": firsts["dtype"]}).reset_index(drop=True)
+    return pd.concat([pd.DataFrame(keys), agg], axis=1)
 
 
 def _combine(partials: list[pd.DataFrame]) -> pd.DataFrame:
@@ -272,12 +294,14 @@ def _means(agg: pd.DataFrame) -> pd.DataFrame:
     """Text keys, and mean duration, pipe ratios and core occupancy per op from their sums."""
     for col in ("name", "type", "core", "dtype"):
         agg[col] = agg[col].astype(object).where(agg[col].notna(), "")
-    agg["duration_us"] = agg["total_us"] / agg["calls"]
-    for p in PIPES:
-        agg[f"{p}_ratio"] = (agg[f"w_{p}"] / agg[f"d_{p}"].where(agg[f"d_{p}"] > 0)).astype("float64")
-    agg["cores_used"] = (agg["w_occ"] / agg["d_occ"].where(agg["d_occ"] > 0)).astype("float64")
-    agg["memory_bound_ratio"] = (agg["w_mb"] / agg["d_mb"].where(agg["d_mb"] > 0)).astype("float64")
-    return agg.drop(columns=[c for c in agg.columns if c.startswith(("w_", "d_"))])
+    means = {"duration_us": agg["total_us"].to_numpy() / agg["calls"].to_numpy()}
+    named = {**{p: f"{p}_ratio" for p in PIPES}, "occ": "cores_used", "mb": "memory_bound_ratio"}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for what, col in named.items():
+            w, d = agg[f"w_{what}"].to_numpy(dtype="float64"), agg[f"d_{what}"].to_numpy(dtype="float64")
+            means[col] = w / np.where(d > 0, d, np.nan)
+    kept = agg.drop(columns=[c for c in agg.columns if c.startswith(("w_", "d_")) or c in means])
+    return pd.concat([kept, pd.DataFrame(means, index=kept.index)], axis=1)
 
 
 def _bandwidth_per_us(platform: Mapping[str, Any]) -> float:
@@ -292,8 +316,11 @@ def _has_roofs(platform: Mapping[str, Any]) -> bool:
     return platform.get("hbm_gbps") is not None and platform.get("fp16_tflops") is not None
 
 
-def _judge(agg: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str, Any]) -> pd.DataFrame:
+def _judge(table: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str, Any]) -> pd.DataFrame:
     """Bound class, pipe evidence, share of the practical roof and recoverable time of each op."""
+    # the columns read and written as a dict, the frame made once at the end: a frame's column lookups and
+    # insertions cost tens of microseconds each, the dict's nothing
+    agg: dict[str, Any] = {c: table[c] for c in table.columns}
     bw_per_us = _bandwidth_per_us(platform)
     placed = (agg["placed_calls"] > 0).to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -357,15 +384,16 @@ def _judge(agg: pd.DataFrame, platform: Mapping[str, Any], rules: Mapping[str, A
     agg["recoverable_us"] = recoverable
     agg["source"] = np.where(placed, np.where(agg["metrics"] * 2 >= agg["placed_calls"], "metrics", "shapes"),
                              np.where(pipes["has"], "pipes", ""))
-    return agg[COLUMNS].sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
+    out = pd.DataFrame({c: agg[c] for c in COLUMNS}, index=table.index)
+    return out.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def _pipe_evidence(agg: pd.DataFrame, rules: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def _pipe_evidence(agg: Mapping[str, Any], rules: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """Per op: the pipes' shares of their saturation, the busiest non-scalar pipe and its class, the saturated
     pipes, and the share of the practical roof the pipes measure: the compute and scalar pipes always (the op's
     arithmetic and control code are not tiled away), the memory pipes too for memory-bound ops (their traffic is
     about the minimum), every pipe for ops whose work is unknown."""
-    n = len(agg)
+    n = len(agg["calls"])
     sat = rules["pipe_saturation"]
     compute, memory, internal = list(rules["compute_pipes"]), list(rules["memory_pipes"]), \
         list(rules["internal_pipes"])
@@ -436,9 +464,10 @@ class MemoryBoundShare:
 def memory_bound_share(table: pd.DataFrame) -> MemoryBoundShare | None:
     """The ops of ``table`` (:func:`op_bounds` / :func:`for_profile`) whose bound is ``memory`` and their share of
     the compute time; None for a table without compute ops or with none classified (neither work nor pipes)."""
-    if not len(table) or not table["bound"].notna().any():
+    bound = table["bound"].to_numpy(dtype=object)
+    if not len(table) or not pd.notna(bound).any():
         return None
-    mem = table[table["bound"].eq("memory").fillna(False).astype(bool)]
+    mem = table[bound == "memory"]
     return MemoryBoundShare(ops=mem, time_us=float(mem["total_us"].sum()),
                             compute_us=float(table["total_us"].sum()), tasks=int(mem["calls"].sum()),
                             compute_tasks=int(table["calls"].sum()))
@@ -479,7 +508,7 @@ def _metric_bytes(df: pd.DataFrame) -> np.ndarray:
     return bw * t * 1e3
 
 
-def _shape_work(row: pd.Series, rules: Mapping[str, Any]) -> tuple[float, float, bool, str]:
+def _shape_work(row: Mapping[str, Any], rules: Mapping[str, Any]) -> tuple[float, float, bool, str]:
     """(FLOPs, bytes, runs on the cube, the dtype its peak is read for) of one op from its tensor descriptions
     (:func:`advisor.toolkit.costmodel.op_work`); NaN when unknown. Op types the rules do not know get FLOPs only on the
     vector cores (elsewhere their work is unknown: a custom or fused kernel)."""

@@ -318,6 +318,16 @@ def basis(platform: Mapping[str, Any], rules: Mapping[str, Any], graph_format: s
     return text
 
 
+def values_at(column: pd.Series, positions: np.ndarray) -> list[Any]:
+    """The cells of ``column`` at row ``positions`` as ``column.iloc[i]`` gives them (a missing category: NaN), one
+    scalar at a time: a handful of rows, without converting every category of a large column to objects."""
+    values = column.array
+    if isinstance(values, pd.Categorical):
+        names, codes = values.categories, values.codes
+        return [names[c] if c >= 0 else np.nan for c in codes[positions]]
+    return [values[int(i)] for i in positions]
+
+
 _SHAPE_KEYS = ("type", "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
                "output_formats")
 
@@ -340,8 +350,11 @@ def profile_work(ops: pd.DataFrame, rules: Mapping[str, Any]) -> tuple[np.ndarra
     out_flops = np.full(len(first), np.nan)
     out_bytes = np.full(len(first), np.nan)
     out_unit = np.empty(len(first), dtype=object)
-    for k, i in enumerate(first):
-        row = ops.iloc[int(i)]
+    # the keys' values of each combination's first row, a column at a time (a row of the whole table is a
+    # Series of every column: most of the cost on a small profile)
+    firsts = {key: values_at(ops[key], first) for key in _SHAPE_KEYS}
+    for k in range(len(first)):
+        row = {key: values[k] for key, values in firsts.items()}
         op_type = str(row["type"]) if pd.notna(row["type"]) else ""
         ins, outs = list(parse_shapes(row["input_shapes"])), list(parse_shapes(row["output_shapes"]))
         in_fmt = [canonical_format(f) for f in parse_list(row["input_formats"])]
