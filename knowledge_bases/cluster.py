@@ -56,7 +56,8 @@ def step_table(cluster: Sequence[RankData]) -> pd.DataFrame:
     per_row: dict[str, list[Any]] = {"i": [], "rank": [], "label": [], **{d: [] for d in DIMS}, "source": []}
     counts: list[int] = []
     for i, rd in enumerate(cluster):
-        st = rd.step_time if isinstance(rd.step_time, pd.DataFrame) else pd.DataFrame()
+        st = rd.step_time
+        st = st if isinstance(st, pd.DataFrame) else pd.DataFrame()
         if len(st):
             values = st.to_numpy()  # one block of floats: its columns are views
             block = ({str(c): values[:, k] for k, c in enumerate(st.columns)} if values.dtype == np.float64
@@ -148,18 +149,21 @@ def collective_table(cluster: Sequence[RankData]) -> pd.DataFrame:
     """Every rank's communication ops (communication.json) with a ``rank`` column. p2p ops match across ranks
     only where both sides carry the same name (``hcom_batchSendRecv``), send / receive pairs do not. Columns are
     gathered over every rank and converted once (a frame per rank cost ~5 ms a rank; issue 33)."""
-    kept = [rd for rd in cluster if isinstance(rd.comm, pd.DataFrame) and len(rd.comm) and "wait_us" in rd.comm.columns
-            and rd.rank is not None]
+    kept = []  # (rank, its collectives), each rank's table read once (a rank's data may rebuild it on each read)
+    for rd in cluster:
+        c = rd.comm if rd.rank is not None else None
+        if isinstance(c, pd.DataFrame) and len(c) and "wait_us" in c.columns:
+            kept.append((rd.rank, c))
     if not kept:
         return pd.DataFrame(columns=["rank", "step", "op", "group", "wait_us", "elapse_us"])
-    sizes = np.asarray([len(rd.comm) for rd in kept])
-    ranks = np.repeat(np.asarray([rd.rank for rd in kept]), sizes)
+    sizes = np.asarray([len(c) for _, c in kept])
+    ranks = np.repeat(np.asarray([r for r, _ in kept]), sizes)
 
     def floats(col: str) -> np.ndarray:
-        return np.concatenate([rd.comm[col].to_numpy(dtype="float64") for rd in kept])
+        return np.concatenate([c[col].to_numpy(dtype="float64") for _, c in kept])
 
     def strings(col: str) -> np.ndarray:
-        return np.concatenate([_str_values(rd.comm[col]) for rd in kept])
+        return np.concatenate([_str_values(c[col]) for _, c in kept])
 
     return pd.DataFrame({"rank": ranks, "step": floats("step"), "op": strings("op"), "group": strings("group"),
                          "wait_us": floats("wait_us"), "elapse_us": floats("elapse_us")})
@@ -778,7 +782,7 @@ class ClusterKB(KnowledgeBase):
         ratio = float(cfg["max_bandwidth_ratio"])
         min_links = int(cfg["min_links"])
         out = []
-        n_steps = max(1, max((len(rd.step_time) if isinstance(rd.step_time, pd.DataFrame) else 1) for rd in cluster))
+        n_steps = max(1, max((len(st) if isinstance(st, pd.DataFrame) else 1) for st in (rd.step_time for rd in cluster)))
         for transport, grp in links.groupby(links["transport"].astype(str), sort=True):
             judged = grp[grp["large_transfers"] > 0]
             if len(judged) < len(grp):

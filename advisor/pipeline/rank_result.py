@@ -1,13 +1,16 @@
-"""What one rank's analysis returns (from a Dask worker, or from the static audit of a graph), and the target
-release every rank's analysis applies before its knowledge bases run."""
+"""What one rank's analysis returns (from a Dask worker, or from the static audit of a graph), the compact form the
+client keeps of it in a multi-rank run, and the target release every rank's analysis applies before its knowledge
+bases run."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import pickle
+from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.engine.kb_engine import KBStatus
+from advisor.engine.kb_engine import KBStatus, merge_statuses
 from advisor.findings import Finding
+from advisor.kb import RankData
 from advisor.model import Meta
 from advisor.pipeline.rank_summary import RankSummary
 
@@ -18,6 +21,120 @@ class RankResult:
     findings: list[Finding]
     statuses: list[KBStatus]
     platform: dict[str, Any]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the compact form of a rank on the client (issue 33: clusters of 4,096 ranks)
+# ---------------------------------------------------------------------------------------------------------
+SUMMARY_TABLES = ("by_type", "by_core", "steps", "join_ops", "comm", "communication_matrix", "step_time", "transports")
+"""The small tables of a :class:`RankSummary`: each is a few rows, but a live pandas object costs 4-13 KB whatever
+its rows (index, blocks, dtypes), ~70 KB a rank in all; pickled they are ~14 KB. A compact summary holds them
+pickled and rebuilds one when it is read (the report and the cluster knowledge base read each a few times)."""
+
+RANK_DATA_TABLES = {"steps": "steps", "comm": "comm", "communication_matrix": "communication_matrix",
+                    "step_time": "step_time", "transports": "transports"}
+""":class:`advisor.kb.RankData` table -> the :class:`RankSummary` table it is."""
+
+
+def _pickled(name: str) -> property:
+    """A table held pickled in the instance's ``_tables`` (name -> bytes): rebuilt on each read and not kept, so
+    whoever reads it holds it only as long as it needs it; set, it is pickled."""
+    def get(self: Any) -> Any:
+        return pickle.loads(self.__dict__["_tables"][name])
+
+    def put(self: Any, value: Any) -> None:
+        self.__dict__.setdefault("_tables", {})[name] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+    return property(get, put, doc=f"``{name}``, held pickled")
+
+
+class CompactSummary(RankSummary):
+    """A :class:`RankSummary` whose small tables (:data:`SUMMARY_TABLES`) are held pickled; reads the same."""
+
+    @classmethod
+    def of_summary(cls, summary: RankSummary) -> RankSummary:
+        if isinstance(summary, CompactSummary):
+            return summary
+        out = cls.__new__(cls)
+        state = dict(vars(summary))
+        out.__dict__["_tables"] = {k: pickle.dumps(state.pop(k), protocol=pickle.HIGHEST_PROTOCOL)
+                                   for k in SUMMARY_TABLES if k in state}
+        out.__dict__.update(state)
+        return out
+
+    def rank_data(self) -> RankData:
+        """What a cluster-scope knowledge base sees of this rank, its tables read from the pickled ones when read."""
+        return CompactRankData.of_summary(self)
+
+
+class CompactRankData(RankData):
+    """A :class:`advisor.kb.RankData` whose tables are read from a :class:`CompactSummary`'s pickled ones."""
+
+    @classmethod
+    def of_summary(cls, summary: CompactSummary) -> RankData:
+        out = cls.__new__(cls)
+        out.__dict__.update(rank=summary.meta.rank, meta=summary.meta, busy_us=summary.busy_us,
+                            device_time_us=summary.device_time_us, time=summary.time, groups=summary.groups,
+                            comm_op_names=summary.comm_op_names)
+        out.__dict__["_tables"] = {k: summary._tables[v] for k, v in RANK_DATA_TABLES.items()}
+        return out
+
+
+def compact(result: RankResult) -> RankResult:
+    """``result`` with its summary compact (:class:`CompactSummary`): on the worker, so the client receives and
+    holds the small tables as bytes."""
+    return RankResult(CompactSummary.of_summary(result.summary), result.findings, result.statuses, result.platform)
+
+
+for _name in SUMMARY_TABLES:  # properties: they take precedence over the dataclasses' class-level defaults
+    setattr(CompactSummary, _name, _pickled(_name))
+for _name in RANK_DATA_TABLES:
+    setattr(CompactRankData, _name, _pickled(_name))
+
+
+SHARED_META = ("ops_columns", "events_read", "time_rules", "config")
+"""Meta fields every rank of a run has alike (what the analysis reads, its time rules, the profiler's config):
+held once on the client."""
+
+
+@dataclass
+class Received:
+    """What the client keeps of the ranks as they arrive (issue 33): each rank's summary compact, the values every
+    rank has alike (platform, shared meta fields) held once, and the knowledge bases' statuses merged in rank
+    order as soon as the ranks before have arrived, so the ranks' own lists are dropped."""
+
+    statuses: list[KBStatus] = field(default_factory=list)
+    _pending: dict[int, list[KBStatus]] = field(default_factory=dict)
+    _next: int = 0
+    _shared: dict[str, Any] = field(default_factory=dict)
+
+    def take(self, index: int, result: RankResult | None) -> RankResult | None:
+        """Keep job ``index``'s result (None: the rank failed) compact; returns what to hold."""
+        self._pending[index] = result.statuses if result is not None else []
+        while self._next in self._pending:
+            got = self._pending.pop(self._next)
+            if got:
+                self.statuses = merge_statuses([self.statuses, got] if self.statuses else [got])
+            self._next += 1
+        if result is None:
+            return None
+        summary = CompactSummary.of_summary(result.summary)
+        self._share_meta(summary.meta)
+        return RankResult(summary, result.findings, [], self._shared_value("platform", result.platform))
+
+    def _shared_value(self, key: str, value: Any) -> Any:
+        seen = self._shared.setdefault(key, value)
+        try:
+            return seen if seen is value or seen == value else value
+        except Exception:  # noqa: BLE001 - a value whose comparison fails is simply not shared
+            return value
+
+    def _share_meta(self, meta: Meta) -> None:
+        for name in SHARED_META:
+            value = getattr(meta, name, None)
+            if value is not None:
+                setattr(meta, name, self._shared_value(f"meta.{name}", value))
+
 
 
 def target_cann(meta: Meta, cann: str | None) -> None:
@@ -31,4 +148,4 @@ def target_cann(meta: Meta, cann: str | None) -> None:
                                                                  if recorded and recorded != cann else ""))
 
 
-__all__ = ["RankResult", "target_cann"]
+__all__ = ["CompactRankData", "CompactSummary", "RankResult", "Received", "compact", "target_cann"]
