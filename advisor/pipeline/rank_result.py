@@ -26,14 +26,17 @@ class RankResult:
 # ---------------------------------------------------------------------------------------------------------
 # the compact form of a rank on the client (issue 33: clusters of 4,096 ranks)
 # ---------------------------------------------------------------------------------------------------------
-SUMMARY_TABLES = ("by_type", "by_core", "steps", "join_ops", "comm", "communication_matrix", "step_time", "transports")
-"""The small tables of a :class:`RankSummary`: each is a few rows, but a live pandas object costs 4-13 KB whatever
-its rows (index, blocks, dtypes), ~70 KB a rank in all; pickled they are ~14 KB. A compact summary holds them
-pickled and rebuilds one when it is read (the report and the cluster knowledge base read each a few times)."""
+SUMMARY_TABLES = ("by_type", "by_core", "steps", "join_ops", "comm", "communication_matrix", "step_time", "transports",
+                  "time", "small_extras", "model_summary", "kernels", "available", "groups", "comm_op_names")
+"""What a compact :class:`RankSummary` holds pickled: its small tables -- each is a few rows, but a live pandas object
+costs 4-13 KB whatever its rows (index, blocks, dtypes), ~70 KB a rank in all, ~14 KB pickled -- and its nested
+read-only values (time model, profiler metadata, model summary, groups). Each is rebuilt when read (the report and
+the cluster knowledge base read each a few times); ``meta`` stays live (the pipeline adds notes to it)."""
 
 RANK_DATA_TABLES = {"steps": "steps", "comm": "comm", "communication_matrix": "communication_matrix",
-                    "step_time": "step_time", "transports": "transports"}
-""":class:`advisor.kb.RankData` table -> the :class:`RankSummary` table it is."""
+                    "step_time": "step_time", "transports": "transports", "time": "time", "groups": "groups",
+                    "comm_op_names": "comm_op_names"}
+""":class:`advisor.kb.RankData` field -> the :class:`RankSummary` field it is, both held pickled."""
 
 
 def _pickled(name: str) -> property:
@@ -74,8 +77,7 @@ class CompactRankData(RankData):
     def of_summary(cls, summary: CompactSummary) -> RankData:
         out = cls.__new__(cls)
         out.__dict__.update(rank=summary.meta.rank, meta=summary.meta, busy_us=summary.busy_us,
-                            device_time_us=summary.device_time_us, time=summary.time, groups=summary.groups,
-                            comm_op_names=summary.comm_op_names)
+                            device_time_us=summary.device_time_us)
         out.__dict__["_tables"] = {k: summary._tables[v] for k, v in RANK_DATA_TABLES.items()}
         return out
 
@@ -107,6 +109,7 @@ class Received:
     _pending: dict[int, list[KBStatus]] = field(default_factory=dict)
     _next: int = 0
     _shared: dict[str, Any] = field(default_factory=dict)
+    _strings: dict[str, str] = field(default_factory=dict)
 
     def take(self, index: int, result: RankResult | None) -> RankResult | None:
         """Keep job ``index``'s result (None: the rank failed) compact; returns what to hold."""
@@ -120,14 +123,47 @@ class Received:
             return None
         summary = CompactSummary.of_summary(result.summary)
         self._share_meta(summary.meta)
-        return RankResult(summary, result.findings, [], self._shared_value("platform", result.platform))
+        for f in result.findings:
+            self._share_finding(f)
+        platform = {k: self._shared_value(f"platform.{k}", v) for k, v in result.platform.items()}
+        return RankResult(summary, result.findings, [], platform)
 
     def _shared_value(self, key: str, value: Any) -> Any:
-        seen = self._shared.setdefault(key, value)
+        """``value``, or the equal one an earlier rank gave (compared pickled: a NaN in it still compares equal)."""
         try:
-            return seen if seen is value or seen == value else value
-        except Exception:  # noqa: BLE001 - a value whose comparison fails is simply not shared
+            mine = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - a value that does not pickle is simply not shared
             return value
+        seen = self._shared.setdefault(key, (mine, value))
+        return seen[1] if seen[0] == mine else value
+
+    def _share_finding(self, f: Finding) -> None:
+        """The finding's strings held once over the ranks (its ops, the op names of its tables, its texts: the
+        ranks of one model name the same ops and say the same things)."""
+        f.kb, f.rule, f.title, f.basis, f.recommendation = (self._string(f.kb), self._string(f.rule),
+                                                             self._string(f.title), self._string(f.basis),
+                                                             self._string(f.recommendation))
+        f.ops = [self._string(o) for o in f.ops]
+        f.saving_by_op = {self._string(k): v for k, v in f.saving_by_op.items()}
+        f.evidence = self._strings_in(f.evidence)
+        if f.fix is not None:
+            f.fix.summary = self._string(f.fix.summary)
+            f.fix.data = self._strings_in(f.fix.data)
+
+    def _string(self, text: Any) -> Any:
+        return self._strings.setdefault(text, text) if type(text) is str else text
+
+    def _strings_in(self, value: Any) -> Any:
+        """``value`` (dicts, lists and tuples of plain values) with its strings held once."""
+        if type(value) is str:
+            return self._strings.setdefault(value, value)
+        if type(value) is dict:
+            return {self._string(k): self._strings_in(v) for k, v in value.items()}
+        if type(value) is list:
+            return [self._strings_in(v) for v in value]
+        if type(value) is tuple:
+            return tuple(self._strings_in(v) for v in value)
+        return value
 
     def _share_meta(self, meta: Meta) -> None:
         for name in SHARED_META:
