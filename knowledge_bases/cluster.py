@@ -282,7 +282,8 @@ def cluster_window(cluster: Sequence[RankData], ranks: pd.DataFrame) -> float:
     """The analyzed window of the whole input: every rank's time-model window summed (else its steps' time)."""
     total = 0.0
     for i, rd in enumerate(cluster):
-        w = float(getattr(rd.time, "window_us", 0.0) or 0.0) if rd.time is not None else 0.0
+        tm = rd.time  # read once: a rank's data may rebuild it on each read
+        w = float(getattr(tm, "window_us", 0.0) or 0.0) if tm is not None else 0.0
         if w <= 0 and i in ranks.index:
             w = float(np.nan_to_num(ranks.at[i, "step_us"]) * max(1, int(ranks.at[i, "steps"])))
         total += w
@@ -652,8 +653,8 @@ class ClusterKB(KnowledgeBase):
     def _group_coverage(self, ctx: AnalysisContext, cluster: Sequence[RankData],
                         cfg: Mapping[str, Any], peers: _Peers) -> list[Finding]:
         """No rank's tasks name the links waited on: the group's members outside the input (info)."""
-        waiting = sum(float(rd.time.uncovered_by_kind.get("wait", 0.0) + rd.time.uncovered_by_kind.get("idle", 0.0))
-                      for rd in cluster if rd.time is not None)
+        waiting = sum(float(t.uncovered_by_kind.get("wait", 0.0) + t.uncovered_by_kind.get("idle", 0.0))
+                      for t in (rd.time for rd in cluster) if t is not None)
         if self._window <= 0 or waiting < float(cfg["min_share"]) * self._window:
             return []
         matrices = [m for m in peers.matrices() if m is not None]

@@ -5,6 +5,7 @@ bases run."""
 from __future__ import annotations
 
 import pickle
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,15 +41,32 @@ RANK_DATA_TABLES = {"steps": "steps", "comm": "comm", "communication_matrix": "c
 
 
 def _pickled(name: str) -> property:
-    """A table held pickled in the instance's ``_tables`` (name -> bytes): rebuilt on each read and not kept, so
-    whoever reads it holds it only as long as it needs it; set, it is pickled."""
+    """A table held pickled in the instance's ``_tables`` (name -> bytes), or compressed in ``_ztables`` against the
+    shared dictionary ``_zdict`` (:meth:`CompactSummary.squeeze`): rebuilt on each read and not kept, so whoever
+    reads it holds it only as long as it needs it; set, it is pickled."""
     def get(self: Any) -> Any:
-        return pickle.loads(self.__dict__["_tables"][name])
+        state = self.__dict__
+        squeezed = state.get("_ztables")
+        if squeezed is not None and name in squeezed:
+            inflate = zlib.decompressobj(zdict=state["_zdict"])
+            return pickle.loads(inflate.decompress(squeezed[name]) + inflate.flush())
+        return pickle.loads(state["_tables"][name])
 
     def put(self: Any, value: Any) -> None:
         self.__dict__.setdefault("_tables", {})[name] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        self.__dict__.get("_ztables", {}).pop(name, None)
 
     return property(get, put, doc=f"``{name}``, held pickled")
+
+
+ZDICT_BYTES = 32 * 1024
+"""zlib's dictionary window: the most of a shared dictionary it uses."""
+
+
+def zdict_of(summary: CompactSummary) -> bytes:
+    """A compression dictionary from one rank's pickled tables: the other ranks' tables repeat its column names,
+    dtypes and class paths, and compressed against it take ~1.5 KB instead of ~17 KB (generated ranks, issue 33)."""
+    return b"".join(summary.__dict__["_tables"].values())[-ZDICT_BYTES:]
 
 
 class CompactSummary(RankSummary):
@@ -69,6 +87,16 @@ class CompactSummary(RankSummary):
         """What a cluster-scope knowledge base sees of this rank, its tables read from the pickled ones when read."""
         return CompactRankData.of_summary(self)
 
+    def squeeze(self, zdict: bytes) -> None:
+        """Hold the pickled tables compressed against ``zdict`` (zlib level 1: ~0.5 ms a rank, ~8 µs a read)."""
+        state = self.__dict__
+        squeezed = state.setdefault("_ztables", {})
+        for name, raw in state["_tables"].items():
+            deflate = zlib.compressobj(1, zdict=zdict)
+            squeezed[name] = deflate.compress(raw) + deflate.flush()
+        state["_tables"] = {}
+        state["_zdict"] = zdict
+
 
 class CompactRankData(RankData):
     """A :class:`advisor.kb.RankData` whose tables are read from a :class:`CompactSummary`'s pickled ones."""
@@ -76,9 +104,15 @@ class CompactRankData(RankData):
     @classmethod
     def of_summary(cls, summary: CompactSummary) -> RankData:
         out = cls.__new__(cls)
+        state = summary.__dict__
         out.__dict__.update(rank=summary.meta.rank, meta=summary.meta, busy_us=summary.busy_us,
                             device_time_us=summary.device_time_us)
-        out.__dict__["_tables"] = {k: summary._tables[v] for k, v in RANK_DATA_TABLES.items()}
+        out.__dict__["_tables"] = {k: state["_tables"][v] for k, v in RANK_DATA_TABLES.items()
+                                   if v in state["_tables"]}
+        if state.get("_ztables"):
+            out.__dict__["_ztables"] = {k: state["_ztables"][v] for k, v in RANK_DATA_TABLES.items()
+                                        if v in state["_ztables"]}
+            out.__dict__["_zdict"] = state["_zdict"]
         return out
 
 
@@ -101,7 +135,8 @@ held once on the client."""
 
 @dataclass
 class Received:
-    """What the client keeps of the ranks as they arrive (issue 33): each rank's summary compact, the values every
+    """What the client keeps of the ranks as they arrive (issue 33): each rank's summary compact (its tables
+    compressed against the first rank's, :func:`zdict_of`), the values every
     rank has alike (platform, shared meta fields) held once, and the knowledge bases' statuses merged in rank
     order as soon as the ranks before have arrived, so the ranks' own lists are dropped."""
 
@@ -110,6 +145,7 @@ class Received:
     _next: int = 0
     _shared: dict[str, Any] = field(default_factory=dict)
     _strings: dict[str, str] = field(default_factory=dict)
+    _zdict: bytes | None = None
 
     def take(self, index: int, result: RankResult | None) -> RankResult | None:
         """Keep job ``index``'s result (None: the rank failed) compact; returns what to hold."""
@@ -122,6 +158,9 @@ class Received:
         if result is None:
             return None
         summary = CompactSummary.of_summary(result.summary)
+        if self._zdict is None:
+            self._zdict = zdict_of(summary)
+        summary.squeeze(self._zdict)
         self._share_meta(summary.meta)
         for f in result.findings:
             self._share_finding(f)
