@@ -111,7 +111,8 @@ def generate(n: int, data: Path = DATA) -> Path:
 
 def measure(path: Path, mode: str, direct: int = 0) -> dict:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run([sys.executable, "-c", _CLIENT, str(path), mode, str(direct)], capture_output=True,
+    # the real path: a cluster reached through a symlink costs the rank detection a resolve per pair of ranks
+    proc = subprocess.run([sys.executable, "-c", _CLIENT, str(path.resolve()), mode, str(direct)], capture_output=True,
                           text=True, env=env, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"{mode} on {path} failed:\n{proc.stderr[-3000:]}")

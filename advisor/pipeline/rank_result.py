@@ -90,6 +90,7 @@ class CompactSummary(RankSummary):
     def squeeze(self, zdict: bytes) -> None:
         """Hold the pickled tables compressed against ``zdict`` (zlib level 1: ~0.5 ms a rank, ~8 µs a read)."""
         state = self.__dict__
+        zdict = state.get("_zdict", zdict)  # squeezed before: tables set since join the same dictionary
         squeezed = state.setdefault("_ztables", {})
         for name, raw in state["_tables"].items():
             deflate = zlib.compressobj(1, zdict=zdict)
@@ -158,9 +159,10 @@ class Received:
         if result is None:
             return None
         summary = CompactSummary.of_summary(result.summary)
-        if self._zdict is None:
+        if self._zdict is None and summary.__dict__["_tables"]:
             self._zdict = zdict_of(summary)
-        summary.squeeze(self._zdict)
+        if self._zdict is not None:
+            summary.squeeze(self._zdict)
         self._share_meta(summary.meta)
         for f in result.findings:
             self._share_finding(f)
