@@ -96,9 +96,9 @@ print(json.dumps(row))
 """
 
 
-def generate(n: int) -> Path:
-    """Generate (once) and return a cluster of ``n`` small ranks."""
-    out = DATA / f"cluster_{n}"
+def generate(n: int, data: Path = DATA) -> Path:
+    """Generate (once, under ``data``) and return a cluster of ``n`` small ranks."""
+    out = data / f"cluster_{n}"
     marker = out / ".complete"
     if not marker.exists():
         shutil.rmtree(out, ignore_errors=True)
@@ -111,7 +111,8 @@ def generate(n: int) -> Path:
 
 def measure(path: Path, mode: str, direct: int = 0) -> dict:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run([sys.executable, "-c", _CLIENT, str(path), mode, str(direct)], capture_output=True,
+    # the real path: a cluster reached through a symlink costs the rank detection a resolve per pair of ranks
+    proc = subprocess.run([sys.executable, "-c", _CLIENT, str(path.resolve()), mode, str(direct)], capture_output=True,
                           text=True, env=env, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"{mode} on {path} failed:\n{proc.stderr[-3000:]}")
@@ -185,6 +186,7 @@ def main() -> None:
                     help="also time K ranks in one warm process (0: no)")
     ap.add_argument("--out", type=Path, help="write the rows and the derived figures as JSON here")
     ap.add_argument("--smoke", action="store_true", help="8 and 16 ranks, 2 local workers")
+    ap.add_argument("--data", type=Path, default=DATA, help=f"where the clusters are (generated once): {DATA}")
     ap.add_argument("--derive", type=Path, metavar="JSON", help="only print the figures of rows saved with --out")
     a = ap.parse_args()
     if a.derive:
@@ -196,7 +198,7 @@ def main() -> None:
     print(f"{'ranks':>6} {'mode':>7} {'wall s':>7} {'worker cpu s':>12} {'client cpu s':>12} {'post s':>7} "
           f"{'client MB':>9} {'JSON KB':>8} {'MD chars':>8} {'score':>6}")
     for n in a.sizes:
-        path = generate(n)
+        path = generate(n, a.data)
         for mode in a.modes:
             r = measure(path, mode, a.direct if mode == a.modes[0] and n == a.sizes[0] else 0)
             r.update({"size": n, "mode": mode})

@@ -50,7 +50,53 @@ def _label(rank: Any, i: int) -> str:
 def step_table(cluster: Sequence[RankData]) -> pd.DataFrame:
     """One row per step x rank: COMPONENTS, the rank's DP / PP / TP indices, and where the numbers came from.
 
-    A rank without a step split counts its device busy time as compute over one step (``source``)."""
+    A rank without a step split counts its device busy time as compute over one step (``source``). Built column by
+    column over every rank at once (a frame per rank, concatenated, cost ~5 ms a rank; issue 33)."""
+    blocks: list[dict[str, np.ndarray]] = []
+    per_row: dict[str, list[Any]] = {"i": [], "rank": [], "label": [], **{d: [] for d in DIMS}, "source": []}
+    counts: list[int] = []
+    for i, rd in enumerate(cluster):
+        st = rd.step_time
+        st = st if isinstance(st, pd.DataFrame) else pd.DataFrame()
+        if len(st):
+            values = st.to_numpy()  # one block of floats: its columns are views
+            block = ({str(c): values[:, k] for k, c in enumerate(st.columns)} if values.dtype == np.float64
+                     else {str(c): st[c].to_numpy() for c in st.columns})
+            source = str(st.attrs.get("source", "step time split"))
+        else:
+            block = {"step": np.array([np.nan]), "compute_us": np.array([float(rd.busy_us)]),
+                     "step_us": np.array([float(rd.busy_us)])}
+            source = "device busy time"
+        n = len(next(iter(block.values())))
+        for c in COMPONENTS:
+            if c not in block:
+                block[c] = np.full(n, np.nan)
+        blocks.append(block)
+        counts.append(n)
+        groups = rd.groups or {}
+        per_row["i"].append(i)
+        per_row["rank"].append(rd.rank if rd.rank is not None else np.nan)
+        per_row["label"].append(_label(rd.rank, i))
+        for d in DIMS:
+            g = groups.get(d) or {}
+            per_row[d].append(g.get("index") if g.get("index") is not None else np.nan)
+        per_row["source"].append(source)
+    names = list(blocks[0])
+    if any(list(b) != names for b in blocks):  # differing step tables: let pandas align them
+        return _step_table_framewise(cluster)
+    cols: dict[str, Any] = {c: np.concatenate([b[c] for b in blocks]) for c in names}
+    reps = np.asarray(counts)
+    for c, values in per_row.items():
+        cols[c] = np.repeat(np.asarray(values, dtype=object if c in ("label", "source") else None), reps)
+    out = pd.DataFrame(cols)
+    for c in ("label", "source"):
+        out[c] = out[c].astype(str)
+    out["pp"] = out["pp"].fillna(0.0)
+    return out
+
+
+def _step_table_framewise(cluster: Sequence[RankData]) -> pd.DataFrame:
+    """:func:`step_table` one frame per rank, for ranks whose step tables differ in their columns."""
     frames = []
     for i, rd in enumerate(cluster):
         st = rd.step_time if isinstance(rd.step_time, pd.DataFrame) else pd.DataFrame()
@@ -81,7 +127,7 @@ def rank_table(steps: pd.DataFrame) -> pd.DataFrame:
     g = steps.groupby("i", sort=True)
     df = g[COMPONENTS].median()  # a typical step: a warm-up step does not make a rank slow
     df["steps"] = g["step"].nunique(dropna=False)
-    df["steps_recorded"] = g["step"].apply(lambda x: bool(x.notna().any()))
+    df["steps_recorded"] = steps["step"].notna().groupby(steps["i"], sort=True).any()
     for c in ("rank", "label", "source", *DIMS):
         df[c] = g[c].first()
     own = df[list(OWN.values())]
@@ -101,20 +147,35 @@ def stage_table(steps: pd.DataFrame) -> pd.DataFrame:
 
 def collective_table(cluster: Sequence[RankData]) -> pd.DataFrame:
     """Every rank's communication ops (communication.json) with a ``rank`` column. p2p ops match across ranks
-    only where both sides carry the same name (``hcom_batchSendRecv``), send / receive pairs do not."""
-    frames = []
+    only where both sides carry the same name (``hcom_batchSendRecv``), send / receive pairs do not. Columns are
+    gathered over every rank and converted once (a frame per rank cost ~5 ms a rank; issue 33)."""
+    kept = []  # (rank, its collectives), each rank's table read once (a rank's data may rebuild it on each read)
     for rd in cluster:
-        c = rd.comm
-        if not isinstance(c, pd.DataFrame) or not len(c) or "wait_us" not in c.columns or rd.rank is None:
-            continue
-        sub = c
-        frames.append(pd.DataFrame({"rank": rd.rank, "step": sub["step"].to_numpy(dtype="float64"),
-                                    "op": sub["op"].astype(str).to_numpy(), "group": sub["group"].astype(str).to_numpy(),
-                                    "wait_us": sub["wait_us"].to_numpy(dtype="float64"),
-                                    "elapse_us": sub["elapse_us"].to_numpy(dtype="float64")}))
-    if not frames:
+        c = rd.comm if rd.rank is not None else None
+        if isinstance(c, pd.DataFrame) and len(c) and "wait_us" in c.columns:
+            kept.append((rd.rank, c))
+    if not kept:
         return pd.DataFrame(columns=["rank", "step", "op", "group", "wait_us", "elapse_us"])
-    return pd.concat(frames, ignore_index=True)
+    sizes = np.asarray([len(c) for _, c in kept])
+    ranks = np.repeat(np.asarray([r for r, _ in kept]), sizes)
+
+    def floats(col: str) -> np.ndarray:
+        return np.concatenate([c[col].to_numpy(dtype="float64") for _, c in kept])
+
+    def strings(col: str) -> np.ndarray:
+        return np.concatenate([_str_values(c[col]) for _, c in kept])
+
+    return pd.DataFrame({"rank": ranks, "step": floats("step"), "op": strings("op"), "group": strings("group"),
+                         "wait_us": floats("wait_us"), "elapse_us": floats("elapse_us")})
+
+
+def _str_values(values: pd.Series) -> np.ndarray:
+    """``values.astype(str).to_numpy()``, by categories for a categorical column (converting each category once)."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        codes = values.cat.codes.to_numpy()
+        if (codes >= 0).all():
+            return np.array([str(c) for c in values.cat.categories], dtype=object)[codes]
+    return values.astype(str).to_numpy()
 
 
 def last_arrivals(coll: pd.DataFrame, tie_share: float, tie_us: float) -> dict[tuple[int, ...], dict[str, Any]]:
@@ -154,15 +215,17 @@ def link_table(cluster: Sequence[RankData], skip: Iterable[str]) -> pd.DataFrame
     """Every rank's links (communication_matrix.json sums and single-op transfers) with the reporting rank and,
     where the group's members are known from their own reports (each rank reports the links it sends on), global
     src / dst ranks."""
-    frames = []
+    frames, reporters = [], []
     for rd in cluster:
         m = rd.communication_matrix
         if isinstance(m, pd.DataFrame) and len(m) and {"src", "dst", "transport"} <= set(m.columns):
-            frames.append(m.assign(reporter=rd.rank))
+            frames.append(m)
+            reporters.append(rd.rank)
     if not frames:
         return pd.DataFrame(columns=["group", "src", "dst", "transport", "size_mb", "transit_us", "transfers",
                                      "reporter", "src_rank", "dst_rank", "bandwidth_gbps"])
     df = pd.concat(frames, ignore_index=True)
+    df["reporter"] = np.repeat(np.asarray(reporters), [len(m) for m in frames])
     local = df.groupby(["group", "reporter"])["src"].agg(lambda s: s.iloc[0] if s.nunique() == 1 else np.nan)
     to_global: dict[tuple[str, float], int] = {}
     for (group, reporter), src in local.items():
@@ -219,7 +282,8 @@ def cluster_window(cluster: Sequence[RankData], ranks: pd.DataFrame) -> float:
     """The analyzed window of the whole input: every rank's time-model window summed (else its steps' time)."""
     total = 0.0
     for i, rd in enumerate(cluster):
-        w = float(getattr(rd.time, "window_us", 0.0) or 0.0) if rd.time is not None else 0.0
+        tm = rd.time  # read once: a rank's data may rebuild it on each read
+        w = float(getattr(tm, "window_us", 0.0) or 0.0) if tm is not None else 0.0
         if w <= 0 and i in ranks.index:
             w = float(np.nan_to_num(ranks.at[i, "step_us"]) * max(1, int(ranks.at[i, "steps"])))
         total += w
@@ -277,9 +341,9 @@ class ClusterKB(KnowledgeBase):
         findings += [f for _, f in slow]
         findings += self._stage_imbalance(ctx, ranks, stages, mean_step)
         findings += self._bubbles(ctx, ranks, mean_step)
-        outside = _outside_held(cluster)
-        findings += _explained(self._bottlenecks(ctx, cluster, ranks, steps, mean_step, outside), findings)
-        findings += self._late_peers(ctx, cluster)
+        peers = _Peers(cluster)
+        findings += _explained(self._bottlenecks(ctx, cluster, ranks, steps, mean_step, peers), findings)
+        findings += self._late_peers(ctx, cluster, peers)
         findings += self._slow_links(ctx, cluster, mean_step)
         return findings
 
@@ -453,9 +517,10 @@ class ClusterKB(KnowledgeBase):
         needs=("comm",),
     ))
     def _bottlenecks(self, ctx: AnalysisContext, cluster: Sequence[RankData], ranks: pd.DataFrame,
-                     steps: pd.DataFrame, mean_step: float,
-                     outside: set[tuple[float, str]] | None = None) -> list[Finding]:
+                     steps: pd.DataFrame, mean_step: float, peers: _Peers | None = None) -> list[Finding]:
         cfg = ctx.rules["bottleneck"]
+        peers = peers or _Peers(cluster)
+        outside = peers.outside_held()
         coll = collective_table(cluster)
         if outside and len(coll):  # held by a peer outside the input: cluster.late-peer names it
             held = np.array([(_step_key(s), str(o)) in outside for s, o in zip(coll["step"], coll["op"], strict=True)])
@@ -476,7 +541,7 @@ class ClusterKB(KnowledgeBase):
             if e["delay_us"] / n_steps < threshold:
                 continue
             f = self._bottleneck_finding(ctx, late, e, steps, mean_step, n_steps)
-            named = _links_name(cluster, e["top"])
+            named = peers.links_name(e["top"])
             if named:  # the notify waits of the member ranks name the rank they waited for
                 f.evidence["link_waits_name"] = {str(k): v for k, v in sorted(named.items())}
             out.append(f)
@@ -563,15 +628,16 @@ class ClusterKB(KnowledgeBase):
         needs=("comm",),
         explains=("overall.uncovered-communication",),
     ))
-    def _late_peers(self, ctx: AnalysisContext, cluster: Sequence[RankData]) -> list[Finding]:
+    def _late_peers(self, ctx: AnalysisContext, cluster: Sequence[RankData],
+                    peers: _Peers | None = None) -> list[Finding]:
         cfg = ctx.rules["late_peer"]
+        peers = peers or _Peers(cluster)
         out = []
-        for rd in cluster:
-            waits = window_waits(rd.time)
+        for rd, waits in zip(cluster, peers.waits, strict=True):
             if waits is None:
                 continue
             top = peer_totals(waits).iloc[0]
-            inside = _input_ranks(cluster, str(top.group))
+            inside = peers.input_ranks(str(top.group))
             if int(top.peer) in inside or rd.time is None:  # a late rank of the input: cluster.comm-bottleneck's
                 continue
             named = rd.comm_op_names
@@ -580,18 +646,18 @@ class ClusterKB(KnowledgeBase):
             if f is not None:
                 f.rank = rd.rank
                 out.append(f)
-        if out or any(window_waits(rd.time) is not None for rd in cluster):
+        if out or any(w is not None for w in peers.waits):
             return out
-        return self._group_coverage(ctx, cluster, cfg)
+        return self._group_coverage(ctx, cluster, cfg, peers)
 
     def _group_coverage(self, ctx: AnalysisContext, cluster: Sequence[RankData],
-                        cfg: Mapping[str, Any]) -> list[Finding]:
+                        cfg: Mapping[str, Any], peers: _Peers) -> list[Finding]:
         """No rank's tasks name the links waited on: the group's members outside the input (info)."""
-        waiting = sum(float(rd.time.uncovered_by_kind.get("wait", 0.0) + rd.time.uncovered_by_kind.get("idle", 0.0))
-                      for rd in cluster if rd.time is not None)
+        waiting = sum(float(t.uncovered_by_kind.get("wait", 0.0) + t.uncovered_by_kind.get("idle", 0.0))
+                      for t in (rd.time for rd in cluster) if t is not None)
         if self._window <= 0 or waiting < float(cfg["min_share"]) * self._window:
             return []
-        matrices = [m for m in (_matrix_ranks(rd.communication_matrix) for rd in cluster) if m is not None]
+        matrices = [m for m in peers.matrices() if m is not None]
         if not matrices:
             return []
         profiled: dict[str, set[int]] = {}
@@ -717,7 +783,7 @@ class ClusterKB(KnowledgeBase):
         ratio = float(cfg["max_bandwidth_ratio"])
         min_links = int(cfg["min_links"])
         out = []
-        n_steps = max(1, max((len(rd.step_time) if isinstance(rd.step_time, pd.DataFrame) else 1) for rd in cluster))
+        n_steps = max(1, max((len(st) if isinstance(st, pd.DataFrame) else 1) for st in (rd.step_time for rd in cluster)))
         for transport, grp in links.groupby(links["transport"].astype(str), sort=True):
             judged = grp[grp["large_transfers"] > 0]
             if len(judged) < len(grp):
@@ -882,61 +948,90 @@ def _matrix_ranks(links: pd.DataFrame | None) -> pd.DataFrame | None:
     ``dst_rank``), as the toolkit's group readers take them."""
     if not isinstance(links, pd.DataFrame) or not len(links) or not {"src", "dst"} <= set(links.columns):
         return None
-    return links.rename(columns={"src": "src_rank", "dst": "dst_rank"})
-
-
-def _links_name(cluster: Sequence[RankData], top: pd.DataFrame) -> dict[int, int]:
-    """For the collectives (step, op) of ``top``: per input rank (global), how many of them it held the longest, by
-    the member ranks' notify waits -- the rank the links say arrived last."""
-    wanted = {(_step_key(s), str(o)) for s, o in zip(top["step"], top["op"], strict=True)}
-    out: dict[int, int] = {}
-    for key, (group, peer) in _collective_heads(cluster).items():
-        rank = _global_rank(cluster, group, peer) if key in wanted else None
-        if rank is not None:
-            out[rank] = out.get(rank, 0) + 1
+    out = links.copy(deep=False)  # renamed without copying the data (asked of every rank; issue 33)
+    out.columns = ["src_rank" if c == "src" else "dst_rank" if c == "dst" else c for c in links.columns]
     return out
 
 
-def _collective_heads(cluster: Sequence[RankData]) -> dict[tuple[float, str], tuple[str, int]]:
-    """Per collective (step, op): the (group, peer) that held it the longest, summed over the ranks that waited in it
-    (``toolkit.peers.op_peers`` of each rank's link waits)."""
-    frames = [op_peers(window_waits(rd.time)) for rd in cluster]
-    per = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else None
-    if per is None:
+class _Peers:
+    """The ranks' link waits and own numbers per group, read once per analysis: the late-peer and bottleneck rules
+    ask for them per rank and per collective (read each time, that was quadratic in the ranks; issue 33)."""
+
+    def __init__(self, cluster: Sequence[RankData]) -> None:
+        self.cluster = list(cluster)
+        self.waits = [window_waits(rd.time) for rd in self.cluster]
+        self._owns: list[dict[str, int]] | None = None
+        self._heads: dict[tuple[float, str], tuple[str, int]] | None = None
+        self._numbers: dict[str, list[int | None]] = {}
+        self._matrices: list[pd.DataFrame | None] | None = None
+
+    def matrices(self) -> list[pd.DataFrame | None]:
+        """Per rank: its links with the matrix's column names (:func:`_matrix_ranks`), or None."""
+        if self._matrices is None:
+            self._matrices = [_matrix_ranks(rd.communication_matrix) for rd in self.cluster]
+        return self._matrices
+
+    def heads(self) -> dict[tuple[float, str], tuple[str, int]]:
+        """Per collective (step, op): the (group, peer) that held it the longest, summed over the ranks that waited
+        in it (``toolkit.peers.op_peers`` of each rank's link waits)."""
+        if self._heads is None:
+            self._heads = _collective_heads(self.waits)
+        return self._heads
+
+    def _numbers_in(self, group: str) -> list[int | None]:
+        """Per rank: its number within ``group`` -- the src of its links in that group, else the one number its
+        links give in every group, else its global rank (None without one)."""
+        if group not in self._numbers:
+            if self._owns is None:
+                self._owns = [own_ranks(w, m) for w, m in zip(self.waits, self.matrices(), strict=True)]
+            out: list[int | None] = []
+            for own, rd in zip(self._owns, self.cluster, strict=True):
+                if group in own:
+                    out.append(own[group])
+                elif len(set(own.values())) == 1:
+                    out.append(next(iter(own.values())))
+                else:
+                    out.append(int(rd.rank) if rd.rank is not None else None)
+            self._numbers[group] = out
+        return self._numbers[group]
+
+    def input_ranks(self, group: str) -> set[int]:
+        """The numbers within ``group`` of the input's ranks."""
+        return {n for n in self._numbers_in(group) if n is not None}
+
+    def global_rank(self, group: str, local: int) -> int | None:
+        """The input rank whose number within ``group`` is ``local`` (None when no input rank has it)."""
+        for n, rd in zip(self._numbers_in(group), self.cluster, strict=True):
+            if rd.rank is not None and n == local:
+                return int(rd.rank)
+        return None
+
+    def links_name(self, top: pd.DataFrame) -> dict[int, int]:
+        """For the collectives (step, op) of ``top``: per input rank (global), how many of them it held the
+        longest, by the member ranks' notify waits -- the rank the links say arrived last."""
+        wanted = {(_step_key(s), str(o)) for s, o in zip(top["step"], top["op"], strict=True)}
+        out: dict[int, int] = {}
+        for key, (group, peer) in self.heads().items():
+            rank = self.global_rank(group, peer) if key in wanted else None
+            if rank is not None:
+                out[rank] = out.get(rank, 0) + 1
+        return out
+
+    def outside_held(self) -> set[tuple[float, str]]:
+        """(step, op) of the collectives held the longest by a peer outside the input."""
+        return {key for key, (group, peer) in self.heads().items() if peer not in self.input_ranks(group)}
+
+
+def _collective_heads(waits: Sequence[pd.DataFrame | None]) -> dict[tuple[float, str], tuple[str, int]]:
+    """Per collective (step, op): the (group, peer) that held it the longest, summed over the ranks' link waits."""
+    frames = [f for f in (op_peers(w) for w in waits if w is not None) if len(f)]
+    if not frames:
         return {}
+    per = pd.concat(frames, ignore_index=True)
     held = per.groupby(["step", "op", "group", "peer"], sort=False)["held_us"].sum().reset_index()
     held = held[held["held_us"] > 0]
     heads = held.loc[held.groupby(["step", "op"], sort=False)["held_us"].idxmax()]
     return {(_step_key(r.step), str(r.op)): (str(r.group), int(r.peer)) for r in heads.itertuples(index=False)}
-
-
-def _global_rank(cluster: Sequence[RankData], group: str, local: int) -> int | None:
-    """The input rank whose number within ``group`` is ``local`` (None when no input rank has it)."""
-    for rd in cluster:
-        if rd.rank is not None and local in _input_ranks([rd], group):
-            return int(rd.rank)
-    return None
-
-
-def _input_ranks(cluster: Sequence[RankData], group: str) -> set[int]:
-    """The numbers within ``group`` of the input's ranks: the src of each rank's links in that group, else the one
-    number its links give in every group, else its global rank."""
-    out: set[int] = set()
-    for rd in cluster:
-        own = own_ranks(window_waits(rd.time), _matrix_ranks(rd.communication_matrix))
-        if group in own:
-            out.add(own[group])
-        elif len(set(own.values())) == 1:
-            out.add(next(iter(own.values())))
-        elif rd.rank is not None:
-            out.add(int(rd.rank))
-    return out
-
-
-def _outside_held(cluster: Sequence[RankData]) -> set[tuple[float, str]]:
-    """(step, op) of the collectives held the longest by a peer outside the input."""
-    return {key for key, (group, peer) in _collective_heads(cluster).items()
-            if peer not in _input_ranks(cluster, group)}
 
 
 def _step_key(v: Any) -> float:

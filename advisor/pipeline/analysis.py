@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ from advisor.graph.model_graph import ModelGraph
 from advisor.ingest.sanitize import require_analyzable
 from advisor.model import OPS_COLUMNS, Meta, Profile, empty_frame
 from advisor.pipeline import consistency, executor, hierarchy, rank_detail, score, static_audit
-from advisor.pipeline.rank_result import RankResult, target_cann
+from advisor.pipeline.rank_result import RankResult, Received, compact, target_cann
 from advisor.pipeline.rank_summary import RankSummary
 from advisor.pipeline.report_dict import build_report, cluster_section
 from advisor.platform import platform_for_run
@@ -190,8 +190,9 @@ def _analyze_rank_job(args: tuple[Any, Any]) -> RankResult:
     (graph, options, rules, infos, ranks), src = args
     if infos is None:
         infos = _worker_kbs(options)  # on a worker: entry points are loaded there, once per process
-    return analyze_rank(src, graph, infos, rules, options.chip, options.time_limit_s, options.cann,
-                        ranks_in_input=ranks)
+    # compact where it is computed: the client receives and holds the rank's small tables as bytes (issue 33)
+    return compact(analyze_rank(src, graph, infos, rules, options.chip, options.time_limit_s, options.cann,
+                                ranks_in_input=ranks))
 
 
 _WORKER_KBS: dict[tuple[Any, ...], list[engine.KBInfo]] = {}
@@ -301,18 +302,27 @@ def _analyze_ranks(path: Path, sources: list[Any], graph: ModelGraph | None, inf
     if mode == executor.REMOTE:  # the workers see the profile at the same absolute path (shared storage)
         sources = [type(s)(s.root.resolve(), s.layout, s.rank) for s in sources]
     shared = (graph, options, rules, infos if mode == executor.SERIAL else None, len(sources))
+    received = Received()
+
+    def keep(outcome: executor.Outcome[RankResult]) -> executor.Outcome[RankResult]:
+        """Each rank as it arrives: paths as the user gave them, then what the client keeps of it (compact)."""
+        if sources is not given:  # the report names paths as the user gave them, whatever the executor
+            outcome = as_given(outcome, PathSpelling(str(sources[outcome.index].root), str(given[outcome.index].root)))
+        if outcome.result is None:
+            received.take(outcome.index, None)
+            return outcome
+        return replace(outcome, result=received.take(outcome.index, outcome.result))
+
     with stage_progress.reporting(progress):  # ranks analyzed in this process say their stages too
         outcomes = executor.run_jobs(_analyze_rank_job, sources, [str(s.root) for s in sources], mode=mode,
                                      workers=workers, scheduler=options.scheduler, shared=shared,
-                                     progress=progress)
-    if sources is not given:  # the report names paths as the user gave them, whatever the executor
-        outcomes = [as_given(o, PathSpelling(str(sources[o.index].root), str(given[o.index].root)))
-                    for o in outcomes]
+                                     progress=progress, on_outcome=keep)
     results = [o.result for o in outcomes if o.result is not None]
     skipped = [o.failure for o in outcomes if o.failure is not None]
     if not results:
         first = skipped[0]
         raise InputError(path, f"no rank could be read ({len(skipped)} tried); {first.path}: {first.reason}")
+    results[0].statuses = received.statuses  # every rank's, merged in rank order as they arrived
     return results, skipped
 
 

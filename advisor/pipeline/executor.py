@@ -94,18 +94,22 @@ def local_workers(n_jobs: int, workers: int | None) -> int:
 
 def run_jobs(fn: Callable[[J], R], jobs: Sequence[J], paths: Sequence[str], *, mode: str = SERIAL,
              workers: int | None = None, scheduler: str | None = None, shared: Any = None,
-             progress: Progress | None = None) -> list[Outcome[R]]:
+             progress: Progress | None = None,
+             on_outcome: Callable[[Outcome[R]], Outcome[R]] | None = None) -> list[Outcome[R]]:
     """Map ``fn`` over ``jobs`` with the executor ``mode``; outcomes come back in job order.
 
     ``shared`` is sent to the cluster once (broadcast) and given to every job as ``fn((shared, job))`` on a
-    cluster and in this process alike, so the job function is the same everywhere.
+    cluster and in this process alike, so the job function is the same everywhere. ``on_outcome``: applied in
+    this process to each outcome as it arrives (in arrival order, while other jobs still run), and what it returns
+    is kept instead.
     """
     progress = progress or (lambda _text: None)
     total = len(jobs)
     if mode == SERIAL:
         out = []
         for i, job in enumerate(jobs):
-            out.append(guarded(fn, (shared, job), i, paths[i]))
+            outcome = guarded(fn, (shared, job), i, paths[i])
+            out.append(on_outcome(outcome) if on_outcome is not None else outcome)
             progress(f"analyzed ranks {i + 1}/{total}")
         return out
     from distributed import Client
@@ -116,14 +120,14 @@ def run_jobs(fn: Callable[[J], R], jobs: Sequence[J], paths: Sequence[str], *, m
         cluster = _local_cluster(n)
         try:
             with Client(cluster) as client:
-                return _on_client(client, fn, jobs, paths, shared, progress)
+                return _on_client(client, fn, jobs, paths, shared, progress, on_outcome)
         finally:
             cluster.close()
     if mode == REMOTE:
         client = connect(scheduler or "")
         try:
             check_workers(client)
-            return _on_client(client, fn, jobs, paths, shared, progress)
+            return _on_client(client, fn, jobs, paths, shared, progress, on_outcome)
         finally:
             client.close()
     raise ValueError(f"unknown executor mode {mode!r}")
@@ -252,7 +256,8 @@ MAX_CHUNK = 16
 
 
 def _on_client(client: Any, fn: Callable[[J], R], jobs: Sequence[J], paths: Sequence[str], shared: Any,
-               progress: Progress) -> list[Outcome[R]]:
+               progress: Progress, on_outcome: Callable[[Outcome[R]], Outcome[R]] | None = None
+               ) -> list[Outcome[R]]:
     from distributed import as_completed
 
     total = len(jobs)
@@ -272,7 +277,7 @@ def _on_client(client: Any, fn: Callable[[J], R], jobs: Sequence[J], paths: Sequ
             outcomes = [Outcome(i, failure=RankFailure(i, paths[i], f"worker failed: {type(e).__name__}: {e}"))
                         for i in range(first, min(total, first + size))]
         for outcome in outcomes:
-            out[outcome.index] = outcome
+            out[outcome.index] = on_outcome(outcome) if on_outcome is not None else outcome
         future.release()  # the worker may drop the result now: the client holds the only copy
         done += len(outcomes)
         progress(f"analyzed ranks {done}/{total}")
