@@ -115,13 +115,15 @@ def discover(path: Path) -> Discovery:
 
 def _without_aliases(found: list[RankSource]) -> list[RankSource]:
     """A symlink to a rank directory (or two names of one) is the same rank, not a second one."""
-    real = {s.root.resolve() for s in found if s.root.resolve() == s.root.absolute()}
+    targets = [s.root.resolve() for s in found]  # each path resolved once: a cluster of thousands of ranks
+    real = {t for s, t in zip(found, targets, strict=True) if t == s.root.absolute()}
     kept: list[RankSource] = []
-    for s in found:
-        target = s.root.resolve()
-        if target != s.root.absolute() and (target in real or any(k.root.resolve() == target for k in kept)):
+    kept_targets: set[Path] = set()
+    for s, target in zip(found, targets, strict=True):
+        if target != s.root.absolute() and (target in real or target in kept_targets):
             continue
         kept.append(s)
+        kept_targets.add(target)
     return kept
 
 
