@@ -4,9 +4,7 @@ and findings as the rank's analysis gave, in a fraction of the memory, whatever 
 from __future__ import annotations
 
 import gc
-import importlib.util
 import pickle
-import sys
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -18,23 +16,16 @@ from advisor import ingest
 from advisor.engine.kb_engine import merge_statuses
 from advisor.pipeline.analysis import AnalysisOptions, analyze_rank, load_rules, select_kbs
 from advisor.pipeline.rank_result import RANK_DATA_TABLES, SUMMARY_TABLES, RankResult, Received, compact
+from tests import cluster_gen
 
 ROOT = Path(__file__).resolve().parent.parent
 
-
-def _generator() -> Any:
-    spec = importlib.util.spec_from_file_location("gen_cluster", ROOT / "benchmarks" / "gen_cluster.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gen_cluster"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[RankResult]:
     out = tmp_path_factory.mktemp("compact") / "cluster"
-    _generator().generate(out, ranks=4, tp=1, pp=2, steps=2, ops=8, seed=5)
+    cluster_gen.load().generate(out, ranks=4, tp=1, pp=2, steps=2, ops=8, seed=5)
     options = AnalysisOptions()
     rules, infos = load_rules(options), select_kbs(options)
     sources = ingest.detect(out)

@@ -4,7 +4,6 @@ reason while the run goes on."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import multiprocessing
 import shutil
@@ -19,21 +18,15 @@ from advisor.cli import main
 from advisor.pipeline import executor
 from advisor.pipeline.analysis import AnalysisOptions, run_analysis
 from advisor.report.json_report import validate
+from tests import cluster_gen
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT.parent / "shared" / "samples" / "Ascend__msinsight"
 needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="../shared/samples not available")
 
 
-def _load_generator() -> Any:
-    spec = importlib.util.spec_from_file_location("gen_cluster", ROOT / "benchmarks" / "gen_cluster.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules["gen_cluster"] = module
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
 
-
-gen_cluster = _load_generator()
+gen_cluster = cluster_gen.load()
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,8 @@ findings, score and ``time`` totals are those of the full report, and ``--rank-t
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,22 +18,16 @@ from advisor.pipeline import consistency, rank_detail
 from advisor.pipeline.analysis import run_analysis
 from advisor.report import markdown
 from advisor.report.json_report import render, validate
+from tests import cluster_gen
 
 ROOT = Path(__file__).resolve().parents[1]
 
-
-def _load_generator() -> Any:
-    spec = importlib.util.spec_from_file_location("gen_cluster", ROOT / "benchmarks" / "gen_cluster.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules["gen_cluster"] = module
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
 
 
 @pytest.fixture(scope="module")
 def gen8(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("gen8")
-    _load_generator().generate(out, ranks=8, tp=1, pp=2, steps=2, ops=20, seed=5)
+    cluster_gen.load().generate(out, ranks=8, tp=1, pp=2, steps=2, ops=20, seed=5)
     return out
 
 

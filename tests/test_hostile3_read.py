@@ -10,7 +10,6 @@ import json
 import os
 import socket
 import sqlite3
-import sys
 import threading
 import time
 from contextlib import closing
@@ -24,6 +23,7 @@ from hypothesis import strategies as st
 from advisor.common.errors import InputError
 from advisor.ingest.sqlite_db import read_only_uri
 from advisor.model import Meta, Profile, empty_frame
+from tests import cluster_gen
 from tests.hostile import (
     OM_JSON,
     PROF,
@@ -71,12 +71,7 @@ def silent_port() -> int:
 
 
 def _tiny_profile(tmp_path: Path) -> Path:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gen_cluster", ROOT / "benchmarks" / "gen_cluster.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules.setdefault("gen_cluster", module)  # its dataclasses look their module up
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module = cluster_gen.load()
     out = tmp_path / "cluster"
     module.generate(out, ranks=2, tp=2, pp=1, steps=1, ops=5, seed=1)
     return out
@@ -364,12 +359,7 @@ def test_3_repeated_step_rows_never_multiply_the_window(tmp_path: Path) -> None:
 
 
 def test_3_steps_beyond_the_report_limit_are_summarized(tmp_path: Path) -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gen_cluster", ROOT / "benchmarks" / "gen_cluster.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules.setdefault("gen_cluster", module)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module = cluster_gen.load()
     module.generate(tmp_path / "run", ranks=1, tp=1, pp=1, steps=6, ops=5, seed=1)
     rules = tmp_path / "limit.yaml"
     rules.write_text("rules:\n  time:\n    report:\n      max_steps: 2\n", encoding="utf-8")
