@@ -13,13 +13,13 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from advisor.findings import Finding, Fix, Severity
+from advisor.timemodel import TimeModel  # imported, not only named: it registers the builder of profile.time
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from advisor.graph.model_graph import ModelGraph
     from advisor.model import EventSelection, Meta, Profile
-    from advisor.timemodel import TimeModel
 
 _Check = Callable[..., Any]
 
