@@ -116,3 +116,12 @@ def finite_float(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
+
+
+def is_int(value: Any) -> bool:
+    """Whether ``int(value)`` gives a number (a rank id written as text or as a number); a bool is not one."""
+    try:
+        int(value)
+    except (TypeError, ValueError):
+        return False
+    return not isinstance(value, bool)

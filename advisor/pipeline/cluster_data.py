@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.common.util import is_int
 from advisor.toolkit.time import comm_op_times
 
 STEP_TIME_COLUMNS = ["step", "compute_us", "uncovered_comm_us", "overlapped_us", "free_us", "bubble_us",
@@ -177,11 +178,11 @@ def parallel_groups(metadata: Mapping[str, Any] | None, rank: int | None) -> dic
             for name in names:
                 g = next((g for g in groups if str(g.get("group_name", "")).lower() == name), None)
                 if g is not None:
-                    members = [int(r) for r in g.get("global_ranks") or [] if _is_int(r)]
+                    members = [int(r) for r in g.get("global_ranks") or [] if is_int(r)]
                     index = g.get("group_rank")
-                    if not _is_int(index) and rank in members:
+                    if not is_int(index) and rank in members:
                         index = members.index(rank)
-                    out[dim] = {"index": int(index) if _is_int(index) else None, "size": len(members),
+                    out[dim] = {"index": int(index) if is_int(index) else None, "size": len(members),
                                 "ranks": members}
                     break
         if out:
@@ -192,7 +193,7 @@ def parallel_groups(metadata: Mapping[str, Any] | None, rank: int | None) -> dic
         size = {d: int(args.get(k) or 1) for d, k in (("tp", "tensor_model_parallel_size"),
                                                       ("pp", "pipeline_model_parallel_size"),
                                                       ("cp", "context_parallel_size"),
-                                                      ("dp", "data_parallel_size")) if _is_int(args.get(k) or 1)}
+                                                      ("dp", "data_parallel_size")) if is_int(args.get(k) or 1)}
         if size:
             tp, cp, dp = size.get("tp", 1), size.get("cp", 1), size.get("dp", 1)
             out = {"tp": {"index": rank % tp, "size": tp},
@@ -202,10 +203,3 @@ def parallel_groups(metadata: Mapping[str, Any] | None, rank: int | None) -> dic
                    "source": "distributed_args"}
     return out
 
-
-def _is_int(v: Any) -> bool:
-    try:
-        int(v)
-    except (TypeError, ValueError):
-        return False
-    return not isinstance(v, bool)

@@ -16,6 +16,8 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from advisor.common.util import is_int
+
 FULL_DETAIL_RANKS = 32
 """Reports of up to this many ranks list every rank (the shared multi-rank samples, the tests' clusters)."""
 OUTLIERS_PER_FIGURE = 2
@@ -111,7 +113,7 @@ def _per_rank_rows(report: Mapping[str, Any]) -> dict[str, list[tuple[int, float
     time_ranks = (report.get("time") or {}).get("ranks") or {}
     summary_ranks = (report.get("summary") or {}).get("ranks") or []
     cluster_ranks = (report.get("cluster") or {}).get("ranks") or []
-    source = {"time": [(int(r), t) for r, t in time_ranks.items() if isinstance(t, Mapping) and _int(r)],
+    source = {"time": [(int(r), t) for r, t in time_ranks.items() if isinstance(t, Mapping) and is_int(r)],
               "summary": [(int(row["rank"]), row) for row in summary_ranks if row.get("rank") is not None],
               "cluster": [(int(row["rank"]), row) for row in cluster_ranks if row.get("rank") is not None]}
     out: dict[str, list[tuple[int, float]]] = {}
@@ -120,13 +122,6 @@ def _per_rank_rows(report: Mapping[str, Any]) -> dict[str, list[tuple[int, float
                      if isinstance(row.get(field), int | float) and row.get(field) == row.get(field)]
     return out
 
-
-def _int(text: Any) -> bool:
-    try:
-        int(text)
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 def _distribution(rows: list[tuple[int, float]]) -> dict[str, Any]:
@@ -144,7 +139,7 @@ def _listed(report: Mapping[str, Any], per_rank: Mapping[str, list[tuple[int, fl
     why: dict[int, list[str]] = {}
 
     def name(rank: Any, reason: str) -> None:
-        if rank is None or not _int(rank):
+        if rank is None or not is_int(rank):
             return
         r = int(rank)
         if r in why or len(why) < MAX_LISTED_RANKS:
@@ -215,7 +210,7 @@ def _bound_ranks(out: dict[str, Any], listed: set[int], keep: Any) -> None:
     time = out.get("time")
     if isinstance(time, dict) and isinstance(time.get("ranks"), dict):
         full = time["ranks"]
-        kept = {r: t for r, t in full.items() if _int(r) and int(r) in listed}
+        kept = {r: t for r, t in full.items() if is_int(r) and int(r) in listed}
         out["time"] = {**time, "ranks": kept, **({"ranks_total": len(full)} if len(kept) < len(full) else {})}
         keep("time.ranks", full, kept)
     kernels = out.get("kernels")
@@ -292,11 +287,11 @@ def _bound_by_rank(evidence: dict[str, Any], listed: set[int]) -> None:
         return
     saving = {r: float((v or {}).get("estimated_saving_us") or 0.0) if isinstance(v, Mapping) else 0.0
               for r, v in by_rank.items()}
-    chosen = [r for r in by_rank if _int(r) and int(r) in listed][:MAX_BY_RANK // 2]
+    chosen = [r for r in by_rank if is_int(r) and int(r) in listed][:MAX_BY_RANK // 2]
     chosen += [r for r in sorted(saving, key=lambda r: (-saving[r], r)) if r not in chosen][:MAX_BY_RANK - len(chosen)]
     keep = set(chosen)
     evidence["by_rank"] = {r: v for r, v in by_rank.items() if r in keep}
-    rows = [(int(r), v) for r, v in saving.items() if _int(r)]
+    rows = [(int(r), v) for r, v in saving.items() if is_int(r)]
     evidence["by_rank_summary"] = {**_distribution(rows), "estimated_saving_us": round(sum(saving.values()), 3),
                                    "kept": len(keep)}
 

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -41,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from advisor.common.live_cache import LiveCache
 from advisor.model import canonical_dtype, canonical_format, metric_values, parse_list, parse_shapes
 from advisor.toolkit.common import combined_codes
 from advisor.toolkit.cores import CoreCounts, core_counts, task_occupancy
@@ -82,9 +81,8 @@ CHUNK_ROWS = 1 << 19
 # ---------------------------------------------------------------------------------------------------------
 # the shared accessor
 # ---------------------------------------------------------------------------------------------------------
-_LOCK = threading.Lock()
-_CACHE: dict[int, dict[str, pd.DataFrame]] = {}
-"""Classifications per live profile (by id; dropped with the profile) and per platform + rules."""
+_CLASSIFICATIONS = LiveCache()
+"""Classifications per live profile and per platform + rules."""
 
 
 def op_bounds(ctx: AnalysisContext) -> pd.DataFrame:
@@ -110,18 +108,9 @@ def builtin_rules() -> Mapping[str, Any]:
 def for_profile(profile: Profile, platform: Mapping[str, Any], rules: Mapping[str, Any]) -> pd.DataFrame:
     """:func:`classify` of ``profile.ops``, cached on the profile for this platform and these rules."""
     key = json.dumps([platform, rules], sort_keys=True, default=str)
-    with _LOCK:
-        per = _CACHE.get(id(profile))
-        if per is None:
-            per = _CACHE[id(profile)] = {}
-            weakref.finalize(profile, _CACHE.pop, id(profile), None)
-        hit = per.get(key)
-    if hit is None:
-        hit = classify(profile.ops, platform, rules,
-                       core_counts(profile, platform, rules["cube_cores"], rules["vector_cores"]))
-        with _LOCK:
-            per[key] = hit
-    return hit.copy()
+    return _CLASSIFICATIONS.get(profile, key, lambda: classify(
+        profile.ops, platform, rules, core_counts(profile, platform, rules["cube_cores"], rules["vector_cores"]),
+    )).copy()
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -7,8 +7,6 @@ so that the score counts each microsecond once however many findings claim it.
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Iterable
 
 import numpy as np
@@ -16,6 +14,7 @@ import pandas as pd
 
 from advisor.common.frames import isin_mask
 from advisor.common.intervals import covered_before, intersect, length, overlap, union, union_length
+from advisor.common.live_cache import LiveCache
 from advisor.common.units import fmt_us
 from advisor.model import Profile
 from advisor.timemodel import COMM_CORES, COMPUTE_KEYS, UNCOVERED_KEYS, StepTime, TimeModel, compute_bucket
@@ -79,25 +78,15 @@ def compute_tasks(cores: pd.Series, rows: np.ndarray | None = None) -> np.ndarra
     return table[codes if rows is None else codes[rows]]
 
 
-_COMM_LOCK = threading.Lock()
-_COMM_TIMES: dict[int, tuple[int, pd.DataFrame]] = {}
-"""comm_op_times per live ``comm`` table (by id; dropped with the table): several knowledge bases and the rank
-summary ask for the same rank's."""
+_COMM_TIMES = LiveCache()
+"""comm_op_times per live ``comm`` table (and its row count): several knowledge bases and the rank summary ask for
+the same rank's."""
 
 
 def comm_op_times(comm: pd.DataFrame) -> pd.DataFrame:
     """The ``comm`` table (one row per op x transport) -> one row per op: step, name, elapse/wait/transit/idle.
     Worked out once per table (a copy each call)."""
-    with _COMM_LOCK:
-        hit = _COMM_TIMES.get(id(comm))
-    if hit is not None and hit[0] == len(comm):
-        return hit[1].copy()
-    out = _comm_op_times(comm)
-    with _COMM_LOCK:
-        if id(comm) not in _COMM_TIMES:
-            weakref.finalize(comm, _COMM_TIMES.pop, id(comm), None)
-        _COMM_TIMES[id(comm)] = (len(comm), out)
-    return out.copy()
+    return _COMM_TIMES.get(comm, len(comm), lambda: _comm_op_times(comm)).copy()
 
 
 def _comm_op_times(comm: pd.DataFrame) -> pd.DataFrame:
