@@ -34,10 +34,9 @@ costs 4-13 KB whatever its rows (index, blocks, dtypes), ~70 KB a rank in all, ~
 read-only values (time model, profiler metadata, model summary, groups). Each is rebuilt when read (the report and
 the cluster knowledge base read each a few times); ``meta`` stays live (the pipeline adds notes to it)."""
 
-RANK_DATA_TABLES = {"steps": "steps", "comm": "comm", "communication_matrix": "communication_matrix",
-                    "step_time": "step_time", "transports": "transports", "time": "time", "groups": "groups",
-                    "comm_op_names": "comm_op_names"}
-""":class:`advisor.kb.RankData` field -> the :class:`RankSummary` field it is, both held pickled."""
+RANK_DATA_TABLES = ("steps", "comm", "communication_matrix", "step_time", "transports", "time", "groups",
+                    "comm_op_names")
+"""The :class:`advisor.kb.RankData` fields that are :class:`RankSummary` fields of the same name, held pickled."""
 
 
 def _pickled(name: str) -> property:
@@ -120,11 +119,9 @@ class CompactRankData(RankData):
         state = summary.__dict__
         out.__dict__.update(rank=summary.meta.rank, meta=summary.meta, busy_us=summary.busy_us,
                             device_time_us=summary.device_time_us)
-        out.__dict__["_tables"] = {k: state["_tables"][v] for k, v in RANK_DATA_TABLES.items()
-                                   if v in state["_tables"]}
+        out.__dict__["_tables"] = {k: state["_tables"][k] for k in RANK_DATA_TABLES if k in state["_tables"]}
         if state.get("_ztables"):
-            out.__dict__["_ztables"] = {k: state["_ztables"][v] for k, v in RANK_DATA_TABLES.items()
-                                        if v in state["_ztables"]}
+            out.__dict__["_ztables"] = {k: state["_ztables"][k] for k in RANK_DATA_TABLES if k in state["_ztables"]}
             out.__dict__["_zdict"] = state["_zdict"]
         return out
 
