@@ -86,6 +86,10 @@ def to_number(series: pd.Series) -> pd.Series:
     return pd.to_numeric(s, errors="coerce").astype("float64")
 
 
+_MISSING_TEXT = frozenset(("N/A", "", "NA"))
+"""Cell texts that mean "no value" once stripped."""
+
+
 def clean_text(series: pd.Series) -> pd.Series:
     """Strip whitespace/quotes; ``N/A``/empty become missing.
 
@@ -97,11 +101,10 @@ def clean_text(series: pd.Series) -> pd.Series:
         values = np.where(codes >= 0, cleaned[np.clip(codes, 0, None)] if len(cleaned) else None, None)
         return pd.Series(values, index=series.index, dtype="string")
     s = series.astype("string").str.strip().str.strip('"').str.strip()
-    return s.mask(s.isin(["N/A", "", "NA"]))
+    return s.mask(s.isin(list(_MISSING_TEXT)))
 
 
 _PLAIN = re.compile(r"[\t\n\r\x20-\x7e]*")
-_MISSING_TEXT = frozenset(("N/A", "", "NA"))
 
 
 def _clean_plain(names: list[str], case: Callable[[str], str] | None) -> np.ndarray | None:
